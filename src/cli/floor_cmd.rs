@@ -1,0 +1,167 @@
+//! `msgperf floor`: each transport's plain loop, and the hardware's, with no harness.
+
+use super::{print_out, CliError, Exit};
+use crate::plan;
+use crate::result::Placement;
+use crate::transport::{self, FloorFigure, FloorKind, FloorRoles};
+use crate::units::{format_size, parse_duration, parse_size_list};
+use clap::Args;
+use comfy_table::Table;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct FloorArgs {
+    /// Transports, comma-separated (default: all that have a floor).
+    #[arg(long, short, value_delimiter = ',')]
+    transport: Vec<String>,
+    /// Round-trip message sizes.
+    #[arg(long, default_value = "64")]
+    size: String,
+    /// Stream write sizes.
+    #[arg(long, default_value = "64k")]
+    stream_size: String,
+    /// Measured time of each loop.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Peers as threads instead of forked processes.
+    #[arg(long)]
+    threads: bool,
+    /// Placements to measure in (default: same-cpu and cross-cpu).
+    #[arg(long, value_delimiter = ',')]
+    placement: Vec<String>,
+}
+
+pub fn floor(a: FloorArgs) -> Exit {
+    let sizes = parse_size_list(&a.size).map_err(|e| CliError::Usage(format!("--size: {e}")))?;
+    let stream_sizes = parse_size_list(&a.stream_size)
+        .map_err(|e| CliError::Usage(format!("--stream-size: {e}")))?;
+    let transports: Vec<&dyn transport::Transport> = if a.transport.is_empty() {
+        transport::REGISTRY.to_vec()
+    } else {
+        a.transport
+            .iter()
+            .map(|t| transport::find(t))
+            .collect::<Result<_, _>>()
+            .map_err(CliError::Usage)?
+    };
+    let placements: Vec<Placement> = if a.placement.is_empty() {
+        vec![Placement::SameCpu, Placement::CrossCpu]
+    } else {
+        a.placement
+            .iter()
+            .map(|p| match p.as_str() {
+                "same-cpu" => Ok(Placement::SameCpu),
+                "cross-cpu" => Ok(Placement::CrossCpu),
+                "any" => Ok(Placement::Any),
+                _ => Err(CliError::Usage(format!(
+                    "--placement {p}: use same-cpu, cross-cpu or any"
+                ))),
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let mut t = Table::new();
+    t.load_preset(crate::report::table::STYLE);
+    t.set_header(vec![
+        "floor",
+        "loop",
+        "size [B]",
+        "cpus",
+        "peer",
+        "samples",
+        "min [us]",
+        "p50 [us]",
+        "mean [us]",
+        "msgs/s",
+        "MB/s",
+    ]);
+    let mut row = |name: &str,
+                   kind: &str,
+                   size: usize,
+                   cpus: (Option<usize>, Option<usize>),
+                   peer: &str,
+                   f: &FloorFigure| {
+        let us = |ns: u64| {
+            if ns == 0 {
+                "-".to_string()
+            } else {
+                format!("{:.2}", ns as f64 / 1e3)
+            }
+        };
+        let cpus = match cpus {
+            (Some(a), Some(b)) => format!("{a}/{b}"),
+            _ => "-".into(),
+        };
+        t.add_row(vec![
+            name.to_string(),
+            kind.to_string(),
+            format_size(size),
+            cpus,
+            peer.to_string(),
+            f.samples.to_string(),
+            us(f.rtt_min_ns),
+            us(f.rtt_p50_ns),
+            us(f.rtt_mean_ns),
+            format!("{:.0}", f.msgs_per_s),
+            if f.bytes_per_s > 0.0 {
+                format!("{:.1}", f.bytes_per_s / 1e6)
+            } else {
+                "-".into()
+            },
+        ]);
+    };
+    for &p in &placements {
+        let Ok((_, cpus)) = plan::resolve_placement(Some(p), None, false) else {
+            continue;
+        };
+        let roles = FloorRoles {
+            cpus,
+            processes: !a.threads,
+            warmup: Duration::from_millis(100),
+            duration: a.duration,
+        };
+        let spin = transport::spin_pingpong(&roles);
+        let how = if cpus.0.is_some() && cpus.0 == cpus.1 {
+            "spin-yield ping-pong"
+        } else {
+            "cache-line ping-pong"
+        };
+        row("hardware", how, 8, cpus, "thread", &spin);
+        for &s in &stream_sizes {
+            row(
+                "hardware",
+                "memcpy",
+                s,
+                (cpus.0, cpus.0),
+                "-",
+                &transport::memcpy_bandwidth(s, &roles),
+            );
+        }
+        for tr in &transports {
+            let Some(f) = tr.floor() else { continue };
+            let caps = tr.capabilities();
+            let roles = FloorRoles {
+                processes: !a.threads && caps.cross_process,
+                ..roles.clone()
+            };
+            let peer = if roles.processes { "process" } else { "thread" };
+            for (kind, list, name) in [
+                (FloorKind::RoundTrip, &sizes, "ping-pong"),
+                (FloorKind::Stream, &stream_sizes, "stream"),
+            ] {
+                for &s in list.iter().filter(|&&s| s <= caps.max_message_bytes) {
+                    match f.measure(kind, s, &roles) {
+                        Ok(fig) => row(tr.name(), name, s, cpus, peer, &fig),
+                        Err(e) => {
+                            return Err(CliError::Run(format!(
+                                "floor of {} failed: {e}",
+                                tr.name()
+                            )))
+                        }
+                    }
+                }
+            }
+        }
+    }
+    print_out(&format!("{t}\nThe plainest loop each transport allows: raw read/write on the descriptors, no framing, no histogram. `run` divides by the same loop at the same size and placement.\n"));
+    Ok(0)
+}

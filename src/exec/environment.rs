@@ -1,0 +1,55 @@
+//! The environment a run records: host, kernel, CPU, clock.
+
+use crate::measure::clock;
+use crate::result::Environment;
+
+fn read_trim(path: &str) -> String {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+pub fn probe() -> Environment {
+    let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    Environment {
+        hostname: read_trim("/proc/sys/kernel/hostname"),
+        kernel: read_trim("/proc/sys/kernel/osrelease"),
+        cpu_model,
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        allowed_cpus: crate::sys::allowed_cpus(),
+        started_utc: utc_now(),
+        clock: clock::calibrate(),
+    }
+}
+
+/// Now as `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}

@@ -1,0 +1,60 @@
+//! What else ran on the CPUs a case used: per-CPU busy time from /proc/stat before and after,
+//! less the CPU time msgperf's own roles spent there.
+
+use std::collections::BTreeMap;
+
+/// Busy and total ticks of each CPU.
+#[derive(Clone, Debug, Default)]
+pub struct CpuTicks(BTreeMap<usize, (u64, u64)>);
+
+pub fn sample() -> CpuTicks {
+    let Ok(stat) = std::fs::read_to_string("/proc/stat") else {
+        return CpuTicks::default();
+    };
+    let mut m = BTreeMap::new();
+    for line in stat.lines() {
+        let mut f = line.split_whitespace();
+        let Some(name) = f.next() else { continue };
+        let Some(cpu) = name
+            .strip_prefix("cpu")
+            .and_then(|n| n.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        let v: Vec<u64> = f.filter_map(|x| x.parse().ok()).collect();
+        if v.len() < 8 {
+            continue;
+        }
+        // user nice system idle iowait irq softirq steal
+        let busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+        let total = busy + v[3] + v[4];
+        m.insert(cpu, (busy, total));
+    }
+    CpuTicks(m)
+}
+
+/// Percent of each CPU in `ours` (CPU -> nanoseconds our roles spent on it) that other
+/// programs used between two samples.
+pub fn other_load_pct(
+    before: &CpuTicks,
+    after: &CpuTicks,
+    ours: &BTreeMap<usize, u64>,
+) -> BTreeMap<usize, f64> {
+    let tick_ns = 1e9 / crate::sys::clock_ticks_per_s() as f64;
+    let mut out = BTreeMap::new();
+    for (&cpu, &our_ns) in ours {
+        let (Some(b), Some(a)) = (before.0.get(&cpu), after.0.get(&cpu)) else {
+            continue;
+        };
+        let total = a.1.saturating_sub(b.1) as f64 * tick_ns;
+        if total <= 0.0 {
+            continue;
+        }
+        let busy = a.0.saturating_sub(b.0) as f64 * tick_ns;
+        out.insert(
+            cpu,
+            ((busy - our_ns as f64).max(0.0) / total * 100.0).min(100.0),
+        );
+    }
+    out
+}

@@ -1,0 +1,162 @@
+//! The passive role as a child process: msgperf re-executes itself as
+//! `msgperf serve --once --announce ...`, reads the rendezvous it prints, and reaps it with a
+//! bounded wait. The child dies with its parent (PR_SET_PDEATHSIG) and sits in its own process
+//! group, so the terminal's Ctrl-C reaches only the controller, which ends the case cleanly.
+
+use crate::result::{CaseConfig, Wait};
+use crate::sys;
+use crate::transport::Rendezvous;
+use crossbeam_channel::{bounded, Receiver};
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// The line a peer prints first, followed by its rendezvous as JSON.
+pub const ANNOUNCE: &str = "msgperf-rendezvous";
+
+pub struct PeerProcess {
+    child: Child,
+    pub rendezvous: Rendezvous,
+    stderr: Receiver<String>,
+}
+
+impl PeerProcess {
+    pub fn spawn(case: &CaseConfig) -> Result<Self, String> {
+        // MSGPERF_EXE names the binary when the caller is not msgperf itself (the test suite).
+        let exe = match std::env::var_os("MSGPERF_EXE") {
+            Some(p) => std::path::PathBuf::from(p),
+            None => std::env::current_exe().map_err(|e| {
+                format!("cannot find msgperf's own executable to start the peer: {e}")
+            })?,
+        };
+        let mut cmd = Command::new(exe);
+        cmd.args([
+            "serve",
+            "--once",
+            "--announce",
+            "--transport",
+            &case.transport,
+        ]);
+        cmd.args(["--timeout", &format!("{}ms", case.timeout.as_millis())]);
+        if case.wait == Wait::Poll {
+            cmd.arg("--poll");
+        }
+        if let Some(c) = case.cpus.1 {
+            cmd.args(["--pin", &c.to_string()]);
+        }
+        for (k, v) in &case.options {
+            cmd.args(["--opt", &format!("{k}={v}")]);
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        sys::child_dies_with_parent(&mut cmd);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("could not start the peer process: {e}"))?;
+        let stdout = child.stdout.take().expect("piped");
+        let mut stderr = child.stderr.take().expect("piped");
+        let (line_tx, line_rx) = bounded(1);
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = line_tx.send(line);
+        });
+        let (err_tx, err_rx) = bounded(1);
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = stderr.read_to_string(&mut s);
+            let _ = err_tx.send(s);
+        });
+        let mut peer = PeerProcess {
+            child,
+            rendezvous: Rendezvous {
+                transport: String::new(),
+                address: String::new(),
+            },
+            stderr: err_rx,
+        };
+        let line = line_rx.recv_timeout(case.timeout).unwrap_or_default();
+        match line
+            .trim()
+            .strip_prefix(ANNOUNCE)
+            .map(|j| serde_json::from_str::<Rendezvous>(j.trim()))
+        {
+            Some(Ok(rv)) => {
+                peer.rendezvous = rv;
+                Ok(peer)
+            }
+            _ => {
+                let why = peer.finish(Duration::from_secs(1));
+                Err(format!(
+                    "the peer process did not start: {}",
+                    why.unwrap_or_else(|| "it printed no rendezvous".into())
+                ))
+            }
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the peer to exit (killing it after `grace`); returns why it failed, if it did.
+    pub fn finish(&mut self, grace: Duration) -> Option<String> {
+        let status = match sys::reap(self.child.id(), grace) {
+            Some(0) => None,
+            Some(code) => Some(format!("exit status {code}")),
+            None => Some("killed after it did not exit".into()),
+        };
+        // Reaped above; std must not wait on it again.
+        let _ = self.child.try_wait();
+        let err = self
+            .stderr
+            .recv_timeout(Duration::from_secs(1))
+            .unwrap_or_default();
+        let last = err
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .map(str::to_string);
+        match (status, last) {
+            (None, _) => None,
+            (Some(s), Some(l)) => Some(format!("{s}: {l}")),
+            (Some(s), None) => Some(s),
+        }
+    }
+}
+
+impl Drop for PeerProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.try_wait();
+        }
+    }
+}
+
+/// Kills a process at a deadline unless cancelled (dropped) first: bounds a peer that hangs
+/// while alive, which no read timeout of a blocking pipe would notice.
+pub struct Watchdog {
+    cancel: Option<crossbeam_channel::Sender<()>>,
+}
+
+impl Watchdog {
+    pub fn arm(pid: u32, after: Duration) -> Self {
+        let (tx, rx) = bounded::<()>(1);
+        std::thread::spawn(move || {
+            if let Err(crossbeam_channel::RecvTimeoutError::Timeout) = rx.recv_timeout(after) {
+                sys::kill(pid, libc::SIGKILL);
+            }
+        });
+        Watchdog { cancel: Some(tx) }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        if let Some(tx) = self.cancel.take() {
+            let _ = tx.send(());
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! The session: what the two roles say to each other around a case, in-band on the channel
+//! itself, so that a peer started by msgperf, by hand (`msgperf serve`) or on another host all
+//! work the same way.
+//!
+//! ```text
+//! active                           passive
+//!   Hello {version, case}   ──►
+//!                           ◄──    Ready (or Refused: why)
+//!   ...the workload's messages...
+//!   END {messages sent}     ──►
+//!                           ◄──    Result {the passive role's RoleResult}
+//! ```
+//! The Ready answer is the start barrier: the passive role has allocated and pinned everything
+//! before it answers.
+
+use crate::deadline::Deadline;
+use crate::measure::Recorder;
+use crate::result::{CaseConfig, RoleResult, SCHEMA_VERSION};
+use crate::transport::{Endpoint, TransportError};
+use crate::workload::message::{self, CONTROL, END, HEADER};
+use crate::workload::{self, RoleError};
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+#[derive(Serialize, Deserialize)]
+enum Control {
+    Hello { version: u32, case: Box<CaseConfig> },
+    Ready,
+    Refused(String),
+    Result(Box<RoleResult>),
+}
+
+fn send_control(ep: &mut dyn Endpoint, c: &Control) -> Result<(), TransportError> {
+    let json = serde_json::to_vec(c).expect("control messages serialize");
+    ep.send(&message::control(&json))
+}
+
+/// Waits for a control message, skipping late data, within `timeout`.
+fn recv_control(
+    ep: &mut dyn Endpoint,
+    buf: &mut [u8],
+    timeout: Duration,
+) -> Result<Control, TransportError> {
+    let deadline = Deadline::after(timeout);
+    loop {
+        let n = ep.recv(buf)?;
+        if n >= HEADER && message::flags(&buf[..n]) & CONTROL != 0 {
+            return serde_json::from_slice(&buf[HEADER..n]).map_err(|e| {
+                TransportError::Corrupt(format!(
+                    "a control message does not parse ({e}): is the peer the same msgperf version?"
+                ))
+            });
+        }
+        if deadline.expired() {
+            return Err(TransportError::Timeout(timeout));
+        }
+    }
+}
+
+/// What the active side of a case ends with.
+pub struct ActiveOutcome {
+    pub mine: Option<RoleResult>,
+    pub peer: Option<RoleResult>,
+    pub error: Option<String>,
+}
+
+/// Runs the active role of `case` over `ep`: hello, the workload, END, the peer's result.
+pub fn active(ep: &mut dyn Endpoint, case: &CaseConfig, stop: &AtomicBool) -> ActiveOutcome {
+    let w = workload::find(&case.workload).expect("cases are validated");
+    let mut buf = vec![0u8; message::CONTROL_MAX];
+    let hello = Control::Hello {
+        version: SCHEMA_VERSION,
+        case: Box::new(case.clone()),
+    };
+    let ready = send_control(ep, &hello).and_then(|_| recv_control(ep, &mut buf, case.timeout));
+    match ready {
+        Ok(Control::Ready) => {}
+        Ok(Control::Refused(why)) => return failed(format!("the peer refused the case: {why}")),
+        Ok(_) => return failed("the peer answered the hello out of turn".into()),
+        Err(e) => return failed(format!("the peer did not answer the hello: {e}")),
+    }
+    let mut rec = Recorder::new();
+    let run = w.active(ep, case, &mut rec, stop);
+    let peer_gone = matches!(run, Err(RoleError::Transport(TransportError::PeerClosed)));
+    let (sent, mut error) = match run {
+        Ok(sent) => (sent, None),
+        Err(e) => (0, Some(format!("{}: {e}", w.roles()[0]))),
+    };
+    let mine = rec.finish(w.roles()[0], error.clone());
+    let peer = if peer_gone {
+        None
+    } else {
+        end(ep, sent, case, &mut buf)
+    };
+    match &peer {
+        Some(p) if error.is_none() => {
+            error = p.error.as_ref().map(|e| format!("{}: {e}", w.roles()[1]))
+        }
+        None if error.is_none() => {
+            error = Some(format!(
+                "the {} never sent its result (it died or the END message was lost)",
+                w.roles()[1]
+            ))
+        }
+        _ => {}
+    }
+    ActiveOutcome {
+        mine: Some(mine),
+        peer,
+        error,
+    }
+}
+
+fn failed(why: String) -> ActiveOutcome {
+    ActiveOutcome {
+        mine: None,
+        peer: None,
+        error: Some(why),
+    }
+}
+
+/// Sends END and collects the peer's result. END may be lost on an unreliable transport, so it
+/// is sent again every 200 ms until the result comes or the timeout passes.
+fn end(ep: &mut dyn Endpoint, sent: u64, case: &CaseConfig, buf: &mut [u8]) -> Option<RoleResult> {
+    let mut signal = [0u8; HEADER];
+    let deadline = Deadline::after(case.timeout);
+    let retry = Duration::from_millis(200);
+    if !case.strict {
+        ep.set_recv_timeout(retry).ok()?;
+    }
+    let result = loop {
+        if ep.send(message::signal(&mut signal, END, sent)).is_err() {
+            break None;
+        }
+        match recv_control(ep, buf, if case.strict { case.timeout } else { retry }) {
+            Ok(Control::Result(r)) => break Some(*r),
+            Ok(_) => break None,
+            Err(TransportError::Timeout(_)) if !case.strict && !deadline.expired() => continue,
+            Err(_) => break None,
+        }
+    };
+    let _ = ep.set_recv_timeout(case.timeout);
+    result
+}
+
+/// Serves one case on an accepted endpoint: reads the hello, runs the passive role, returns its
+/// result to the peer. `poll` says how the endpoint was opened.
+pub fn passive(
+    ep: &mut dyn Endpoint,
+    poll: bool,
+    timeout: Duration,
+) -> Result<(CaseConfig, RoleResult), String> {
+    let mut buf = vec![0u8; message::CONTROL_MAX];
+    let case = match recv_control(ep, &mut buf, timeout) {
+        Ok(Control::Hello { version, case }) if version == SCHEMA_VERSION => *case,
+        Ok(Control::Hello { version, .. }) => {
+            let why = format!("the peer speaks schema {version}, this msgperf {SCHEMA_VERSION}: run the same msgperf version on both sides");
+            let _ = send_control(ep, &Control::Refused(why.clone()));
+            return Err(why);
+        }
+        Ok(_) => return Err("the first message was not a hello".into()),
+        Err(e) => return Err(format!("no hello from the peer: {e}")),
+    };
+    let refuse = |ep: &mut dyn Endpoint, why: String| {
+        let _ = send_control(ep, &Control::Refused(why.clone()));
+        Err(why)
+    };
+    let w = match workload::find(&case.workload) {
+        Ok(w) => w,
+        Err(e) => return refuse(ep, e),
+    };
+    if poll != (case.wait == crate::result::Wait::Poll) {
+        return refuse(ep, format!(
+            "the case {} --poll but this server was started {} it: restart `msgperf serve` {} --poll",
+            if poll { "lacks" } else { "asks for" },
+            if poll { "with" } else { "without" },
+            if poll { "without" } else { "with" }
+        ));
+    }
+    let mut rec = Recorder::new();
+    send_control(ep, &Control::Ready).map_err(|e| format!("could not answer the hello: {e}"))?;
+    let run = w.passive(ep, &case, &mut rec);
+    let error = run.as_ref().err().map(RoleError::to_string);
+    let result = rec.finish(w.roles()[1], error.clone());
+    if !matches!(run, Err(RoleError::Transport(TransportError::PeerClosed))) {
+        let _ = send_control(ep, &Control::Result(Box::new(result.clone())));
+    }
+    match error {
+        Some(e) => Err(format!("{}: {e}", w.roles()[1])),
+        None => Ok((case, result)),
+    }
+}

@@ -1,0 +1,25 @@
+//! msgperf: a laboratory for message-passing performance.
+//!
+//! Rooms and the one-way arrows between them (checked by `tests/arrows.rs`):
+//!
+//! ```text
+//! cli ─► plan ─► exec ─► workload ─┬─► transport   (imports nothing of the other rooms)
+//!                                  └─► measure ─► result
+//! cli ─► report ─► result                          (report reads results only)
+//! ```
+//! `deadline`, `units` and `sys` are leaves every room may use.
+
+#![deny(unsafe_code)]
+
+pub mod cli;
+pub mod deadline;
+pub mod exec;
+pub mod measure;
+pub mod plan;
+pub mod report;
+pub mod result;
+#[allow(unsafe_code)]
+pub mod sys;
+pub mod transport;
+pub mod units;
+pub mod workload;

@@ -1,0 +1,279 @@
+//! Figures computed from a case's recorded results: percentiles from the histograms (never
+//! stored precomputed), rates, CPU per message, and the ratio to the floor.
+
+use crate::result::{CaseResult, RoleResult, Wait};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// The percentiles a table shows, with the sample count each one needs: at least ten samples
+/// beyond it, or it is not shown as if it were known.
+pub const PERCENTILES: [(f64, &str); 5] = [
+    (50.0, "p50"),
+    (90.0, "p90"),
+    (99.0, "p99"),
+    (99.9, "p99.9"),
+    (99.99, "p99.99"),
+];
+
+pub fn samples_needed(pct: f64) -> u64 {
+    (10.0 / (1.0 - pct / 100.0)).round() as u64
+}
+
+/// A latency distribution in nanoseconds; a percentile the sample count cannot support is None.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Distribution {
+    pub samples: u64,
+    pub min_ns: u64,
+    pub mean_ns: f64,
+    pub stdev_ns: f64,
+    /// p50, p90, p99, p99.9, p99.99 in that order.
+    pub percentiles_ns: Vec<Option<u64>>,
+    pub max_ns: u64,
+}
+
+impl Distribution {
+    pub fn of(h: &Histogram<u64>) -> Self {
+        let n = h.len();
+        Distribution {
+            samples: n,
+            min_ns: h.min(),
+            mean_ns: h.mean(),
+            stdev_ns: h.stdev(),
+            percentiles_ns: PERCENTILES
+                .iter()
+                .map(|(p, _)| (n >= samples_needed(*p)).then(|| h.value_at_percentile(*p)))
+                .collect(),
+            max_ns: h.max(),
+        }
+    }
+
+    pub fn p50_ns(&self) -> Option<u64> {
+        self.percentiles_ns[0]
+    }
+}
+
+/// Figures of one role.
+#[derive(Clone, Debug, Serialize)]
+pub struct RoleSummary {
+    pub role: String,
+    pub cpus_seen: Vec<usize>,
+    /// Messages this role sent or received, whichever is more: the "per message" divisor.
+    pub messages: u64,
+    pub send_call_avg_ns: Option<f64>,
+    pub send_call_max_ns: Option<u64>,
+    pub recv_call_avg_ns: Option<f64>,
+    pub recv_call_max_ns: Option<u64>,
+    pub cpu_user_ns_per_msg: f64,
+    pub cpu_sys_ns_per_msg: f64,
+    /// Share of the measured window this role spent on a CPU.
+    pub cpu_utilization_pct: f64,
+    pub context_switches_per_msg: f64,
+    pub read_calls_per_s: f64,
+    pub new_messages_per_s: f64,
+    pub peak_rss_kib: u64,
+    pub error: Option<String>,
+}
+
+/// Figures of one case, for the table, JSON and CSV.
+#[derive(Clone, Debug, Serialize)]
+pub struct CaseSummary {
+    pub transport: String,
+    pub workload: String,
+    pub size_bytes: usize,
+    pub placement: String,
+    /// CPUs the roles were pinned to, `a/b` (`-` unpinned).
+    pub cpus: String,
+    pub roles_as: String,
+    pub wait: String,
+    /// `round trip` or `one-way`: what the latency figures mean.
+    pub latency_kind: String,
+    pub latency: Option<Distribution>,
+    pub msgs_per_s: f64,
+    pub mb_per_s: f64,
+    /// The floor's figure this case divides by: round-trip p50 (ns) or MB/s.
+    pub floor_p50_ns: Option<u64>,
+    pub floor_mb_per_s: Option<f64>,
+    /// p50 / floor p50 for round trips, MB/s / floor MB/s for streams.
+    pub vs_floor: Option<f64>,
+    pub lost: u64,
+    pub duplicated: u64,
+    pub reordered: u64,
+    pub corrupted: u64,
+    pub roles: Vec<RoleSummary>,
+    pub error: Option<String>,
+    pub interrupted: bool,
+}
+
+fn rate(n: u64, ns: u64) -> f64 {
+    if ns == 0 {
+        0.0
+    } else {
+        n as f64 * 1e9 / ns as f64
+    }
+}
+
+fn role_summary(r: &RoleResult) -> RoleSummary {
+    let c = &r.counters;
+    let messages = c.messages_sent.max(c.messages_received).max(1);
+    let call = |k: &str| {
+        r.histogram(k)
+            .filter(|h| !h.is_empty())
+            .map(|h| (h.mean(), h.max()))
+    };
+    let send = call("send_call_ns");
+    let recv = call("recv_call_ns");
+    RoleSummary {
+        role: r.role.clone(),
+        cpus_seen: r.cpus_seen.clone(),
+        messages,
+        send_call_avg_ns: send.map(|s| s.0),
+        send_call_max_ns: send.map(|s| s.1),
+        recv_call_avg_ns: recv.map(|s| s.0),
+        recv_call_max_ns: recv.map(|s| s.1),
+        cpu_user_ns_per_msg: r.cpu.user_ns as f64 / messages as f64,
+        cpu_sys_ns_per_msg: r.cpu.sys_ns as f64 / messages as f64,
+        cpu_utilization_pct: if r.measured_ns == 0 {
+            0.0
+        } else {
+            (r.cpu.user_ns + r.cpu.sys_ns) as f64 * 100.0 / r.measured_ns as f64
+        },
+        context_switches_per_msg: (r.cpu.voluntary_switches + r.cpu.involuntary_switches) as f64
+            / messages as f64,
+        read_calls_per_s: rate(c.read_calls, r.measured_ns),
+        new_messages_per_s: rate(c.messages_received, r.measured_ns),
+        peak_rss_kib: r.cpu.peak_rss_kib,
+        error: r.error.clone(),
+    }
+}
+
+/// The role and histogram that carry a case's latency: a round trip if any role timed one,
+/// else the receiver's one-way figure.
+fn primary(case: &CaseResult) -> Option<(&RoleResult, Histogram<u64>, &'static str)> {
+    for (key, kind) in [("rtt_ns", "round trip"), ("one_way_ns", "one-way")] {
+        for r in &case.roles {
+            if let Some(h) = r.histogram(key).filter(|h| !h.is_empty()) {
+                return Some((r, h, kind));
+            }
+        }
+    }
+    None
+}
+
+pub fn summarize(case: &CaseResult) -> CaseSummary {
+    let cfg = &case.config;
+    let p = primary(case);
+    let (msgs_per_s, latency, kind) = match &p {
+        Some((r, h, kind)) => {
+            // A reader's window opens at its first message, so the messages inside it are one fewer.
+            let n = if *kind == "round trip" {
+                r.counters.messages_sent
+            } else {
+                r.counters.messages_received.saturating_sub(1)
+            };
+            (
+                rate(n, r.measured_ns),
+                Some(Distribution::of(h)),
+                kind.to_string(),
+            )
+        }
+        None => (0.0, None, "-".into()),
+    };
+    let mb_per_s = msgs_per_s * cfg.size_bytes as f64 / 1e6;
+    let floor = case.floor.as_ref();
+    let floor_p50_ns = floor.map(|f| f.rtt_p50_ns).filter(|&v| v > 0);
+    let floor_mb_per_s = floor.map(|f| f.bytes_per_s / 1e6).filter(|&v| v > 0.0);
+    let vs_floor = match (
+        floor_p50_ns,
+        floor_mb_per_s,
+        latency.as_ref().and_then(Distribution::p50_ns),
+    ) {
+        (Some(f), _, Some(p50)) if kind == "round trip" && !cfg.confirm => {
+            Some(p50 as f64 / f as f64)
+        }
+        (_, Some(f), _) if mb_per_s > 0.0 => Some(mb_per_s / f),
+        _ => None,
+    };
+    let sum = |f: fn(&RoleResult) -> u64| case.roles.iter().map(f).sum::<u64>();
+    CaseSummary {
+        transport: cfg.transport.clone(),
+        workload: cfg.workload.clone(),
+        size_bytes: cfg.size_bytes,
+        placement: cfg.placement.label().into(),
+        cpus: match cfg.cpus {
+            (Some(a), Some(b)) => format!("{a}/{b}"),
+            (Some(a), None) => format!("{a}/-"),
+            _ => "-".into(),
+        },
+        roles_as: if cfg.threads { "threads" } else { "processes" }.into(),
+        wait: match cfg.wait {
+            Wait::Block => "block",
+            Wait::Poll => "poll",
+        }
+        .into(),
+        latency_kind: kind,
+        latency,
+        msgs_per_s,
+        mb_per_s,
+        floor_p50_ns,
+        floor_mb_per_s,
+        vs_floor,
+        lost: sum(|r| r.counters.lost),
+        duplicated: sum(|r| r.counters.duplicated),
+        reordered: sum(|r| r.counters.reordered),
+        corrupted: sum(|r| r.counters.corrupted),
+        roles: case.roles.iter().map(role_summary).collect(),
+        error: case.error.clone(),
+        interrupted: case.interrupted,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hist(values: impl Iterator<Item = u64>) -> Histogram<u64> {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+        for v in values {
+            h.record(v).unwrap();
+        }
+        h
+    }
+
+    #[test]
+    fn percentiles_of_a_uniform_distribution() {
+        // 1..=100000 ns, each once: pN is N% of the range, within the histogram's 0.1%.
+        let d = Distribution::of(&hist(1..=100_000));
+        assert_eq!(d.samples, 100_000);
+        assert_eq!(d.min_ns, 1);
+        assert!((d.mean_ns - 50_000.5).abs() < 50.0, "mean {}", d.mean_ns);
+        let expect = [50_000.0, 90_000.0, 99_000.0, 99_900.0, 99_990.0];
+        for (got, want) in d.percentiles_ns.iter().zip(expect) {
+            let got = got.expect("supported") as f64;
+            assert!((got - want).abs() / want < 0.001, "{got} vs {want}");
+        }
+        assert!((d.max_ns as f64 - 100_000.0).abs() < 100.0);
+    }
+
+    #[test]
+    fn a_bimodal_distribution_has_its_median_in_the_lower_mode() {
+        // 70% at 10 us, 30% at 100 us: p50 = 10 us, p90 = 100 us, mean = 37 us.
+        let d = Distribution::of(&hist(
+            (0..7000).map(|_| 10_000).chain((0..3000).map(|_| 100_000)),
+        ));
+        assert!((d.percentiles_ns[0].unwrap() as f64 - 10_000.0).abs() < 10.0);
+        assert!((d.percentiles_ns[1].unwrap() as f64 - 100_000.0).abs() < 100.0);
+        assert!((d.mean_ns - 37_000.0).abs() < 40.0);
+    }
+
+    #[test]
+    fn unsupported_percentiles_are_withheld() {
+        let d = Distribution::of(&hist(1..=2_000));
+        assert!(
+            d.percentiles_ns[2].is_some(),
+            "p99 from 2000 samples is supported"
+        );
+        assert_eq!(d.percentiles_ns[3], None, "p99.9 needs 10000 samples");
+        assert_eq!(d.percentiles_ns[4], None, "p99.99 needs 100000 samples");
+        assert_eq!(samples_needed(99.99), 100_000);
+    }
+}

@@ -1,0 +1,227 @@
+//! The terminal table: one row per case (latency distribution, rates, ratio to the floor), a
+//! second table per role (call times, CPU, memory), then notes, warnings and errors.
+
+use super::summary::{CaseSummary, PERCENTILES};
+use super::warnings;
+use crate::result::RunResult;
+use crate::units::format_size;
+use comfy_table::{CellAlignment, Table};
+use std::fmt::Write;
+
+fn us(ns: f64) -> String {
+    let v = ns / 1e3;
+    if v < 10.0 {
+        format!("{v:.2}")
+    } else if v < 1000.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+fn opt_us(ns: Option<f64>) -> String {
+    ns.map_or("-".into(), us)
+}
+
+/// Lines above, below and under the header only: dense rows, easy to scan.
+pub const STYLE: &str = "  ── ══      ──    ";
+
+fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(STYLE);
+    t.set_header(header.iter().copied());
+    for i in 1..header.len() {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    t
+}
+
+/// The main table: one row per case.
+pub fn cases_table(summaries: &[CaseSummary]) -> String {
+    let mut header = vec![
+        "#",
+        "transport",
+        "workload",
+        "size [B]",
+        "cpus",
+        "wait",
+        "latency",
+        "samples",
+        "min [us]",
+    ];
+    let pct: Vec<String> = PERCENTILES
+        .iter()
+        .map(|(_, name)| format!("{name} [us]"))
+        .collect();
+    header.extend(pct.iter().map(String::as_str));
+    header.extend([
+        "max [us]",
+        "mean [us]",
+        "msgs/s",
+        "MB/s",
+        "lost/dup/reord",
+        "vs floor",
+    ]);
+    let mut t = table(&header);
+    for (i, s) in summaries.iter().enumerate() {
+        let mut row = vec![
+            (i + 1).to_string(),
+            s.transport.clone(),
+            s.workload.clone(),
+            format_size(s.size_bytes),
+            s.cpus.clone(),
+            s.wait.clone(),
+            s.latency_kind.clone(),
+        ];
+        match &s.latency {
+            Some(d) => {
+                row.push(d.samples.to_string());
+                row.push(us(d.min_ns as f64));
+                row.extend(
+                    d.percentiles_ns
+                        .iter()
+                        .map(|p| p.map_or("—".into(), |v| us(v as f64))),
+                );
+                row.push(us(d.max_ns as f64));
+                row.push(us(d.mean_ns));
+            }
+            None => row.extend(std::iter::repeat_n("-".to_string(), 4 + PERCENTILES.len())),
+        }
+        row.push(format!("{:.0}", s.msgs_per_s));
+        row.push(format!("{:.1}", s.mb_per_s));
+        row.push(format!("{}/{}/{}", s.lost, s.duplicated, s.reordered));
+        row.push(s.vs_floor.map_or("-".into(), |r| format!("{r:.2}x")));
+        if s.error.is_some() {
+            row[1] = format!("{} (failed)", s.transport);
+        }
+        t.add_row(row);
+    }
+    t.to_string()
+}
+
+/// The per-role table: call times, CPU per message, context switches, memory.
+pub fn roles_table(summaries: &[CaseSummary]) -> String {
+    let mut t = table(&[
+        "#",
+        "role",
+        "ran on",
+        "messages",
+        "write avg [us]",
+        "write max [us]",
+        "read avg [us]",
+        "read max [us]",
+        "user [us/msg]",
+        "sys [us/msg]",
+        "cpu [%]",
+        "ctx sw/msg",
+        "reads/s",
+        "new msgs/s",
+        "peak RSS [MiB]",
+    ]);
+    for (i, s) in summaries.iter().enumerate() {
+        for r in &s.roles {
+            let cpus: Vec<String> = r.cpus_seen.iter().map(|c| format!("cpu{c}")).collect();
+            t.add_row(vec![
+                (i + 1).to_string(),
+                r.role.clone(),
+                format!(
+                    "{} {}",
+                    if s.roles_as == "threads" {
+                        "thread"
+                    } else {
+                        "process"
+                    },
+                    cpus.join(",")
+                ),
+                r.messages.to_string(),
+                opt_us(r.send_call_avg_ns),
+                opt_us(r.send_call_max_ns.map(|v| v as f64)),
+                opt_us(r.recv_call_avg_ns),
+                opt_us(r.recv_call_max_ns.map(|v| v as f64)),
+                format!("{:.2}", r.cpu_user_ns_per_msg / 1e3),
+                format!("{:.2}", r.cpu_sys_ns_per_msg / 1e3),
+                format!("{:.0}", r.cpu_utilization_pct),
+                format!("{:.2}", r.context_switches_per_msg),
+                format!("{:.0}", r.read_calls_per_s),
+                format!("{:.0}", r.new_messages_per_s),
+                format!("{:.1}", r.peak_rss_kib as f64 / 1024.0),
+            ]);
+        }
+    }
+    t.to_string()
+}
+
+/// The floors each case divides by.
+pub fn floors_table(summaries: &[CaseSummary]) -> String {
+    let mut t = table(&[
+        "#",
+        "transport",
+        "size [B]",
+        "cpus",
+        "floor p50 [us]",
+        "floor [MB/s]",
+        "msgperf",
+        "vs floor",
+    ]);
+    for (i, s) in summaries.iter().enumerate() {
+        let ours = match (s.floor_p50_ns, &s.latency) {
+            (Some(_), Some(d)) if s.latency_kind == "round trip" => d
+                .p50_ns()
+                .map_or("-".into(), |v| format!("{} us p50", us(v as f64))),
+            _ => format!("{:.1} MB/s", s.mb_per_s),
+        };
+        t.add_row(vec![
+            (i + 1).to_string(),
+            s.transport.clone(),
+            format_size(s.size_bytes),
+            s.cpus.clone(),
+            opt_us(s.floor_p50_ns.map(|v| v as f64)),
+            s.floor_mb_per_s.map_or("-".into(), |v| format!("{v:.1}")),
+            ours,
+            s.vs_floor.map_or("-".into(), |r| format!("{r:.2}x")),
+        ]);
+    }
+    t.to_string()
+}
+
+/// Notes, warnings and errors under the tables.
+pub fn notes(run: &RunResult, summaries: &[CaseSummary]) -> String {
+    let mut out = String::new();
+    let roles_as: Vec<&str> = summaries.iter().map(|s| s.roles_as.as_str()).collect();
+    let processes = roles_as.contains(&"processes");
+    let _ = writeln!(out, "latency: `round trip` is send to reply on the initiator (a whole round trip, not half); `one-way` is the send timestamp to arrival at the reader, including queueing (one host clock).");
+    let _ = writeln!(
+        out,
+        "cpus: the active/passive role's CPU; roles ran as {}.",
+        if processes {
+            "two processes (threads where marked)"
+        } else {
+            "threads of one process"
+        }
+    );
+    let _ = writeln!(out, "percentiles: `—` where the samples cannot support one (pN needs 10 samples beyond it: p99.99 needs 100000).");
+    let _ = writeln!(out, "vs floor: round trips p50 / floor p50 (1.00x = the plain loop; lower is better); streams MB/s / floor MB/s (higher is better).");
+    let c = &run.environment.clock;
+    let _ = writeln!(
+        out,
+        "clock: {} ({} ns resolution, {:.1} ns a timestamp, {:.1} ns a recorded sample).",
+        c.source, c.resolution_ns, c.read_cost_ns, c.record_cost_ns
+    );
+    for (i, (case, s)) in run.cases.iter().zip(summaries).enumerate() {
+        for w in warnings::for_case(case, s, &run.environment) {
+            let _ = writeln!(out, "warning #{}: {w}", i + 1);
+        }
+        if let Some(e) = &s.error {
+            let _ = writeln!(out, "error #{}: {e}", i + 1);
+        }
+    }
+    if run.interrupted {
+        let _ = writeln!(
+            out,
+            "interrupted: the run stopped at Ctrl-C; the cases above hold what was measured."
+        );
+    }
+    out
+}

@@ -1,0 +1,159 @@
+//! Warnings, hyperfine-style: each says what looks wrong and how to fix it.
+
+use super::summary::{CaseSummary, Distribution};
+use crate::result::{CaseResult, Environment, Placement};
+use std::fmt;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Warning {
+    FewSamples { samples: u64 },
+    SlowStart { ratio: f64 },
+    Wide { p99_over_p50: f64 },
+    Bimodal { low_ns: u64, high_ns: u64 },
+    BusyCpu { cpu: usize, pct: f64 },
+    NearClock { figure_ns: u64, clock_ns: f64 },
+    Losses { lost: u64, pct: f64 },
+    CpuMoved { role: String, cpus: Vec<usize> },
+    Unpinned,
+    Interrupted,
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Warning::FewSamples { samples } => write!(f, "only {samples} samples: tail percentiles are not shown; measure longer with --duration or --count"),
+            Warning::SlowStart { ratio } => write!(f, "the first 100 ms were {ratio:.1}x slower than the rest: discard them with --warmup 1s"),
+            Warning::Wide { p99_over_p50 } => write!(f, "p99 is {p99_over_p50:.0}x p50: a very wide distribution; pin the roles (--placement) and stop other programs"),
+            Warning::Bimodal { low_ns, high_ns } => write!(f, "two modes, near {:.1} us and {:.1} us: the roles may have flipped between CPUs or wake-up paths; pin them with --placement", *low_ns as f64 / 1e3, *high_ns as f64 / 1e3),
+            Warning::BusyCpu { cpu, pct } => write!(f, "other programs used {pct:.0}% of CPU {cpu} during the case: stop them or pin elsewhere with --pin"),
+            Warning::NearClock { figure_ns, clock_ns } => write!(f, "the figure ({figure_ns} ns) is within 10x of the clock's resolution or read cost ({clock_ns:.0} ns): treat it as approximate"),
+            Warning::Losses { lost, pct } => write!(f, "{lost} messages lost ({pct:.2}%): the transport dropped them (expected for udp under load); lower the rate or use a reliable transport"),
+            Warning::CpuMoved { role, cpus } => write!(f, "the {role} ran on CPUs {cpus:?}: it migrated; pin it with --placement"),
+            Warning::Unpinned => write!(f, "roles were not pinned (--placement any): results flip between same-CPU and cross-CPU figures from run to run"),
+            Warning::Interrupted => write!(f, "interrupted by Ctrl-C: the figures cover only what was measured before"),
+        }
+    }
+}
+
+/// Finds two separated peaks in a histogram's log-scale buckets, each holding 10% or more.
+pub fn bimodal(h: &hdrhistogram::Histogram<u64>) -> Option<(u64, u64)> {
+    let total = h.len();
+    if total < 1000 {
+        return None;
+    }
+    let buckets: Vec<(u64, u64)> = h
+        .iter_log(h.min().max(1), 1.25)
+        .map(|v| (v.value_iterated_to(), v.count_since_last_iteration()))
+        .collect();
+    let big = |c: u64| c * 10 >= total;
+    let mut peaks = Vec::new();
+    for i in 0..buckets.len() {
+        let c = buckets[i].1;
+        let left = if i > 0 { buckets[i - 1].1 } else { 0 };
+        let right = buckets.get(i + 1).map_or(0, |b| b.1);
+        if big(c) && c >= left && c >= right {
+            peaks.push(i);
+        }
+    }
+    for w in peaks.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        let valley = buckets[a..=b].iter().map(|x| x.1).min().unwrap_or(0);
+        let smaller = buckets[a].1.min(buckets[b].1);
+        if b > a + 1 && valley * 4 < smaller {
+            return Some((buckets[a].0, buckets[b].0));
+        }
+    }
+    None
+}
+
+pub fn for_case(case: &CaseResult, s: &CaseSummary, env: &Environment) -> Vec<Warning> {
+    let mut w = Vec::new();
+    if let Some(d) = &s.latency {
+        latency_warnings(case, d, env, &mut w);
+    }
+    for (&cpu, &pct) in &case.other_load_pct {
+        if pct >= 20.0 {
+            w.push(Warning::BusyCpu { cpu, pct });
+        }
+    }
+    if s.lost > 0 {
+        let sent: u64 = case.roles.iter().map(|r| r.counters.messages_sent).sum();
+        w.push(Warning::Losses {
+            lost: s.lost,
+            pct: s.lost as f64 * 100.0 / sent.max(1) as f64,
+        });
+    }
+    if case.config.placement != Placement::Any {
+        for r in &case.roles {
+            if r.cpus_seen.len() > 1 {
+                w.push(Warning::CpuMoved {
+                    role: r.role.clone(),
+                    cpus: r.cpus_seen.clone(),
+                });
+            }
+        }
+    } else {
+        w.push(Warning::Unpinned);
+    }
+    if case.interrupted {
+        w.push(Warning::Interrupted);
+    }
+    w
+}
+
+fn latency_warnings(case: &CaseResult, d: &Distribution, env: &Environment, w: &mut Vec<Warning>) {
+    if d.samples < 1000 {
+        w.push(Warning::FewSamples { samples: d.samples });
+    }
+    let clock = (env.clock.resolution_ns as f64).max(env.clock.read_cost_ns);
+    if (d.min_ns as f64) < clock * 10.0 {
+        w.push(Warning::NearClock {
+            figure_ns: d.min_ns,
+            clock_ns: clock,
+        });
+    }
+    if let (Some(p50), Some(p99)) = (d.percentiles_ns[0], d.percentiles_ns[2]) {
+        let r = p99 as f64 / p50.max(1) as f64;
+        if r >= 10.0 {
+            w.push(Warning::Wide { p99_over_p50: r });
+        }
+    }
+    for r in &case.roles {
+        let iv = &r.interval_means_ns;
+        if iv.len() >= 4 {
+            let mut rest: Vec<u64> = iv[1..].to_vec();
+            rest.sort_unstable();
+            let median = rest[rest.len() / 2].max(1);
+            let ratio = iv[0] as f64 / median as f64;
+            if ratio >= 1.5 {
+                w.push(Warning::SlowStart { ratio });
+                break;
+            }
+        }
+    }
+    for key in ["rtt_ns", "one_way_ns"] {
+        if let Some(h) = case.roles.iter().find_map(|r| r.histogram(key)) {
+            if let Some((low_ns, high_ns)) = bimodal(&h) {
+                w.push(Warning::Bimodal { low_ns, high_ns });
+            }
+            break;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_separate_modes_are_found_and_one_is_not() {
+        let mut h =
+            hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+        h.record_n(16_000, 5_000).unwrap();
+        h.record_n(16_500, 1_000).unwrap();
+        assert_eq!(bimodal(&h), None);
+        h.record_n(90_000, 4_000).unwrap();
+        let (lo, hi) = bimodal(&h).unwrap();
+        assert!(lo < 20_000 && hi > 80_000, "{lo} {hi}");
+    }
+}

@@ -1,0 +1,246 @@
+//! Leaf: the few system calls the standard library lacks, behind safe functions.
+//!
+//! This is one of the crate's two `unsafe` rooms (the other is the floor loops, which fork). Every
+//! function here is a thin wrapper that checks the return code; nothing here allocates.
+
+use std::io;
+use std::os::fd::RawFd;
+
+fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: one clock shared by every process on this host, so a
+/// timestamp written by one process can be compared with one read by another.
+#[inline(always)]
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid out-pointer; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The resolution the kernel claims for CLOCK_MONOTONIC.
+pub fn monotonic_resolution_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// CPU time and scheduling counters of the calling thread (or the whole process).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Usage {
+    pub user_ns: u64,
+    pub sys_ns: u64,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+    pub max_rss_kib: u64,
+}
+
+fn usage(who: libc::c_int) -> Usage {
+    // SAFETY: rusage is plain old data; getrusage fills it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(who, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+    Usage {
+        user_ns: tv(ru.ru_utime),
+        sys_ns: tv(ru.ru_stime),
+        voluntary_switches: ru.ru_nvcsw as u64,
+        involuntary_switches: ru.ru_nivcsw as u64,
+        max_rss_kib: ru.ru_maxrss as u64,
+    }
+}
+
+/// The calling thread's usage; `max_rss_kib` is the process's (Linux keeps no per-thread peak).
+pub fn thread_usage() -> Usage {
+    let mut u = usage(libc::RUSAGE_THREAD);
+    u.max_rss_kib = usage(libc::RUSAGE_SELF).max_rss_kib;
+    u
+}
+
+/// The CPUs this thread may run on now.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let ok =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if ok != 0 {
+        return (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect();
+    }
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
+}
+
+/// Pins the calling thread to one CPU.
+pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_SET bounds-checks against CPU_SETSIZE below.
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "cpu number too large",
+        ));
+    }
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    check(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) })?;
+    Ok(())
+}
+
+/// Restricts the calling thread to a set of CPUs.
+pub fn set_allowed_cpus(cpus: &[usize]) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; every index is checked against CPU_SETSIZE.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    check(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) })?;
+    Ok(())
+}
+
+/// Runs `f` with the calling thread pinned to `cpu` (if any), then restores its CPU mask.
+pub fn with_cpu<T>(cpu: Option<usize>, f: impl FnOnce() -> T) -> T {
+    let Some(c) = cpu else { return f() };
+    let before = allowed_cpus();
+    let _ = pin_current_thread(c);
+    let out = f();
+    let _ = set_allowed_cpus(&before);
+    out
+}
+
+/// Clock ticks per second of /proc/stat.
+pub fn clock_ticks_per_s() -> u64 {
+    // SAFETY: sysconf has no memory effects.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as u64
+    } else {
+        100
+    }
+}
+
+/// The CPU the calling thread is running on right now.
+pub fn current_cpu() -> Option<usize> {
+    // SAFETY: no arguments.
+    let c = unsafe { libc::sched_getcpu() };
+    (c >= 0).then_some(c as usize)
+}
+
+/// Creates a FIFO (named pipe) with mode 0600.
+pub fn mkfifo(path: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path holds a NUL byte"))?;
+    // SAFETY: c is a valid NUL-terminated string.
+    check(unsafe { libc::mkfifo(c.as_ptr(), 0o600) })?;
+    Ok(())
+}
+
+/// Sets or clears O_NONBLOCK on a descriptor.
+pub fn set_nonblocking(fd: RawFd, on: bool) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor the caller owns.
+    let flags = check(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
+    let flags = if on {
+        flags | libc::O_NONBLOCK
+    } else {
+        flags & !libc::O_NONBLOCK
+    };
+    check(unsafe { libc::fcntl(fd, libc::F_SETFL, flags) })?;
+    Ok(())
+}
+
+/// Waits until `fd` is readable or `timeout_ms` passes; returns whether it is readable.
+pub fn wait_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let n = check(unsafe { libc::poll(&mut p, 1, timeout_ms) })?;
+    Ok(n > 0)
+}
+
+/// Sends `sig` to a process.
+pub fn kill(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill has no memory effects; a stale pid only yields ESRCH.
+    unsafe { libc::kill(pid as libc::pid_t, sig) };
+}
+
+/// Configures a command so that its child is killed when this process dies and does not take
+/// the terminal's Ctrl-C (the controller forwards a clean stop instead).
+pub fn child_dies_with_parent(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    cmd.process_group(0);
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Raw read for the floor loops: no framing, no checks beyond the return code.
+#[inline(always)]
+pub fn read(fd: RawFd, buf: &mut [u8]) -> isize {
+    // SAFETY: buf is valid for writes of buf.len() bytes.
+    unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) }
+}
+
+/// Raw write for the floor loops.
+#[inline(always)]
+pub fn write(fd: RawFd, buf: &[u8]) -> isize {
+    // SAFETY: buf is valid for reads of buf.len() bytes.
+    unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) }
+}
+
+/// Forks; the child runs `child` and exits with its return code without unwinding or running
+/// destructors (the parent owns them). The child must not allocate: other threads of this
+/// process may hold the allocator's lock at the moment of the fork.
+pub fn fork_child(child: impl FnOnce() -> i32) -> io::Result<u32> {
+    // SAFETY: see above; the child only makes system calls on memory allocated before the fork.
+    let pid = check(unsafe { libc::fork() })?;
+    if pid == 0 {
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+        let code = child();
+        unsafe { libc::_exit(code) };
+    }
+    Ok(pid as u32)
+}
+
+/// Waits for a forked child without blocking longer than `timeout`; kills it past that.
+pub fn reap(pid: u32, timeout: std::time::Duration) -> Option<i32> {
+    let end = std::time::Instant::now() + timeout;
+    loop {
+        let mut status = 0;
+        // SAFETY: WNOHANG never blocks; status is a valid out-pointer.
+        let r = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, libc::WNOHANG) };
+        if r == pid as libc::pid_t {
+            return Some(if libc::WIFEXITED(status) {
+                libc::WEXITSTATUS(status)
+            } else {
+                -1
+            });
+        }
+        if r < 0 || std::time::Instant::now() >= end {
+            kill(pid, libc::SIGKILL);
+            unsafe { libc::waitpid(pid as libc::pid_t, &mut status, 0) };
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}

@@ -1,0 +1,220 @@
+//! `pipe`: two named pipes (FIFOs), one per direction, in a private directory. Named rather than
+//! anonymous so that a peer started by hand (`msgperf serve`) can open them too.
+
+use super::floor::{FdFloor, FdSide};
+use super::framing::Framed;
+use super::{
+    Capabilities, ChannelSpec, Endpoint, Floor, Listener, Rendezvous, Transport, TransportError,
+};
+use crate::deadline::Deadline;
+use crate::sys;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+pub struct Pipe;
+
+/// The listener reads `to_listener` and writes `to_connector`.
+const TO_LISTENER: &str = "to-listener";
+const TO_CONNECTOR: &str = "to-connector";
+
+impl Transport for Pipe {
+    fn name(&self) -> &'static str {
+        "pipe"
+    }
+    fn about(&self) -> &'static str {
+        "two named pipes (FIFOs), one per direction"
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            reliable: true,
+            ordered: true,
+            max_message_bytes: 64 << 20,
+            cross_process: true,
+            cross_host: false,
+        }
+    }
+
+    fn listen(&self, spec: &ChannelSpec) -> Result<Box<dyn Listener>, TransportError> {
+        let (dir, owned) = match &spec.listen_at {
+            Some(d) => {
+                std::fs::create_dir_all(d)?;
+                (PathBuf::from(d), false)
+            }
+            None => (super::private_dir()?, true),
+        };
+        for name in [TO_LISTENER, TO_CONNECTOR] {
+            let p = dir.join(name);
+            match sys::mkfifo(&p) {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    return Err(TransportError::AddressInUse(p.display().to_string()))
+                }
+                r => r?,
+            }
+        }
+        Ok(Box::new(PipeListener { dir, owned }))
+    }
+
+    fn connect(
+        &self,
+        at: &Rendezvous,
+        spec: &ChannelSpec,
+    ) -> Result<Box<dyn Endpoint>, TransportError> {
+        let dir = Path::new(&at.address);
+        let deadline = Deadline::after(spec.timeout);
+        if !dir.join(TO_CONNECTOR).exists() {
+            return Err(TransportError::Refused(at.address.clone()));
+        }
+        let mut r = open_read(&dir.join(TO_CONNECTOR))?;
+        let mut w = open_write(&dir.join(TO_LISTENER), deadline, spec)?;
+        greet(&mut r, &mut w, deadline, spec)?;
+        endpoint(r, w, spec)
+    }
+
+    fn floor(&self) -> Option<&'static dyn Floor> {
+        static FLOOR: FdFloor = FdFloor {
+            make_pair: || {
+                let (r1, w1) = std::io::pipe()?;
+                let (r2, w2) = std::io::pipe()?;
+                Ok((
+                    FdSide {
+                        read: r1.into(),
+                        write: Some(w2.into()),
+                    },
+                    FdSide {
+                        read: r2.into(),
+                        write: Some(w1.into()),
+                    },
+                ))
+            },
+            datagram: false,
+        };
+        Some(&FLOOR)
+    }
+}
+
+struct PipeListener {
+    dir: PathBuf,
+    /// Whether we made the directory (and so remove it).
+    owned: bool,
+}
+
+impl Listener for PipeListener {
+    fn rendezvous(&self) -> Rendezvous {
+        Rendezvous {
+            transport: "pipe".into(),
+            address: self.dir.display().to_string(),
+        }
+    }
+
+    fn accept(&mut self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
+        let deadline = Deadline::after(spec.timeout);
+        let mut r = open_read(&self.dir.join(TO_LISTENER))?;
+        let mut w = open_write(&self.dir.join(TO_CONNECTOR), deadline, spec)?;
+        greet(&mut r, &mut w, deadline, spec)?;
+        endpoint(r, w, spec)
+    }
+}
+
+impl Drop for PipeListener {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(self.dir.join(TO_LISTENER));
+        let _ = std::fs::remove_file(self.dir.join(TO_CONNECTOR));
+        if self.owned {
+            let _ = std::fs::remove_dir(&self.dir);
+        }
+    }
+}
+
+/// Each side writes one byte once it holds its write end, and waits for the other's: a FIFO
+/// read before its writer has opened it returns end-of-file, and the FIFOs may be removed only
+/// once both sides hold both ends.
+fn greet(
+    r: &mut File,
+    w: &mut File,
+    deadline: Deadline,
+    spec: &ChannelSpec,
+) -> Result<(), TransportError> {
+    w.write_all(b"h")?;
+    let mut hello = [0u8; 1];
+    loop {
+        if sys::wait_readable(
+            r.as_raw_fd(),
+            deadline.remaining_nonzero().as_millis() as i32,
+        )? {
+            match r.read(&mut hello) {
+                Ok(1) => return Ok(()),
+                // No writer yet: poll reports a FIFO without writers as readable.
+                Ok(_) => std::thread::sleep(std::time::Duration::from_millis(1)),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if deadline.expired() {
+            return Err(TransportError::Timeout(spec.timeout));
+        }
+    }
+}
+
+/// Opening a FIFO's read end without O_NONBLOCK would wait for a writer with no bound.
+fn open_read(p: &Path) -> Result<File, TransportError> {
+    Ok(OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(p)?)
+}
+
+/// A FIFO's write end opens only once a reader holds it (ENXIO before): retry to the deadline.
+fn open_write(p: &Path, deadline: Deadline, spec: &ChannelSpec) -> Result<File, TransportError> {
+    loop {
+        match OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(p)
+        {
+            Ok(f) => return Ok(f),
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                if deadline.expired() {
+                    return Err(TransportError::Timeout(spec.timeout));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Blocking pipes have no receive timeout; a dead peer still shows as end of file, and a
+/// stuck one is bounded by the controller's watchdog.
+fn endpoint(r: File, w: File, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
+    sys::set_nonblocking(r.as_raw_fd(), spec.poll)?;
+    sys::set_nonblocking(w.as_raw_fd(), spec.poll)?;
+    Ok(Box::new(Framed::new(
+        PipePair { r, w },
+        spec.timeout,
+        spec.poll,
+        spec.max_message,
+    )))
+}
+
+struct PipePair {
+    r: File,
+    w: File,
+}
+
+impl Read for PipePair {
+    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+        self.r.read(b)
+    }
+}
+
+impl Write for PipePair {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.w.write(b)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,180 @@
+//! Leaf: sizes, durations, rates and their lists and ranges as users type them
+//! (`64`, `4k`, `1M`, `64,1k,64k`, `64..1M*4`, `200..1000+200`, `500ms`, `10s`).
+
+use std::time::Duration;
+
+/// Parses one size: a number with an optional binary suffix (`k`/`KiB` = 1024, `M`, `G`).
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let (num, mult) = [
+        ("kib", 1usize << 10),
+        ("mib", 1 << 20),
+        ("gib", 1 << 30),
+        ("kb", 1 << 10),
+        ("mb", 1 << 20),
+        ("gb", 1 << 30),
+        ("k", 1 << 10),
+        ("m", 1 << 20),
+        ("g", 1 << 30),
+        ("b", 1),
+    ]
+    .iter()
+    .find_map(|(suf, m)| lower.strip_suffix(suf).map(|n| (n.trim().to_string(), *m)))
+    .unwrap_or((lower.clone(), 1));
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{t}` is not a size: write e.g. 64, 4k or 1M"))?;
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(format!("`{t}` is not a size: write e.g. 64, 4k or 1M"));
+    }
+    Ok((v * mult as f64).round() as usize)
+}
+
+/// Parses a list of sizes: comma-separated items, each a size or a range `A..B*F` (multiply by F
+/// up to B) or `A..B+S` (add S up to B). The result keeps the user's order, without repeats.
+pub fn parse_size_list(s: &str) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        if let Some((from, rest)) = item.split_once("..") {
+            let from = parse_size(from)?;
+            let (to, step) = if let Some((to, f)) = rest.split_once('*') {
+                let f: f64 = f.trim().parse().map_err(|_| {
+                    format!("`{item}`: the factor after `*` must be a number, as in 64..1M*4")
+                })?;
+                if f <= 1.0 {
+                    return Err(format!("`{item}`: the factor must be above 1"));
+                }
+                (parse_size(to)?, Step::Times(f))
+            } else if let Some((to, a)) = rest.split_once('+') {
+                let a = parse_size(a)?;
+                if a == 0 {
+                    return Err(format!("`{item}`: the increment must be above 0"));
+                }
+                (parse_size(to)?, Step::Plus(a))
+            } else {
+                (parse_size(rest)?, Step::Times(2.0))
+            };
+            if to < from {
+                return Err(format!("`{item}`: the range ends below its start"));
+            }
+            let mut v = from;
+            while v <= to {
+                out.push(v);
+                let next = match step {
+                    Step::Times(f) => (v as f64 * f).round() as usize,
+                    Step::Plus(a) => v + a,
+                };
+                if next <= v {
+                    return Err(format!("`{item}`: the range does not grow from {v}"));
+                }
+                v = next;
+            }
+        } else {
+            out.push(parse_size(item)?);
+        }
+    }
+    if out.is_empty() {
+        return Err("no size given: write e.g. --size 64 or --size 64,1k,64k".into());
+    }
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|v| seen.insert(*v));
+    Ok(out)
+}
+
+enum Step {
+    Times(f64),
+    Plus(usize),
+}
+
+/// Parses a duration: a number with `ns`, `us`, `ms`, `s`, `m` or `h` (a bare number is seconds).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let err = || format!("`{t}` is not a duration: write e.g. 500ms, 10s or 2m");
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num.parse().map_err(|_| err())?;
+    let secs = match unit.trim() {
+        "ns" => v / 1e9,
+        "us" | "µs" => v / 1e6,
+        "ms" => v / 1e3,
+        "" | "s" => v,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return Err(err()),
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(err());
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Formats a size the way users type it (`64`, `4k`, `1M`, `1500`).
+pub fn format_size(v: usize) -> String {
+    if v >= 1 << 20 && v % (1 << 20) == 0 {
+        format!("{}M", v >> 20)
+    } else if v >= 1 << 10 && v % (1 << 10) == 0 {
+        format!("{}k", v >> 10)
+    } else {
+        v.to_string()
+    }
+}
+
+/// Formats a duration compactly (`250ms`, `3s`).
+pub fn format_duration(d: Duration) -> String {
+    let ns = d.as_nanos();
+    if ns % 1_000_000_000 == 0 {
+        format!("{}s", ns / 1_000_000_000)
+    } else if ns % 1_000_000 == 0 {
+        format!("{}ms", ns / 1_000_000)
+    } else if ns % 1_000 == 0 {
+        format!("{}us", ns / 1_000)
+    } else {
+        format!("{ns}ns")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_take_binary_suffixes() {
+        assert_eq!(parse_size("64").unwrap(), 64);
+        assert_eq!(parse_size("4k").unwrap(), 4096);
+        assert_eq!(parse_size("64KiB").unwrap(), 65536);
+        assert_eq!(parse_size("1M").unwrap(), 1 << 20);
+        assert!(parse_size("abc").is_err());
+        assert!(parse_size("-1").is_err());
+    }
+
+    #[test]
+    fn lists_and_ranges_expand_in_order() {
+        assert_eq!(parse_size_list("64,1k,64k").unwrap(), vec![64, 1024, 65536]);
+        assert_eq!(
+            parse_size_list("64..1M*4").unwrap(),
+            vec![64, 256, 1024, 4096, 16384, 65536, 262144, 1048576]
+        );
+        assert_eq!(
+            parse_size_list("200..1000+400").unwrap(),
+            vec![200, 600, 1000]
+        );
+        assert!(parse_size_list("1k..64").is_err());
+        assert!(parse_size_list("64..1k*1").is_err());
+        assert!(parse_size_list("").is_err());
+    }
+
+    #[test]
+    fn durations_parse_and_format() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert!(parse_duration("10 parsecs").is_err());
+        assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
+        assert_eq!(format_size(65536), "64k");
+        assert_eq!(format_size(1500), "1500");
+    }
+}

@@ -1,0 +1,172 @@
+//! The message every workload sends: a 32-byte header, then payload written by the sender and
+//! checked by the receiver.
+//!
+//! ```text
+//! 0..4   length of the whole message (u32 LE; the transport contract's delimiter)
+//! 4..8   flags (MEASURED, END, CONTROL, ACK)
+//! 8..16  sequence number
+//! 16..24 send time, CLOCK_MONOTONIC ns
+//! 24..28 CRC32 of seq and payload (with --checksum), else 0
+//! 28..32 reserved
+//! len-8..len  the sequence number again (messages of 40 B and more): a cheap check that the
+//!             whole message arrived and belongs together
+//! ```
+
+pub const HEADER: usize = 32;
+/// The smallest message: the header.
+pub const MIN_SIZE: usize = HEADER;
+/// Largest control message (hello, ready, a role's result): fits a UDP datagram.
+pub const CONTROL_MAX: usize = 60_000;
+
+/// Part of the measured window (not warm-up).
+pub const MEASURED: u32 = 1;
+/// The sender is done; `seq` holds the number of messages it sent.
+pub const END: u32 = 2;
+/// JSON after the header: hello, ready or a role's result.
+pub const CONTROL: u32 = 4;
+/// Acknowledges message `seq` (`--confirm`).
+pub const ACK: u32 = 8;
+
+#[inline(always)]
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+}
+
+#[inline(always)]
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+#[inline(always)]
+pub fn flags(b: &[u8]) -> u32 {
+    u32_at(b, 4)
+}
+
+#[inline(always)]
+pub fn seq(b: &[u8]) -> u64 {
+    u64_at(b, 8)
+}
+
+#[inline(always)]
+pub fn send_ns(b: &[u8]) -> u64 {
+    u64_at(b, 16)
+}
+
+/// A message buffer owned by a sender: the payload pattern is written once, the header and
+/// tail for every message.
+pub struct Outgoing {
+    buf: Vec<u8>,
+    checksum: bool,
+}
+
+impl Outgoing {
+    pub fn new(size: usize, checksum: bool) -> Self {
+        assert!(size >= MIN_SIZE);
+        let mut buf: Vec<u8> = (0..size)
+            .map(|i| (i.wrapping_mul(131).wrapping_add(7)) as u8)
+            .collect();
+        buf[0..4].copy_from_slice(&(size as u32).to_le_bytes());
+        buf[4..32].fill(0);
+        Outgoing { buf, checksum }
+    }
+
+    /// Writes the header (and tail and checksum) for message `seq`.
+    #[inline(always)]
+    pub fn stamp(&mut self, seq: u64, send_ns: u64, flags: u32) -> &[u8] {
+        let b = &mut self.buf;
+        b[4..8].copy_from_slice(&flags.to_le_bytes());
+        b[8..16].copy_from_slice(&seq.to_le_bytes());
+        b[16..24].copy_from_slice(&send_ns.to_le_bytes());
+        let n = b.len();
+        if n >= HEADER + 8 {
+            b[n - 8..].copy_from_slice(&seq.to_le_bytes());
+        }
+        if self.checksum {
+            let c = crc(b);
+            b[24..28].copy_from_slice(&c.to_le_bytes());
+        }
+        &self.buf
+    }
+}
+
+fn crc(b: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&b[8..16]);
+    h.update(&b[HEADER..]);
+    h.finalize()
+}
+
+/// Checks a received message: its length, its declared length, its tail and (if asked) its
+/// checksum. Returns what is wrong, in words.
+#[inline(always)]
+pub fn verify(b: &[u8], expected_len: usize, checksum: bool) -> Result<(), String> {
+    let n = b.len();
+    if n != expected_len {
+        return Err(format!("received {n} B where {expected_len} B were sent: the transport truncated or merged messages"));
+    }
+    if u32_at(b, 0) as usize != n {
+        return Err(format!(
+            "a message declares {} B but {n} B arrived",
+            u32_at(b, 0)
+        ));
+    }
+    if n >= HEADER + 8 && u64_at(b, n - 8) != seq(b) {
+        return Err(format!(
+            "message {} ends with the tail of message {}: its bytes were mixed",
+            seq(b),
+            u64_at(b, n - 8)
+        ));
+    }
+    if checksum && crc(b) != u32_at(b, 24) {
+        return Err(format!(
+            "message {} fails its CRC32: the payload was corrupted",
+            seq(b)
+        ));
+    }
+    Ok(())
+}
+
+/// A header-only message (END, ACK) into `out`.
+pub fn signal(out: &mut [u8; HEADER], flags: u32, seq: u64) -> &[u8] {
+    out.fill(0);
+    out[0..4].copy_from_slice(&(HEADER as u32).to_le_bytes());
+    out[4..8].copy_from_slice(&flags.to_le_bytes());
+    out[8..16].copy_from_slice(&seq.to_le_bytes());
+    out
+}
+
+/// A control message: header with CONTROL, then `json`.
+pub fn control(json: &[u8]) -> Vec<u8> {
+    let mut b = vec![0u8; HEADER + json.len()];
+    let n = b.len() as u32;
+    b[0..4].copy_from_slice(&n.to_le_bytes());
+    b[4..8].copy_from_slice(&CONTROL.to_le_bytes());
+    b[HEADER..].copy_from_slice(json);
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamped_messages_verify_and_damage_is_named() {
+        for checksum in [false, true] {
+            let mut m = Outgoing::new(100, checksum);
+            let b = m.stamp(42, 7, MEASURED).to_vec();
+            assert_eq!((seq(&b), send_ns(&b), flags(&b)), (42, 7, MEASURED));
+            verify(&b, 100, checksum).unwrap();
+            assert!(verify(&b[..99], 100, checksum)
+                .unwrap_err()
+                .contains("truncated"));
+            let mut torn = b.clone();
+            torn[92] ^= 1;
+            assert!(verify(&torn, 100, checksum).unwrap_err().contains("tail"));
+            if checksum {
+                let mut bad = b.clone();
+                bad[50] ^= 1;
+                assert!(verify(&bad, 100, true).unwrap_err().contains("CRC32"));
+            }
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! `pingpong`: the initiator sends a message, the responder sends it back; the initiator times
+//! the round trip (a null RPC when the message is the bare header).
+
+use super::message::{self, Outgoing, CONTROL, END, MEASURED};
+use super::{check_common, receive, receive_buffer, RoleError, StopRule, Workload};
+use crate::measure::{clock, Metric, Recorder};
+use crate::result::CaseConfig;
+use crate::transport::{Capabilities, Endpoint, FloorKind, TransportError};
+use std::sync::atomic::AtomicBool;
+
+pub struct PingPong;
+
+impl Workload for PingPong {
+    fn name(&self) -> &'static str {
+        "pingpong"
+    }
+    fn about(&self) -> &'static str {
+        "round trips: send, wait for the echo, repeat (latency distribution, CPU per round trip)"
+    }
+    fn roles(&self) -> [&'static str; 2] {
+        ["initiator", "responder"]
+    }
+    fn latency_kind(&self, _: &CaseConfig) -> &'static str {
+        "round trip"
+    }
+    fn floor_kind(&self) -> FloorKind {
+        FloorKind::RoundTrip
+    }
+    fn check(&self, case: &CaseConfig, caps: &Capabilities) -> Result<(), String> {
+        check_common(case, caps)?;
+        if case.confirm {
+            return Err(
+                "pingpong already waits for every reply: --confirm applies to `stream`; drop it"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    fn active(
+        &self,
+        ep: &mut dyn Endpoint,
+        case: &CaseConfig,
+        rec: &mut Recorder,
+        stop: &AtomicBool,
+    ) -> Result<u64, RoleError> {
+        let mut out = Outgoing::new(case.size_bytes, case.checksum);
+        let mut buf = receive_buffer(case);
+        let mut seq = 0;
+        if !case.warmup.is_zero() {
+            seq = exchange(
+                ep,
+                case,
+                rec,
+                &mut out,
+                &mut buf,
+                seq,
+                StopRule::warmup(case),
+                false,
+                stop,
+            )?;
+        }
+        rec.reset();
+        exchange(
+            ep,
+            case,
+            rec,
+            &mut out,
+            &mut buf,
+            seq,
+            StopRule::measured(case),
+            true,
+            stop,
+        )
+    }
+
+    fn passive(
+        &self,
+        ep: &mut dyn Endpoint,
+        case: &CaseConfig,
+        rec: &mut Recorder,
+    ) -> Result<(), RoleError> {
+        let mut buf = receive_buffer(case);
+        let mut measuring = false;
+        loop {
+            let t0 = clock::now();
+            let n = receive(ep, &mut buf, case, rec)?;
+            let t1 = clock::now();
+            let m = &buf[..n];
+            let flags = message::flags(m);
+            if flags & END != 0 {
+                return Ok(());
+            }
+            if flags & CONTROL != 0 {
+                continue;
+            }
+            if flags & MEASURED != 0 && !measuring {
+                measuring = true;
+                rec.reset();
+            }
+            if let Err(e) = message::verify(m, case.size_bytes, case.checksum) {
+                if case.strict {
+                    return Err(RoleError::Integrity(e));
+                }
+                rec.counters.corrupted += 1;
+                continue;
+            }
+            ep.send(m)?;
+            let t2 = clock::now();
+            if measuring {
+                rec.record_primary(Metric::RecvCall, t1 - t0, t1);
+                rec.record(Metric::SendCall, t2 - t1);
+                let c = &mut rec.counters;
+                c.messages_received += 1;
+                c.bytes_received += n as u64;
+                c.messages_sent += 1;
+                c.bytes_sent += n as u64;
+                rec.mark_end(t2);
+            }
+        }
+    }
+}
+
+/// One phase of round trips; returns the next sequence number.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn exchange(
+    ep: &mut dyn Endpoint,
+    case: &CaseConfig,
+    rec: &mut Recorder,
+    out: &mut Outgoing,
+    buf: &mut [u8],
+    mut seq: u64,
+    rule: StopRule,
+    record: bool,
+    stop: &AtomicBool,
+) -> Result<u64, RoleError> {
+    let flags = if record { MEASURED } else { 0 };
+    let mut done = 0u64;
+    loop {
+        let t0 = clock::now();
+        ep.send(out.stamp(seq, t0, flags))?;
+        let t1 = clock::now();
+        // Wait for this round trip's reply; on an unreliable transport a lost one is counted
+        // and a late one (of a round trip already counted lost) is skipped.
+        let n = loop {
+            match receive(ep, buf, case, rec) {
+                Ok(n) if message::seq(&buf[..n]) == seq => break Some(n),
+                Ok(n) if !case.strict && message::seq(&buf[..n]) < seq => {
+                    rec.counters.reordered += 1
+                }
+                Ok(n) => {
+                    return Err(RoleError::Integrity(format!(
+                        "round trip {seq} got the reply of message {}",
+                        message::seq(&buf[..n])
+                    )))
+                }
+                Err(TransportError::Timeout(_)) if !case.strict => break None,
+                Err(e) => return Err(e.into()),
+            }
+        };
+        let t2 = clock::now();
+        match n {
+            None => rec.counters.lost += 1,
+            Some(n) => {
+                if let Err(e) = message::verify(&buf[..n], case.size_bytes, case.checksum) {
+                    if case.strict {
+                        return Err(RoleError::Integrity(e));
+                    }
+                    rec.counters.corrupted += 1;
+                } else if record {
+                    rec.record_primary(Metric::Rtt, t2 - t0, t2);
+                    rec.record(Metric::SendCall, t1 - t0);
+                    rec.record(Metric::RecvCall, t2 - t1);
+                    let c = &mut rec.counters;
+                    c.messages_sent += 1;
+                    c.bytes_sent += case.size_bytes as u64;
+                    c.messages_received += 1;
+                    c.bytes_received += n as u64;
+                    rec.mark_end(t2);
+                }
+            }
+        }
+        seq += 1;
+        done += 1;
+        if rule.done(done, t2, stop) {
+            return Ok(seq);
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! Every transport x workload for a short run: exact message counts, integrity, every figure
+//! present and sane. Threads through the library, processes through the binary.
+
+mod support;
+
+use msgperf::exec::Runner;
+use msgperf::plan::{self, RunRequest};
+use msgperf::report::summary::summarize;
+use msgperf::result::{CaseResult, Placement};
+use msgperf::transport::REGISTRY;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use support::*;
+
+fn request(workload: &str, transport: &str) -> RunRequest {
+    RunRequest {
+        workload: workload.into(),
+        transports: vec![transport.into()],
+        sizes: vec![64, 4096],
+        count: Some(300),
+        duration: None,
+        warmup: Duration::from_millis(20),
+        poll: false,
+        confirm: false,
+        checksum: true,
+        timeout: Duration::from_secs(5),
+        placement: Some(Placement::Any),
+        pin: None,
+        threads: true,
+        options: BTreeMap::new(),
+        connect: None,
+    }
+}
+
+fn check(c: &CaseResult, count: u64) {
+    let what = format!(
+        "{} {} {} B",
+        c.config.transport, c.config.workload, c.config.size_bytes
+    );
+    assert_eq!(c.error, None, "{what}");
+    assert_eq!(c.roles.len(), 2, "{what}: both roles report");
+    let (active, passive) = (&c.roles[0], &c.roles[1]);
+    let s = summarize(c);
+    let d = s
+        .latency
+        .as_ref()
+        .unwrap_or_else(|| panic!("{what}: no latency"));
+    assert!(
+        d.min_ns > 0 && d.min_ns <= d.max_ns && d.mean_ns > 0.0,
+        "{what}: {d:?}"
+    );
+    assert!(s.msgs_per_s > 0.0, "{what}");
+    assert!(
+        active.cpu.user_ns + active.cpu.sys_ns > 0,
+        "{what}: active CPU time"
+    );
+    assert!(
+        !active.cpus_seen.is_empty() && !passive.cpus_seen.is_empty(),
+        "{what}"
+    );
+    assert!(active.cpu.peak_rss_kib > 0, "{what}");
+    if c.config.strict {
+        assert_eq!(active.counters.messages_sent, count, "{what}: sent");
+        assert_eq!(
+            passive.counters.messages_received, count,
+            "{what}: received"
+        );
+        assert_eq!(
+            (s.lost, s.duplicated, s.reordered, s.corrupted),
+            (0, 0, 0, 0),
+            "{what}"
+        );
+        assert_eq!(d.samples, count, "{what}: samples");
+    }
+}
+
+#[test]
+fn every_transport_runs_pingpong_and_stream_in_threads_with_exact_counts() {
+    for t in REGISTRY {
+        for w in ["pingpong", "stream"] {
+            let cases = plan::cases(&request(w, t.name())).unwrap();
+            let mut runner = Runner::new(None, false);
+            for case in &cases {
+                check(&runner.run_case(case), 300);
+            }
+        }
+    }
+}
+
+#[test]
+fn polling_and_confirmed_streams_count_reads_and_acknowledgements() {
+    for t in ["uds", "tcp", "inproc", "pipe"] {
+        let mut r = request("stream", t);
+        r.poll = true;
+        r.confirm = true;
+        r.sizes = vec![256];
+        let case = &plan::cases(&r).unwrap()[0];
+        let c = Runner::new(None, false).run_case(case);
+        check(&c, 300);
+        let writer = &c.roles[0];
+        assert_eq!(
+            writer.counters.messages_received, 300,
+            "{t}: one ack per message"
+        );
+        assert!(c.roles[1].counters.read_calls >= 300, "{t}: reads counted");
+        assert!(
+            writer.histogram("rtt_ns").is_some(),
+            "{t}: write-to-ack round trip"
+        );
+    }
+}
+
+#[test]
+fn the_floor_of_every_transport_is_measured() {
+    for t in REGISTRY {
+        let mut r = request("pingpong", t.name());
+        r.sizes = vec![64];
+        r.count = None;
+        r.duration = Some(Duration::from_millis(100));
+        let case = &plan::cases(&r).unwrap()[0];
+        let f = Runner::new(None, true)
+            .floor(case)
+            .unwrap_or_else(|| panic!("{}: no floor", t.name()));
+        assert!(
+            f.samples > 10 && f.rtt_p50_ns > 0 && f.rtt_min_ns <= f.rtt_p50_ns,
+            "{}: {f:?}",
+            t.name()
+        );
+    }
+}
+
+/// Processes: the real binary, its JSON read back.
+#[test]
+fn every_process_transport_runs_both_workloads_through_the_binary() {
+    let dir = temp_dir();
+    for w in ["pingpong", "stream"] {
+        let json = dir.path().join(format!("{w}.json"));
+        let out = run(
+            &[
+                "run",
+                w,
+                "-t",
+                "pipe,uds,uds-dgram,tcp,udp",
+                "--size",
+                "64,1k",
+                "--count",
+                "500",
+                "--warmup",
+                "10ms",
+                "--placement",
+                "any",
+                "--no-floor",
+                "--json",
+                json.to_str().unwrap(),
+            ],
+            Duration::from_secs(120),
+        );
+        assert!(out.status.success(), "{w}: {}", text(&out.stderr));
+        let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let cases = v["cases"].as_array().unwrap();
+        assert_eq!(cases.len(), 10);
+        for c in cases {
+            let t = c["config"]["transport"].as_str().unwrap();
+            let roles = c["roles"].as_array().unwrap();
+            assert_eq!(roles.len(), 2, "{t}");
+            assert_ne!(
+                roles[0]["pid"], roles[1]["pid"],
+                "{t}: roles in two processes"
+            );
+            if t != "udp" {
+                assert_eq!(roles[0]["counters"]["messages_sent"], 500, "{t} {w}");
+                assert_eq!(roles[1]["counters"]["messages_received"], 500, "{t} {w}");
+                assert_eq!(c["summary"]["latency"]["samples"], 500, "{t} {w}");
+            }
+        }
+    }
+}

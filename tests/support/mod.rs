@@ -1,0 +1,61 @@
+//! Shared by the integration tests: the msgperf binary, temporary files, bounded child waits.
+#![allow(dead_code)]
+
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
+
+pub const MSGPERF: &str = env!("CARGO_BIN_EXE_msgperf");
+
+/// msgperf with arguments; its peers are this binary too.
+pub fn msgperf(args: &[&str]) -> Command {
+    let mut c = Command::new(MSGPERF);
+    c.args(args).env("MSGPERF_EXE", MSGPERF);
+    c
+}
+
+/// Runs msgperf to completion, killing it if it takes longer than `limit` (then panics).
+pub fn run(args: &[&str], limit: Duration) -> Output {
+    let child = msgperf(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_output(child, limit)
+}
+
+pub fn wait_output(mut child: Child, limit: Duration) -> Output {
+    let end = Instant::now() + limit;
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "msgperf did not finish within {limit:?}\nstdout: {}\nstderr: {}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+pub fn temp_dir() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+/// msgperf's private directories in the temp dir that belong to `pid`.
+pub fn leftovers_of(pid: u32) -> Vec<String> {
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with(&format!("msgperf-{pid}-")))
+        .collect()
+}
