@@ -69,6 +69,13 @@ pub fn thread_usage() -> Usage {
     u
 }
 
+/// CPU time (user + system) of this process and of its children that were waited for.
+pub fn process_and_children_cpu_ns() -> u64 {
+    let s = usage(libc::RUSAGE_SELF);
+    let c = usage(libc::RUSAGE_CHILDREN);
+    s.user_ns + s.sys_ns + c.user_ns + c.sys_ns
+}
+
 /// The CPUs this thread may run on now.
 pub fn allowed_cpus() -> Vec<usize> {
     // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it.
@@ -192,6 +199,12 @@ pub fn child_dies_with_parent(cmd: &mut std::process::Command) {
             Ok(())
         });
     }
+}
+
+/// Closes a raw descriptor (in a forked child, which owns copies it must not keep).
+pub fn close(fd: RawFd) {
+    // SAFETY: closing a descriptor number has no memory effects; a bad one yields EBADF.
+    unsafe { libc::close(fd) };
 }
 
 /// Raw read for the floor loops: no framing, no checks beyond the return code.

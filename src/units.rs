@@ -113,9 +113,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// Formats a size the way users type it (`64`, `4k`, `1M`, `1500`).
 pub fn format_size(v: usize) -> String {
-    if v >= 1 << 20 && v % (1 << 20) == 0 {
+    if v >= 1 << 20 && v.is_multiple_of(1 << 20) {
         format!("{}M", v >> 20)
-    } else if v >= 1 << 10 && v % (1 << 10) == 0 {
+    } else if v >= 1 << 10 && v.is_multiple_of(1 << 10) {
         format!("{}k", v >> 10)
     } else {
         v.to_string()
@@ -125,11 +125,11 @@ pub fn format_size(v: usize) -> String {
 /// Formats a duration compactly (`250ms`, `3s`).
 pub fn format_duration(d: Duration) -> String {
     let ns = d.as_nanos();
-    if ns % 1_000_000_000 == 0 {
+    if ns.is_multiple_of(1_000_000_000) {
         format!("{}s", ns / 1_000_000_000)
-    } else if ns % 1_000_000 == 0 {
+    } else if ns.is_multiple_of(1_000_000) {
         format!("{}ms", ns / 1_000_000)
-    } else if ns % 1_000 == 0 {
+    } else if ns.is_multiple_of(1_000) {
         format!("{}us", ns / 1_000)
     } else {
         format!("{ns}ns")

@@ -1,7 +1,7 @@
 //! What else ran on the CPUs a case used: per-CPU busy time from /proc/stat before and after,
 //! less the CPU time msgperf's own roles spent there.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Busy and total ticks of each CPU.
 #[derive(Clone, Debug, Default)]
@@ -33,28 +33,23 @@ pub fn sample() -> CpuTicks {
     CpuTicks(m)
 }
 
-/// Percent of each CPU in `ours` (CPU -> nanoseconds our roles spent on it) that other
-/// programs used between two samples.
+/// Percent of the time of `cpus` that other programs used between two samples, given the CPU
+/// time msgperf's own processes spent in between (`ours_ns`).
 pub fn other_load_pct(
     before: &CpuTicks,
     after: &CpuTicks,
-    ours: &BTreeMap<usize, u64>,
-) -> BTreeMap<usize, f64> {
+    cpus: &BTreeSet<usize>,
+    ours_ns: u64,
+) -> Option<f64> {
     let tick_ns = 1e9 / crate::sys::clock_ticks_per_s() as f64;
-    let mut out = BTreeMap::new();
-    for (&cpu, &our_ns) in ours {
-        let (Some(b), Some(a)) = (before.0.get(&cpu), after.0.get(&cpu)) else {
-            continue;
-        };
-        let total = a.1.saturating_sub(b.1) as f64 * tick_ns;
-        if total <= 0.0 {
-            continue;
-        }
-        let busy = a.0.saturating_sub(b.0) as f64 * tick_ns;
-        out.insert(
-            cpu,
-            ((busy - our_ns as f64).max(0.0) / total * 100.0).min(100.0),
-        );
+    let (mut busy, mut total) = (0.0, 0.0);
+    for cpu in cpus {
+        let (b, a) = (before.0.get(cpu)?, after.0.get(cpu)?);
+        busy += a.0.saturating_sub(b.0) as f64 * tick_ns;
+        total += a.1.saturating_sub(b.1) as f64 * tick_ns;
     }
-    out
+    if total <= 0.0 {
+        return None;
+    }
+    Some(((busy - ours_ns as f64).max(0.0) / total * 100.0).min(100.0))
 }

@@ -12,7 +12,7 @@ use crate::result::{CaseConfig, CaseResult, FloorResult, RoleResult, Wait};
 use crate::sys;
 use crate::transport::{self, ChannelSpec, FloorRoles, Rendezvous};
 use crate::workload::{self, message};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -58,25 +58,26 @@ impl Runner {
             None
         };
         let before = load::sample();
+        let usage_before = sys::process_and_children_cpu_ns();
         let (roles, error) = match &self.connect {
             Some(addr) => run_connected(case, addr),
             None if case.threads => run_in_threads(case),
             None => run_in_processes(case),
         };
+        let ours = sys::process_and_children_cpu_ns().saturating_sub(usage_before);
         let after = load::sample();
-        let mut ours: BTreeMap<usize, u64> = BTreeMap::new();
-        for (role, cpu) in roles.iter().zip([case.cpus.0, case.cpus.1]) {
-            if let Some(c) = cpu {
-                *ours.entry(c).or_default() += role.cpu.user_ns + role.cpu.sys_ns;
-            }
-        }
+        let cpus: BTreeSet<usize> = [case.cpus.0, case.cpus.1].into_iter().flatten().collect();
         CaseResult {
             config: case.clone(),
             roles,
             floor,
             error,
             interrupted: stop_requested(),
-            other_load_pct: load::other_load_pct(&before, &after, &ours),
+            other_load_pct: if cpus.is_empty() {
+                None
+            } else {
+                load::other_load_pct(&before, &after, &cpus, ours)
+            },
         }
     }
 

@@ -32,12 +32,15 @@ pub struct RunRequest {
 /// The default measured window when neither `--count` nor `--duration` is given.
 pub const DEFAULT_DURATION: Duration = Duration::from_secs(3);
 
-/// Resolves where the two roles run: CPUs for the active and the passive role.
+/// CPUs of the active and the passive role (None: not pinned).
+pub type RoleCpus = (Option<usize>, Option<usize>);
+
+/// Resolves where the two roles run.
 pub fn resolve_placement(
     placement: Option<Placement>,
     pin: Option<&[usize]>,
     remote_peer: bool,
-) -> Result<(Placement, (Option<usize>, Option<usize>)), String> {
+) -> Result<(Placement, RoleCpus), String> {
     let allowed = sys::allowed_cpus();
     if let Some(p) = pin {
         for c in p {
@@ -228,7 +231,7 @@ mod tests {
         assert!(cases(&r).unwrap_err().contains("smaller --size"));
         let mut r = req();
         r.options.insert("nodelay".into(), "maybe".into());
-        assert!(cases(&r).unwrap_err().contains("no option `nodelay`"));
+        assert!(cases(&r).unwrap_err().contains("takes no --opt"));
         let mut r = req();
         r.transports = vec!["tcp".into()];
         r.options.insert("nodelay".into(), "maybe".into());

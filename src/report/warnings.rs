@@ -6,14 +6,36 @@ use std::fmt;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Warning {
-    FewSamples { samples: u64 },
-    SlowStart { ratio: f64 },
-    Wide { p99_over_p50: f64 },
-    Bimodal { low_ns: u64, high_ns: u64 },
-    BusyCpu { cpu: usize, pct: f64 },
-    NearClock { figure_ns: u64, clock_ns: f64 },
-    Losses { lost: u64, pct: f64 },
-    CpuMoved { role: String, cpus: Vec<usize> },
+    FewSamples {
+        samples: u64,
+    },
+    SlowStart {
+        ratio: f64,
+    },
+    Wide {
+        p99_over_p50: f64,
+    },
+    Bimodal {
+        low_ns: u64,
+        high_ns: u64,
+        pinned: bool,
+    },
+    BusyCpu {
+        cpus: String,
+        pct: f64,
+    },
+    NearClock {
+        figure_ns: u64,
+        clock_ns: f64,
+    },
+    Losses {
+        lost: u64,
+        pct: f64,
+    },
+    CpuMoved {
+        role: String,
+        cpus: Vec<usize>,
+    },
     Unpinned,
     Interrupted,
 }
@@ -24,8 +46,15 @@ impl fmt::Display for Warning {
             Warning::FewSamples { samples } => write!(f, "only {samples} samples: tail percentiles are not shown; measure longer with --duration or --count"),
             Warning::SlowStart { ratio } => write!(f, "the first 100 ms were {ratio:.1}x slower than the rest: discard them with --warmup 1s"),
             Warning::Wide { p99_over_p50 } => write!(f, "p99 is {p99_over_p50:.0}x p50: a very wide distribution; pin the roles (--placement) and stop other programs"),
-            Warning::Bimodal { low_ns, high_ns } => write!(f, "two modes, near {:.1} us and {:.1} us: the roles may have flipped between CPUs or wake-up paths; pin them with --placement", *low_ns as f64 / 1e3, *high_ns as f64 / 1e3),
-            Warning::BusyCpu { cpu, pct } => write!(f, "other programs used {pct:.0}% of CPU {cpu} during the case: stop them or pin elsewhere with --pin"),
+            Warning::Bimodal { low_ns, high_ns, pinned } => {
+                let (lo, hi) = (*low_ns as f64 / 1e3, *high_ns as f64 / 1e3);
+                if *pinned {
+                    write!(f, "two modes, near {lo:.1} us and {hi:.1} us: some messages found the reader awake, others had to wake it; compare with --poll")
+                } else {
+                    write!(f, "two modes, near {lo:.1} us and {hi:.1} us: the roles may have moved between CPUs; pin them with --placement")
+                }
+            }
+            Warning::BusyCpu { cpus, pct } => write!(f, "other programs used {pct:.0}% of CPUs {cpus} during the case: stop them or pin elsewhere with --pin"),
             Warning::NearClock { figure_ns, clock_ns } => write!(f, "the figure ({figure_ns} ns) is within 10x of the clock's resolution or read cost ({clock_ns:.0} ns): treat it as approximate"),
             Warning::Losses { lost, pct } => write!(f, "{lost} messages lost ({pct:.2}%): the transport dropped them (expected for udp under load); lower the rate or use a reliable transport"),
             Warning::CpuMoved { role, cpus } => write!(f, "the {role} ran on CPUs {cpus:?}: it migrated; pin it with --placement"),
@@ -71,10 +100,11 @@ pub fn for_case(case: &CaseResult, s: &CaseSummary, env: &Environment) -> Vec<Wa
     if let Some(d) = &s.latency {
         latency_warnings(case, d, env, &mut w);
     }
-    for (&cpu, &pct) in &case.other_load_pct {
-        if pct >= 20.0 {
-            w.push(Warning::BusyCpu { cpu, pct });
-        }
+    if let Some(pct) = case.other_load_pct.filter(|&p| p >= 20.0) {
+        w.push(Warning::BusyCpu {
+            cpus: s.cpus.clone(),
+            pct,
+        });
     }
     if s.lost > 0 {
         let sent: u64 = case.roles.iter().map(|r| r.counters.messages_sent).sum();
@@ -134,7 +164,11 @@ fn latency_warnings(case: &CaseResult, d: &Distribution, env: &Environment, w: &
     for key in ["rtt_ns", "one_way_ns"] {
         if let Some(h) = case.roles.iter().find_map(|r| r.histogram(key)) {
             if let Some((low_ns, high_ns)) = bimodal(&h) {
-                w.push(Warning::Bimodal { low_ns, high_ns });
+                w.push(Warning::Bimodal {
+                    low_ns,
+                    high_ns,
+                    pinned: case.config.placement != Placement::Any,
+                });
             }
             break;
         }

@@ -125,8 +125,8 @@ pub struct CaseResult {
     /// Why the case failed, if it did; the roles hold what was measured before.
     pub error: Option<String>,
     pub interrupted: bool,
-    /// Share of each pinned CPU that other programs used during the case, in percent.
-    pub other_load_pct: BTreeMap<usize, f64>,
+    /// Share of the pinned CPUs' time that other programs used during the case, in percent.
+    pub other_load_pct: Option<f64>,
 }
 
 /// The transport's plain loop (see `msgperf floor`): what every ratio divides by.

@@ -181,7 +181,15 @@ impl Floor for FdFloor {
         let (a, b) = (self.make_pair)()?;
         let datagram = self.datagram;
         let mut peer_buf = vec![0u8; size];
+        let ours = a.fds();
+        let forked = roles.processes;
         let peer = start_peer(roles, move || {
+            if forked {
+                // The fork copied our side's descriptors: close them, or the peer would never
+                // see the end of the channel.
+                sys::close(ours.0);
+                sys::close(ours.1);
+            }
             let (r, w) = b.fds();
             while read_msg(r, &mut peer_buf, datagram) {
                 if !write_msg(w, &peer_buf) {

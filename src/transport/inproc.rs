@@ -19,9 +19,11 @@ const POOL: usize = 8;
 
 type Msg = (Box<[u8]>, usize);
 
-/// Connector halves waiting to be taken, by rendezvous key.
-fn waiting() -> &'static Mutex<HashMap<String, (InprocEndpoint, Sender<()>)>> {
-    static W: OnceLock<Mutex<HashMap<String, (InprocEndpoint, Sender<()>)>>> = OnceLock::new();
+/// Connector halves waiting to be taken, by rendezvous key, with the listener's wake-up.
+type Waiting = Mutex<HashMap<String, (InprocEndpoint, Sender<()>)>>;
+
+fn waiting() -> &'static Waiting {
+    static W: OnceLock<Waiting> = OnceLock::new();
     W.get_or_init(Default::default)
 }
 

@@ -1,6 +1,6 @@
 //! Room `workload`: what the roles do with a channel. A workload speaks only to
-//! [`Endpoint`](crate::transport::Endpoint) and records into a [`Recorder`]; where it runs and how
-//! its results are shown are other rooms' business.
+//! [`Endpoint`] and records into a [`Recorder`]; where it runs and how its results are shown
+//! are other rooms' business.
 //!
 //! # The contract
 //! - The active role (initiator, writer) decides when the case ends (count, duration, Ctrl-C)
@@ -124,7 +124,7 @@ pub(crate) fn receive(
             return Ok(n);
         }
         spins += 1;
-        if spins % 4096 == 0
+        if spins.is_multiple_of(4096)
             && deadline
                 .get_or_insert_with(|| Deadline::after(case.timeout))
                 .expired()

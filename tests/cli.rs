@@ -1,0 +1,239 @@
+//! The command line as a user meets it: bad input gets exit 2 and a line naming the fix; JSON
+//! and CSV hold every figure; the README's table and commands stay true.
+
+mod support;
+
+use serde_json::Value;
+use std::time::Duration;
+use support::*;
+
+fn usage_error(args: &[&str], fix: &str) {
+    let out = run(args, Duration::from_secs(30));
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(fix), "{args:?}: `{err}` does not say `{fix}`");
+    assert!(
+        err.trim().lines().count() <= 6,
+        "{args:?}: a short message, got {err}"
+    );
+}
+
+#[test]
+fn bad_options_exit_2_naming_the_fix() {
+    usage_error(
+        &["run", "pingpong", "-t", "carrier-pigeon"],
+        "use one of inproc, pipe, uds",
+    );
+    usage_error(
+        &["run", "pingpong", "-t", "tcp", "--opt", "nodelay=maybe"],
+        "use one of true, false",
+    );
+    usage_error(
+        &["run", "pingpong", "-t", "tcp", "--opt", "nodelay"],
+        "key=value",
+    );
+    usage_error(
+        &["run", "pingpong", "-t", "uds", "--opt", "nodelay=true"],
+        "takes no --opt",
+    );
+    usage_error(
+        &["run", "pingpong", "-t", "tcp", "--size", "0"],
+        "--size 32 or more",
+    );
+    usage_error(
+        &["run", "pingpong", "-t", "udp", "--size", "1M"],
+        "use a smaller --size",
+    );
+    usage_error(
+        &["run", "pingpong", "-t", "tcp", "--size", "abc"],
+        "write e.g. 64, 4k or 1M",
+    );
+    usage_error(
+        &["run", "pingpong", "-t", "tcp", "--count", "0"],
+        "at least 1",
+    );
+    usage_error(&["run", "pingpong", "-t", "tcp", "--confirm"], "drop it");
+    usage_error(
+        &["run", "pingpong", "-t", "tcp", "--pin", "0,9999"],
+        "pick from those",
+    );
+    usage_error(
+        &["run", "pingpong", "-t", "tcp", "--duration", "soon"],
+        "write e.g. 500ms",
+    );
+    usage_error(
+        &["run", "juggle", "-t", "tcp"],
+        "use one of pingpong, stream",
+    );
+    usage_error(
+        &[
+            "run",
+            "pingpong",
+            "-t",
+            "inproc",
+            "--connect",
+            "127.0.0.1:1",
+        ],
+        "cannot --connect",
+    );
+    usage_error(&["report", "/nonexistent.json"], "cannot read");
+    usage_error(&["frobnicate"], "unrecognized subcommand");
+}
+
+#[test]
+fn json_and_csv_hold_every_figure_and_the_environment() {
+    let dir = temp_dir();
+    let (json, csv) = (dir.path().join("r.json"), dir.path().join("r.csv"));
+    let out = run(
+        &[
+            "run",
+            "pingpong",
+            "-t",
+            "uds,tcp",
+            "--size",
+            "64,4k",
+            "--duration",
+            "150ms",
+            "--warmup",
+            "20ms",
+            "--json",
+            json.to_str().unwrap(),
+            "--csv",
+            csv.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        !stdout.contains('\u{1b}'),
+        "no escape codes when stdout is not a terminal"
+    );
+    for col in [
+        "p50 [us]",
+        "p99.99 [us]",
+        "msgs/s",
+        "vs floor",
+        "write max [us]",
+        "user [us/msg]",
+        "ctx sw/msg",
+        "peak RSS [MiB]",
+    ] {
+        assert!(stdout.contains(col), "table lacks `{col}`");
+    }
+    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let env = &v["environment"];
+    for k in [
+        "hostname",
+        "kernel",
+        "cpu_model",
+        "cores",
+        "allowed_cpus",
+        "started_utc",
+    ] {
+        assert!(!env[k].is_null(), "environment.{k}");
+    }
+    for k in [
+        "source",
+        "resolution_ns",
+        "smallest_step_ns",
+        "read_cost_ns",
+        "record_cost_ns",
+    ] {
+        assert!(!env["clock"][k].is_null(), "clock.{k}");
+    }
+    assert!(env["clock"]["read_cost_ns"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["msgperf_version"], env!("CARGO_PKG_VERSION"));
+    let cases = v["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 4);
+    for c in cases {
+        let s = &c["summary"];
+        assert_eq!(s["latency_kind"], "round trip");
+        let pct = s["latency"]["percentiles_ns"].as_array().unwrap();
+        assert_eq!(pct.len(), 5);
+        assert!(pct[0].as_u64().unwrap() >= s["latency"]["min_ns"].as_u64().unwrap());
+        assert!(s["vs_floor"].as_f64().unwrap() > 0.0, "ratio to the floor");
+        assert!(c["floor"]["rtt_p50_ns"].as_u64().unwrap() > 0);
+        for r in s["roles"].as_array().unwrap() {
+            for k in [
+                "send_call_avg_ns",
+                "send_call_max_ns",
+                "recv_call_avg_ns",
+                "recv_call_max_ns",
+                "cpu_user_ns_per_msg",
+                "cpu_sys_ns_per_msg",
+                "context_switches_per_msg",
+                "peak_rss_kib",
+            ] {
+                assert!(!r[k].is_null(), "role {} lacks {k}", r["role"]);
+            }
+        }
+        assert_eq!(c["config"]["placement"], "cross-cpu");
+        assert!(
+            c["roles"][0]["histograms"]["rtt_ns"].is_string(),
+            "the histogram itself is kept"
+        );
+    }
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = csv.lines();
+    let header = lines.next().unwrap();
+    for col in [
+        "size_bytes",
+        "p99_99_ns",
+        "msgs_per_s",
+        "mb_per_s",
+        "vs_floor",
+        "active_cpu_user_ns_per_msg",
+        "passive_send_call_max_ns",
+        "hostname",
+    ] {
+        assert!(header.split(',').any(|h| h == col), "csv lacks {col}");
+    }
+    assert_eq!(lines.count(), 4);
+
+    // The saved file renders again, with no run.
+    let out = run(&["report", json.to_str().unwrap()], Duration::from_secs(20));
+    assert!(out.status.success());
+    assert!(text(&out.stdout).contains("round trip"));
+}
+
+/// The README's transport table is `msgperf transports --markdown`: docs cannot drift.
+#[test]
+fn readme_lists_every_transport_as_the_tool_does() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let out = run(&["transports", "--markdown"], Duration::from_secs(10));
+    let table = text(&out.stdout);
+    assert!(
+        readme.contains(table.trim()),
+        "README.md's transport table differs from `msgperf transports --markdown`:\n{table}"
+    );
+}
+
+/// The README opens with the two commands a newcomer types; the survey runs end to end.
+#[test]
+fn readme_opens_with_the_survey_and_the_tests() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let commands: Vec<&str> = readme
+        .lines()
+        .filter(|l| l.starts_with("cargo "))
+        .take(2)
+        .collect();
+    assert_eq!(commands, ["cargo run --release", "cargo test --release"]);
+    // `cargo run --release` is `msgperf` with no command: the survey (shortened here).
+    let out = run(
+        &["survey", "--duration", "30ms", "--warmup", "5ms"],
+        Duration::from_secs(300),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    for t in ["inproc", "pipe", "uds-dgram", "tcp", "udp"] {
+        assert!(stdout.contains(t), "survey lacks {t}");
+    }
+    let rows = stdout
+        .lines()
+        .filter(|l| l.contains("pingpong") || l.contains("stream"))
+        .count();
+    assert!(rows >= 18, "survey rows: {rows}");
+}

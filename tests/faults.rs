@@ -1,0 +1,254 @@
+//! Faults: a peer that dies, never connects, hangs, an address in use, Ctrl-C. Each ends in
+//! bounded time with a clear error, the results measured before it, no orphan processes and no
+//! files left behind.
+
+mod support;
+
+use serde_json::Value;
+use std::time::{Duration, Instant};
+use support::*;
+
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+fn wait_for_child(pid: u32) -> u32 {
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(&c) = children(pid).first() {
+            return c;
+        }
+        assert!(Instant::now() < end, "msgperf never started its peer");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    // A zombie is dead for our purpose; /proc/PID/stat shows its state.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.contains(") Z "))
+        .unwrap_or(false)
+}
+
+fn signal(pid: u32, sig: i32) {
+    unsafe { libc::kill(pid as i32, sig) };
+}
+
+fn spawn(args: &[&str]) -> std::process::Child {
+    msgperf(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn killing_the_peer_ends_the_run_with_an_error_and_keeps_what_was_measured() {
+    let dir = temp_dir();
+    let json = dir.path().join("r.json");
+    let child = spawn(&[
+        "run",
+        "pingpong",
+        "-t",
+        "uds",
+        "--duration",
+        "60s",
+        "--warmup",
+        "0s",
+        "--no-floor",
+        "--placement",
+        "any",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let pid = child.id();
+    let peer = wait_for_child(pid);
+    std::thread::sleep(Duration::from_millis(800));
+    signal(peer, libc::SIGKILL);
+    let out = wait_output(child, Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("peer"), "names the peer: {stdout}");
+    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let case = &v["cases"][0];
+    assert!(case["error"].is_string());
+    assert!(
+        case["summary"]["latency"]["samples"].as_u64().unwrap() > 100,
+        "round trips before the kill are kept"
+    );
+    assert!(leftovers_of(peer).is_empty() && leftovers_of(pid).is_empty());
+}
+
+#[test]
+fn connecting_to_nobody_fails_fast_with_the_cause() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let start = Instant::now();
+    let out = run(
+        &[
+            "run",
+            "pingpong",
+            "-t",
+            "tcp",
+            "--connect",
+            &addr,
+            "--count",
+            "10",
+            "--timeout",
+            "2s",
+        ],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("refused"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(start.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn a_busy_address_is_named() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let out = run(
+        &["serve", "-t", "tcp", "--listen", &addr, "--once"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("in use"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn ctrl_c_stops_cleanly_and_writes_what_was_measured() {
+    let dir = temp_dir();
+    let json = dir.path().join("r.json");
+    let child = spawn(&[
+        "run",
+        "pingpong",
+        "-t",
+        "pipe",
+        "--duration",
+        "60s",
+        "--warmup",
+        "0s",
+        "--no-floor",
+        "--placement",
+        "any",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let pid = child.id();
+    let peer = wait_for_child(pid);
+    std::thread::sleep(Duration::from_millis(800));
+    signal(pid, libc::SIGINT);
+    let out = wait_output(child, Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("interrupted"));
+    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["interrupted"], true);
+    let case = &v["cases"][0];
+    assert_eq!(
+        case["error"],
+        Value::Null,
+        "a clean stop: {}",
+        case["error"]
+    );
+    assert_eq!(
+        case["roles"].as_array().unwrap().len(),
+        2,
+        "the peer's result came back"
+    );
+    assert!(case["summary"]["latency"]["samples"].as_u64().unwrap() > 100);
+    assert!(!alive(peer), "no orphan peer");
+    assert!(leftovers_of(peer).is_empty() && leftovers_of(pid).is_empty());
+}
+
+#[test]
+fn a_hung_peer_is_killed_by_the_watchdog() {
+    // A stopped peer neither reads nor closes its pipe: only the watchdog can end the case.
+    let child = spawn(&[
+        "run",
+        "stream",
+        "-t",
+        "pipe",
+        "--duration",
+        "500ms",
+        "--warmup",
+        "0s",
+        "--timeout",
+        "1s",
+        "--no-floor",
+        "--placement",
+        "any",
+    ]);
+    let peer = wait_for_child(child.id());
+    std::thread::sleep(Duration::from_millis(100));
+    signal(peer, libc::SIGSTOP);
+    let start = Instant::now();
+    let out = wait_output(child, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(start.elapsed() < Duration::from_secs(15));
+    assert!(!alive(peer));
+}
+
+#[test]
+fn a_server_started_by_hand_serves_several_cases() {
+    let dir = temp_dir();
+    let sock = dir.path().join("s.sock");
+    let server = spawn(&["serve", "-t", "uds", "--listen", sock.to_str().unwrap()]);
+    let end = Instant::now() + Duration::from_secs(10);
+    while !sock.exists() {
+        assert!(Instant::now() < end, "serve never listened");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let json = dir.path().join("r.json");
+    let out = run(
+        &[
+            "run",
+            "pingpong",
+            "-t",
+            "uds",
+            "--connect",
+            sock.to_str().unwrap(),
+            "--size",
+            "64,1k",
+            "--count",
+            "200",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    for c in v["cases"].as_array().unwrap() {
+        assert_eq!(
+            c["roles"][1]["counters"]["messages_received"], 200,
+            "the server's role result came back in-band"
+        );
+    }
+    signal(server.id(), libc::SIGINT);
+    let out = wait_output(server, Duration::from_secs(10));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).matches("served pingpong").count(), 2);
+    assert!(!sock.exists(), "the socket file is removed");
+}
