@@ -179,6 +179,18 @@ pub fn wait_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
     Ok(n > 0)
 }
 
+/// Whether a process exists and is not a zombie (a killed child stays one until reaped, and
+/// `kill(pid, 0)` still finds it).
+pub fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name in parentheses, which may itself hold spaces.
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X')),
+        Err(_) => false,
+    }
+}
+
 /// Sends `sig` to a process.
 pub fn kill(pid: u32, sig: libc::c_int) {
     // SAFETY: kill has no memory effects; a stale pid only yields ESRCH.

@@ -118,6 +118,7 @@ pub fn floor(a: FloorArgs) -> Exit {
             processes: !a.threads,
             warmup: Duration::from_millis(100),
             duration: a.duration,
+            options: Default::default(),
         };
         let spin = transport::spin_pingpong(&roles);
         let how = if cpus.0.is_some() && cpus.0 == cpus.1 {

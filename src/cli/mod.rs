@@ -135,8 +135,11 @@ struct RunArgs {
     #[arg(long)]
     no_floor: bool,
     /// The passive role is a `msgperf serve` already running at this address.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "name")]
     connect: Option<String>,
+    /// Like --connect, for a server started with `serve --name` (a shm segment's name).
+    #[arg(long)]
+    name: Option<String>,
     #[command(flatten)]
     out: OutputArgs,
 }
@@ -146,8 +149,14 @@ struct ServeArgs {
     #[arg(long, short)]
     transport: String,
     /// Where to listen: host:port, or a path for uds, uds-dgram and pipe (default: a fresh one, printed).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "name")]
     listen: Option<String>,
+    /// A name peers find this server by (shm: the segment /dev/shm/msgperf-NAME).
+    #[arg(long)]
+    name: Option<String>,
+    /// The largest message a peer may send, for transports that size buffers up front.
+    #[arg(long, default_value = "1M", value_parser = crate::units::parse_size)]
+    max_message: usize,
     #[arg(long = "opt", value_name = "KEY=VALUE")]
     opts: Vec<String>,
     /// Serve cases that busy-poll (`run --poll`).
@@ -264,7 +273,10 @@ fn survey(a: SurveyArgs, args: &[String]) -> Exit {
     execute(cases, &a.out, None, true, args)
 }
 
-fn run(a: RunArgs, args: &[String]) -> Exit {
+fn run(mut a: RunArgs, args: &[String]) -> Exit {
+    if a.name.is_some() {
+        a.connect = a.name.take();
+    }
     let req = RunRequest {
         workload: a.workload,
         transports: a.transport,
@@ -381,8 +393,8 @@ fn serve(a: ServeArgs) -> Exit {
             options,
             timeout: a.timeout,
             poll: a.poll,
-            max_message: workload::message::CONTROL_MAX,
-            listen_at: a.listen.clone(),
+            max_message: a.max_message.max(workload::message::CONTROL_MAX),
+            listen_at: a.listen.clone().or(a.name.clone()),
         },
         pin: a.pin,
         once: a.once,

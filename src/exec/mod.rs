@@ -88,20 +88,21 @@ impl Runner {
         let f = t.floor()?;
         let kind = w.floor_kind();
         let key = format!(
-            "{}/{kind:?}/{}/{:?}/{}",
-            case.transport, case.size_bytes, case.cpus, case.threads
+            "{}/{kind:?}/{}/{:?}/{}/{:?}",
+            case.transport, case.size_bytes, case.cpus, case.threads, case.options
         );
         if let Some(v) = self.floors.get(&key) {
             return v.clone();
         }
         let roles = FloorRoles {
             cpus: case.cpus,
-            processes: !case.threads && t.capabilities().cross_process,
+            processes: !case.threads && t.capabilities_with(&case.options).cross_process,
             warmup: case.warmup,
             duration: case
                 .duration
                 .unwrap_or(Duration::from_secs(1))
                 .min(Duration::from_secs(3)),
+            options: case.options.clone(),
         };
         let v = f
             .measure(kind, case.size_bytes, &roles)

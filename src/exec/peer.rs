@@ -38,6 +38,7 @@ impl PeerProcess {
             &case.transport,
         ]);
         cmd.args(["--timeout", &format!("{}ms", case.timeout.as_millis())]);
+        cmd.args(["--max-message", &case.size_bytes.to_string()]);
         if case.wait == Wait::Poll {
             cmd.arg("--poll");
         }

@@ -17,7 +17,7 @@ use crate::deadline::Deadline;
 use crate::measure::Recorder;
 use crate::result::{CaseConfig, RoleResult, SCHEMA_VERSION};
 use crate::transport::{Endpoint, TransportError};
-use crate::workload::message::{self, CONTROL, END, HEADER};
+use crate::workload::message::{self, CONTROL, HEADER};
 use crate::workload::{self, RoleError};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::AtomicBool;
@@ -33,7 +33,22 @@ enum Control {
 
 fn send_control(ep: &mut dyn Endpoint, c: &Control) -> Result<(), TransportError> {
     let json = serde_json::to_vec(c).expect("control messages serialize");
-    ep.send(&message::control(&json))
+    send_surely(ep, &message::control(&json), Duration::from_secs(10))
+}
+
+/// Sends a session message even where data may be refused when the queue is full
+/// (`--opt full=fail`): it waits for room, within `timeout`.
+fn send_surely(ep: &mut dyn Endpoint, msg: &[u8], timeout: Duration) -> Result<(), TransportError> {
+    let deadline = Deadline::after(timeout);
+    loop {
+        match ep.send(msg) {
+            Err(TransportError::Full) if !deadline.expired() => {
+                std::thread::sleep(Duration::from_micros(50))
+            }
+            Err(TransportError::Full) => return Err(TransportError::Timeout(timeout)),
+            r => return r,
+        }
+    }
 }
 
 /// Waits for a control message, skipping late data, within `timeout`.
@@ -85,7 +100,10 @@ pub fn active(ep: &mut dyn Endpoint, case: &CaseConfig, stop: &AtomicBool) -> Ac
     let peer_gone = matches!(run, Err(RoleError::Transport(TransportError::PeerClosed)));
     let (sent, mut error) = match run {
         Ok(sent) => (sent, None),
-        Err(e) => (0, Some(format!("{}: {e}", w.roles()[0]))),
+        Err(e) => (
+            workload::Sent::default(),
+            Some(format!("{}: {e}", w.roles()[0])),
+        ),
     };
     let mine = rec.finish(w.roles()[0], error.clone());
     let peer = if peer_gone {
@@ -122,7 +140,12 @@ fn failed(why: String) -> ActiveOutcome {
 
 /// Sends END and collects the peer's result. END may be lost on an unreliable transport, so it
 /// is sent again every 200 ms until the result comes or the timeout passes.
-fn end(ep: &mut dyn Endpoint, sent: u64, case: &CaseConfig, buf: &mut [u8]) -> Option<RoleResult> {
+fn end(
+    ep: &mut dyn Endpoint,
+    sent: workload::Sent,
+    case: &CaseConfig,
+    buf: &mut [u8],
+) -> Option<RoleResult> {
     let mut signal = [0u8; HEADER];
     let deadline = Deadline::after(case.timeout);
     let retry = Duration::from_millis(200);
@@ -130,7 +153,13 @@ fn end(ep: &mut dyn Endpoint, sent: u64, case: &CaseConfig, buf: &mut [u8]) -> O
         ep.set_recv_timeout(retry).ok()?;
     }
     let result = loop {
-        if ep.send(message::signal(&mut signal, END, sent)).is_err() {
+        if send_surely(
+            ep,
+            message::end(&mut signal, sent.next, sent.first_measured),
+            case.timeout,
+        )
+        .is_err()
+        {
             break None;
         }
         match recv_control(ep, buf, if case.strict { case.timeout } else { retry }) {

@@ -24,6 +24,7 @@ pub enum Arrival {
 
 pub struct SeqTracker {
     expected: u64,
+    first: u64,
     started: bool,
     seen: [u64; (WINDOW / 64) as usize],
     pub counts: SeqCounts,
@@ -39,6 +40,7 @@ impl SeqTracker {
     pub fn new() -> Self {
         SeqTracker {
             expected: 0,
+            first: 0,
             started: false,
             seen: [0; (WINDOW / 64) as usize],
             counts: SeqCounts::default(),
@@ -60,6 +62,7 @@ impl SeqTracker {
         if !self.started {
             self.started = true;
             self.expected = seq;
+            self.first = seq;
         }
         self.counts.received += 1;
         if seq >= self.expected {
@@ -101,11 +104,20 @@ impl SeqTracker {
         }
     }
 
-    /// The sender said it sent up to `next_seq` (exclusive): what never came is lost.
-    pub fn end(&mut self, next_seq: u64) {
-        if self.started && next_seq > self.expected {
-            self.counts.lost += next_seq - self.expected;
-            self.expected = next_seq;
+    /// The sender said it sent `first..next` (exclusive): what never came is lost, at the
+    /// end and before the first arrival alike.
+    pub fn end(&mut self, next: u64, first: u64) {
+        if !self.started {
+            self.counts.lost += next.saturating_sub(first);
+            return;
+        }
+        if next > self.expected {
+            self.counts.lost += next - self.expected;
+            self.expected = next;
+        }
+        if self.first > first {
+            self.counts.lost += self.first - first;
+            self.first = first;
         }
     }
 }
@@ -120,7 +132,7 @@ mod tests {
         for s in 10..1010 {
             assert_eq!(t.observe(s), Arrival::InOrder);
         }
-        t.end(1010);
+        t.end(1010, 10);
         assert_eq!(
             t.counts,
             SeqCounts {
@@ -133,16 +145,17 @@ mod tests {
     #[test]
     fn gaps_duplicates_and_late_arrivals_are_told_apart() {
         let mut t = SeqTracker::new();
-        for s in [0, 1, 2, 5, 6, 3, 6, 7] {
+        for s in [2, 3, 4, 7, 8, 5, 8, 9] {
             t.observe(s);
         }
-        t.end(10);
-        // 4 never came, 8 and 9 lost at the end; 3 was late; the second 6 a duplicate.
+        t.end(12, 0);
+        // 0 and 1 before the first arrival, 6 in between, 10 and 11 at the end were lost; 5
+        // was late; the second 8 a duplicate.
         assert_eq!(
             t.counts,
             SeqCounts {
                 received: 8,
-                lost: 3,
+                lost: 5,
                 duplicated: 1,
                 reordered: 1
             }

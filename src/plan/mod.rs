@@ -108,8 +108,49 @@ pub fn cases(req: &RunRequest) -> Result<Vec<CaseConfig>, String> {
     let mut out = Vec::new();
     for name in &req.transports {
         let t = transport::find(name)?;
-        transport::validate_options(t, &req.options)?;
-        let caps = t.capabilities();
+        for options in option_sets(&req.options) {
+            transport::validate_options(t, &options)?;
+            out.extend(cases_of(req, w, t, &options, placement, cpus)?);
+        }
+    }
+    Ok(out)
+}
+
+/// `--opt wait=spin,block --opt buffer=queue,latest`: every combination, in order.
+pub fn option_sets(options: &BTreeMap<String, String>) -> Vec<BTreeMap<String, String>> {
+    let mut sets = vec![BTreeMap::new()];
+    for (k, v) in options {
+        let values: Vec<&str> = v
+            .split(',')
+            .map(str::trim)
+            .filter(|x| !x.is_empty())
+            .collect();
+        sets = sets
+            .into_iter()
+            .flat_map(|set| {
+                values.iter().map(move |x| {
+                    let mut s = set.clone();
+                    s.insert(k.clone(), x.to_string());
+                    s
+                })
+            })
+            .collect();
+    }
+    sets
+}
+
+fn cases_of(
+    req: &RunRequest,
+    w: &dyn workload::Workload,
+    t: &dyn transport::Transport,
+    options: &BTreeMap<String, String>,
+    placement: Placement,
+    cpus: RoleCpus,
+) -> Result<Vec<CaseConfig>, String> {
+    let name = t.name();
+    let mut out = Vec::new();
+    {
+        let caps = t.capabilities_with(options);
         if req.connect.is_some() && !caps.cross_process {
             return Err(format!(
                 "transport `{name}` joins threads of one process: it cannot --connect to a server"
@@ -119,7 +160,7 @@ pub fn cases(req: &RunRequest) -> Result<Vec<CaseConfig>, String> {
             let case = CaseConfig {
                 workload: w.name().to_string(),
                 transport: t.name().to_string(),
-                options: req.options.clone(),
+                options: options.clone(),
                 size_bytes: size,
                 count: req.count,
                 duration: if req.count.is_some() {
@@ -136,6 +177,8 @@ pub fn cases(req: &RunRequest) -> Result<Vec<CaseConfig>, String> {
                 cpus,
                 threads: req.threads || !caps.cross_process,
                 strict: caps.reliable,
+                zero_copy: caps.zero_copy,
+                latest: caps.latest_value,
             };
             w.check(&case, &caps)?;
             out.push(case);

@@ -44,6 +44,7 @@ pub fn to_json(run: &RunResult) -> Result<Vec<u8>, String> {
 #[derive(Serialize)]
 struct CsvRow<'a> {
     transport: &'a str,
+    options: &'a str,
     workload: &'a str,
     size_bytes: usize,
     placement: &'a str,
@@ -106,6 +107,7 @@ pub fn to_csv(run: &RunResult) -> Result<Vec<u8>, String> {
         let e = &run.environment;
         w.serialize(CsvRow {
             transport: &s.transport,
+            options: &s.options,
             workload: &s.workload,
             size_bytes: s.size_bytes,
             placement: &s.placement,

@@ -78,6 +78,8 @@ pub struct RoleSummary {
 #[derive(Clone, Debug, Serialize)]
 pub struct CaseSummary {
     pub transport: String,
+    /// The transport's `--opt` values, `key=value` separated by spaces.
+    pub options: String,
     pub workload: String,
     pub size_bytes: usize,
     pub placement: String,
@@ -196,6 +198,12 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
     let sum = |f: fn(&RoleResult) -> u64| case.roles.iter().map(f).sum::<u64>();
     CaseSummary {
         transport: cfg.transport.clone(),
+        options: cfg
+            .options
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" "),
         workload: cfg.workload.clone(),
         size_bytes: cfg.size_bytes,
         placement: cfg.placement.label().into(),

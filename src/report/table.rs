@@ -68,7 +68,11 @@ pub fn cases_table(summaries: &[CaseSummary]) -> String {
     for (i, s) in summaries.iter().enumerate() {
         let mut row = vec![
             (i + 1).to_string(),
-            s.transport.clone(),
+            if s.options.is_empty() {
+                s.transport.clone()
+            } else {
+                format!("{} {}", s.transport, s.options)
+            },
             s.workload.clone(),
             format_size(s.size_bytes),
             s.cpus.clone(),
@@ -94,7 +98,7 @@ pub fn cases_table(summaries: &[CaseSummary]) -> String {
         row.push(format!("{}/{}/{}", s.lost, s.duplicated, s.reordered));
         row.push(s.vs_floor.map_or("-".into(), |r| format!("{r:.2}x")));
         if s.error.is_some() {
-            row[1] = format!("{} (failed)", s.transport);
+            row[1] = format!("{} (failed)", row[1]);
         }
         t.add_row(row);
     }

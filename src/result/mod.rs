@@ -112,6 +112,12 @@ pub struct CaseConfig {
     pub threads: bool,
     /// Any defect in delivery is an error (the transport is reliable).
     pub strict: bool,
+    /// Messages are built and read in the transport's memory (`--opt zero-copy=true`).
+    #[serde(default)]
+    pub zero_copy: bool,
+    /// The transport keeps only the newest message: gaps are overwritten, not lost.
+    #[serde(default)]
+    pub latest: bool,
 }
 
 /// What one case measured.
@@ -172,6 +178,12 @@ pub struct Counters {
     pub duplicated: u64,
     pub reordered: u64,
     pub corrupted: u64,
+    /// Latest-value transports: messages overwritten before any read saw them.
+    #[serde(default)]
+    pub overwritten: u64,
+    /// Sends refused because the queue was full (`--opt full=fail`); never sent.
+    #[serde(default)]
+    pub send_full: u64,
     /// Samples beyond the histograms' range (recorded at the range's top).
     pub out_of_range: u64,
 }

@@ -20,6 +20,8 @@ pub struct FloorRoles {
     pub processes: bool,
     pub warmup: Duration,
     pub duration: Duration,
+    /// The transport's `--opt` values (the shm floor follows its wait strategy).
+    pub options: std::collections::BTreeMap<String, String>,
 }
 
 /// What a floor loop measured.
@@ -82,12 +84,12 @@ pub struct FdFloor {
 }
 
 /// Runs `body` as the peer: in a forked child or a pinned thread.
-enum Peer {
+pub(crate) enum Peer {
     Process(u32),
     Thread(std::thread::JoinHandle<i32>),
 }
 
-fn start_peer(
+pub(crate) fn start_peer(
     roles: &FloorRoles,
     body: impl FnOnce() -> i32 + Send + 'static,
 ) -> std::io::Result<Peer> {
@@ -106,7 +108,7 @@ fn start_peer(
 }
 
 impl Peer {
-    fn finish(self, timeout: Duration) {
+    pub(crate) fn finish(self, timeout: Duration) {
         match self {
             Peer::Process(pid) => {
                 sys::reap(pid, timeout);
@@ -381,19 +383,23 @@ pub fn spin_pingpong(roles: &FloorRoles) -> FloorFigure {
     rtt_figure(&mut samples)
 }
 
-/// The hardware's floor for moving bytes: memcpy of `size`-byte blocks on one CPU.
+/// The hardware's floor for moving bytes: memcpy of `size`-byte blocks on one CPU, reading
+/// its way through a 16 MiB region (as a reader walks a ring) rather than one block that
+/// stays in the first-level cache.
 pub fn memcpy_bandwidth(size: usize, roles: &FloorRoles) -> FloorFigure {
-    let src = vec![7u8; size];
+    let region = (16usize << 20).max(size);
+    let src = vec![7u8; region];
     let mut dst = vec![0u8; size];
+    let blocks = region / size;
     let (copies, ns) = pinned(roles, || {
         let start = sys::monotonic_ns();
         let end = start + roles.duration.as_nanos() as u64;
-        let mut copies = 0u64;
-        let mut now = start;
+        let (mut copies, mut now, mut i) = (0u64, start, 0usize);
         while now < end {
             for _ in 0..16 {
-                dst.copy_from_slice(&src);
+                dst.copy_from_slice(&src[i * size..(i + 1) * size]);
                 std::hint::black_box(&mut dst);
+                i = (i + 1) % blocks;
             }
             copies += 16;
             now = sys::monotonic_ns();

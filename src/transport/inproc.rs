@@ -41,6 +41,8 @@ impl Transport for Inproc {
             max_message_bytes: 64 << 20,
             cross_process: false,
             cross_host: false,
+            latest_value: false,
+            zero_copy: false,
         }
     }
 

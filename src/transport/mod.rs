@@ -22,6 +22,7 @@ mod floor;
 mod framing;
 mod inproc;
 mod pipe;
+mod shm;
 mod tcp;
 mod udp;
 mod uds;
@@ -42,6 +43,7 @@ pub static REGISTRY: &[&dyn Transport] = &[
     &uds_dgram::UdsDgram,
     &tcp::Tcp,
     &udp::Udp,
+    &shm::Shm,
 ];
 
 /// Finds a transport by its CLI name.
@@ -69,7 +71,12 @@ pub trait Transport: Sync {
     fn options(&self) -> &'static [OptionSpec] {
         &[]
     }
+    /// What it can do with default options.
     fn capabilities(&self) -> Capabilities;
+    /// What it can do with these `--opt` values (some options change it).
+    fn capabilities_with(&self, _options: &BTreeMap<String, String>) -> Capabilities {
+        self.capabilities()
+    }
     /// Creates the meeting point (socket, path, channel) and waits for no one yet.
     fn listen(&self, spec: &ChannelSpec) -> Result<Box<dyn Listener>, TransportError>;
     /// Joins a listener's meeting point.
@@ -100,6 +107,23 @@ pub trait Endpoint: Send {
     fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError>;
     /// Receives one message if one is there now.
     fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, TransportError>;
+    /// Builds a message of `len` bytes in place, in the transport's own memory, and sends it.
+    /// Only transports with [`Capabilities::zero_copy`] implement it.
+    fn send_with(
+        &mut self,
+        _len: usize,
+        _build: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<(), TransportError> {
+        Err(TransportError::Unsupported(
+            "this transport has no zero-copy send".into(),
+        ))
+    }
+    /// Receives one message and hands it to `read` in place; returns its length.
+    fn recv_with(&mut self, _read: &mut dyn FnMut(&[u8])) -> Result<usize, TransportError> {
+        Err(TransportError::Unsupported(
+            "this transport has no zero-copy receive".into(),
+        ))
+    }
     /// Shortens (or restores) the receive timeout, for the end-of-case exchange on transports
     /// that may drop the END message. Reliable transports need not implement it.
     fn set_recv_timeout(&mut self, _timeout: Duration) -> Result<(), TransportError> {
@@ -192,6 +216,10 @@ pub struct Capabilities {
     pub cross_process: bool,
     /// Peers may be on separate hosts.
     pub cross_host: bool,
+    /// A reader gets the newest message; older unread ones are overwritten (counted, not lost).
+    pub latest_value: bool,
+    /// Messages are built and read in the transport's own memory ([`Endpoint::send_with`]).
+    pub zero_copy: bool,
 }
 
 /// Errors a transport reports, each one the caller can act on.
@@ -211,6 +239,9 @@ pub enum TransportError {
     Corrupt(String),
     #[error("{0}")]
     Unsupported(String),
+    /// The queue is full and the transport was told not to wait (`--opt full=fail`).
+    #[error("the queue is full")]
+    Full,
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -234,23 +265,31 @@ pub fn declared_len(msg: &[u8]) -> usize {
     u32::from_le_bytes([msg[0], msg[1], msg[2], msg[3]]) as usize
 }
 
-/// Removes private directories left by msgperf processes that no longer exist (one killed
-/// hard cannot clean up after itself).
+/// Removes what msgperf processes that no longer exist left behind (one killed hard cannot
+/// clean up after itself): private directories in the temp dir and shm segments, both named
+/// `msgperf-PID-N`.
 pub fn remove_stale_dirs() {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().to_string();
-        let Some(pid) = name
-            .strip_prefix("msgperf-")
-            .and_then(|r| r.split('-').next())
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
+    for dir in [std::env::temp_dir(), std::path::PathBuf::from("/dev/shm")] {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = std::fs::remove_dir_all(e.path());
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            let Some(pid) = name
+                .strip_prefix("msgperf-")
+                .and_then(|r| r.split_once('-'))
+                .and_then(|(p, _)| p.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                let p = e.path();
+                let _ = if p.is_dir() {
+                    std::fs::remove_dir_all(p)
+                } else {
+                    std::fs::remove_file(p)
+                };
+            }
         }
     }
 }

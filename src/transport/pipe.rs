@@ -34,6 +34,8 @@ impl Transport for Pipe {
             max_message_bytes: 64 << 20,
             cross_process: true,
             cross_host: false,
+            latest_value: false,
+            zero_copy: false,
         }
     }
 

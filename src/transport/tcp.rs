@@ -33,6 +33,8 @@ impl Transport for Tcp {
             max_message_bytes: 64 << 20,
             cross_process: true,
             cross_host: true,
+            latest_value: false,
+            zero_copy: false,
         }
     }
 

@@ -30,6 +30,8 @@ impl Transport for Udp {
             max_message_bytes: MAX_DATAGRAM,
             cross_process: true,
             cross_host: true,
+            latest_value: false,
+            zero_copy: false,
         }
     }
 

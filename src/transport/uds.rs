@@ -25,6 +25,8 @@ impl Transport for Uds {
             max_message_bytes: 64 << 20,
             cross_process: true,
             cross_host: false,
+            latest_value: false,
+            zero_copy: false,
         }
     }
 

@@ -29,6 +29,8 @@ impl Transport for UdsDgram {
             max_message_bytes: 65_536,
             cross_process: true,
             cross_host: false,
+            latest_value: false,
+            zero_copy: false,
         }
     }
 

@@ -126,12 +126,65 @@ pub fn verify(b: &[u8], expected_len: usize, checksum: bool) -> Result<(), Strin
     Ok(())
 }
 
+/// Builds message `seq` in place (zero-copy): header, every payload byte, tail, checksum. The
+/// payload byte is derived from `seq`, so the reader can check every byte it reads.
+#[inline(always)]
+pub fn build_in_place(b: &mut [u8], seq: u64, send_ns: u64, flags: u32, checksum: bool) {
+    let n = b.len();
+    b[0..4].copy_from_slice(&(n as u32).to_le_bytes());
+    b[4..8].copy_from_slice(&flags.to_le_bytes());
+    b[8..16].copy_from_slice(&seq.to_le_bytes());
+    b[16..24].copy_from_slice(&send_ns.to_le_bytes());
+    b[24..32].fill(0);
+    if n >= HEADER + 8 {
+        b[HEADER..n - 8].fill(in_place_byte(seq));
+        b[n - 8..].copy_from_slice(&seq.to_le_bytes());
+    }
+    if checksum {
+        let c = crc(b);
+        b[24..28].copy_from_slice(&c.to_le_bytes());
+    }
+}
+
+#[inline(always)]
+fn in_place_byte(seq: u64) -> u8 {
+    (seq as u8) ^ 0x5a
+}
+
+/// Checks a message built in place, reading every payload byte (as a consumer would).
+#[inline(always)]
+pub fn verify_in_place(b: &[u8], expected_len: usize, checksum: bool) -> Result<(), String> {
+    verify(b, expected_len, checksum)?;
+    let n = b.len();
+    if n >= HEADER + 8 {
+        let want = in_place_byte(seq(b));
+        if !b[HEADER..n - 8]
+            .iter()
+            .fold(true, |ok, &x| ok & (x == want))
+        {
+            return Err(format!(
+                "message {} has payload bytes that were not written for it",
+                seq(b)
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A header-only message (END, ACK) into `out`.
 pub fn signal(out: &mut [u8; HEADER], flags: u32, seq: u64) -> &[u8] {
     out.fill(0);
     out[0..4].copy_from_slice(&(HEADER as u32).to_le_bytes());
     out[4..8].copy_from_slice(&flags.to_le_bytes());
     out[8..16].copy_from_slice(&seq.to_le_bytes());
+    out
+}
+
+/// END: `next` in the sequence field, the first measured sequence number in the send-time
+/// field, so the reader can count what it never saw at either end.
+pub fn end(out: &mut [u8; HEADER], next: u64, first_measured: u64) -> &[u8] {
+    signal(out, END, next);
+    out[16..24].copy_from_slice(&first_measured.to_le_bytes());
     out
 }
 
@@ -148,6 +201,17 @@ pub fn control(json: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn messages_built_in_place_are_checked_byte_by_byte() {
+        let mut b = vec![0u8; 200];
+        build_in_place(&mut b, 9, 1, MEASURED, false);
+        verify_in_place(&b, 200, false).unwrap();
+        b[100] ^= 1;
+        assert!(verify_in_place(&b, 200, false)
+            .unwrap_err()
+            .contains("not written"));
+    }
 
     #[test]
     fn stamped_messages_verify_and_damage_is_named() {

@@ -46,14 +46,14 @@ pub trait Workload: Sync {
     fn floor_kind(&self) -> FloorKind;
     /// Refuses a case this workload cannot run on a transport, naming the fix.
     fn check(&self, case: &CaseConfig, caps: &Capabilities) -> Result<(), String>;
-    /// Runs the active role; returns the number of messages sent (warm-up included).
+    /// Runs the active role; returns what it sent.
     fn active(
         &self,
         ep: &mut dyn Endpoint,
         case: &CaseConfig,
         rec: &mut Recorder,
         stop: &AtomicBool,
-    ) -> Result<u64, RoleError>;
+    ) -> Result<Sent, RoleError>;
     /// Runs the passive role until END.
     fn passive(
         &self,
@@ -61,6 +61,14 @@ pub trait Workload: Sync {
         case: &CaseConfig,
         rec: &mut Recorder,
     ) -> Result<(), RoleError>;
+}
+
+/// What the active role sent: sequence numbers from `first_measured` to `next` (exclusive)
+/// were measured; the ones before were warm-up. END carries both.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sent {
+    pub first_measured: u64,
+    pub next: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -133,6 +141,17 @@ pub(crate) fn receive(
         }
         std::hint::spin_loop();
     }
+}
+
+/// Receives one message in place (zero-copy transports), handing it to `read`.
+#[inline(always)]
+pub(crate) fn receive_in_place(
+    ep: &mut dyn Endpoint,
+    rec: &mut Recorder,
+    read: &mut dyn FnMut(&[u8]),
+) -> Result<usize, TransportError> {
+    rec.counters.read_calls += 1;
+    ep.recv_with(read)
 }
 
 /// Buffer for receiving: the case's size or a control message, whichever is larger.

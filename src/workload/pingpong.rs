@@ -2,7 +2,9 @@
 //! the round trip (a null RPC when the message is the bare header).
 
 use super::message::{self, Outgoing, CONTROL, END, MEASURED};
-use super::{check_common, receive, receive_buffer, RoleError, StopRule, Workload};
+use super::{
+    check_common, receive, receive_buffer, receive_in_place, RoleError, Sent, StopRule, Workload,
+};
 use crate::measure::{clock, Metric, Recorder};
 use crate::result::CaseConfig;
 use crate::transport::{Capabilities, Endpoint, FloorKind, TransportError};
@@ -43,7 +45,7 @@ impl Workload for PingPong {
         case: &CaseConfig,
         rec: &mut Recorder,
         stop: &AtomicBool,
-    ) -> Result<u64, RoleError> {
+    ) -> Result<Sent, RoleError> {
         let mut out = Outgoing::new(case.size_bytes, case.checksum);
         let mut buf = receive_buffer(case);
         let mut seq = 0;
@@ -61,7 +63,8 @@ impl Workload for PingPong {
             )?;
         }
         rec.reset();
-        exchange(
+        let first_measured = seq;
+        let next = exchange(
             ep,
             case,
             rec,
@@ -71,7 +74,11 @@ impl Workload for PingPong {
             StopRule::measured(case),
             true,
             stop,
-        )
+        )?;
+        Ok(Sent {
+            first_measured,
+            next,
+        })
     }
 
     fn passive(
@@ -139,20 +146,34 @@ fn exchange(
     let mut done = 0u64;
     loop {
         let t0 = clock::now();
-        ep.send(out.stamp(seq, t0, flags))?;
+        if case.zero_copy {
+            ep.send_with(case.size_bytes, &mut |slot| {
+                message::build_in_place(slot, seq, t0, flags, case.checksum)
+            })?;
+        } else {
+            ep.send(out.stamp(seq, t0, flags))?;
+        }
         let t1 = clock::now();
         // Wait for this round trip's reply; on an unreliable transport a lost one is counted
         // and a late one (of a round trip already counted lost) is skipped.
         let n = loop {
-            match receive(ep, buf, case, rec) {
-                Ok(n) if message::seq(&buf[..n]) == seq => break Some(n),
-                Ok(n) if !case.strict && message::seq(&buf[..n]) < seq => {
-                    rec.counters.reordered += 1
-                }
-                Ok(n) => {
+            let got = if case.zero_copy {
+                // The reply is checked where it lies, reading every byte.
+                let (mut check, mut got_seq) = (Ok(()), 0);
+                receive_in_place(ep, rec, &mut |m| {
+                    got_seq = message::seq(m);
+                    check = message::verify_in_place(m, case.size_bytes, case.checksum);
+                })
+                .map(|n| (n, got_seq, Some(check)))
+            } else {
+                receive(ep, buf, case, rec).map(|n| (n, message::seq(&buf[..n]), None))
+            };
+            match got {
+                Ok((n, s, check)) if s == seq => break Some((n, check)),
+                Ok((_, s, _)) if !case.strict && s < seq => rec.counters.reordered += 1,
+                Ok((_, s, _)) => {
                     return Err(RoleError::Integrity(format!(
-                        "round trip {seq} got the reply of message {}",
-                        message::seq(&buf[..n])
+                        "round trip {seq} got the reply of message {s}"
                     )))
                 }
                 Err(TransportError::Timeout(_)) if !case.strict => break None,
@@ -162,8 +183,10 @@ fn exchange(
         let t2 = clock::now();
         match n {
             None => rec.counters.lost += 1,
-            Some(n) => {
-                if let Err(e) = message::verify(&buf[..n], case.size_bytes, case.checksum) {
+            Some((n, check)) => {
+                let check = check
+                    .unwrap_or_else(|| message::verify(&buf[..n], case.size_bytes, case.checksum));
+                if let Err(e) = check {
                     if case.strict {
                         return Err(RoleError::Integrity(e));
                     }

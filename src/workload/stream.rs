@@ -3,11 +3,13 @@
 //! an acknowledgement of every message (NML's confirm_write).
 
 use super::message::{self, Outgoing, ACK, CONTROL, END, HEADER, MEASURED};
-use super::{check_common, receive, receive_buffer, RoleError, StopRule, Workload};
+use super::{
+    check_common, receive, receive_buffer, receive_in_place, RoleError, Sent, StopRule, Workload,
+};
 use crate::measure::integrity::{Arrival, SeqTracker};
 use crate::measure::{clock, Metric, Recorder};
 use crate::result::CaseConfig;
-use crate::transport::{Capabilities, Endpoint, FloorKind};
+use crate::transport::{Capabilities, Endpoint, FloorKind, TransportError};
 use std::sync::atomic::AtomicBool;
 
 pub struct Stream;
@@ -42,7 +44,7 @@ impl Workload for Stream {
         case: &CaseConfig,
         rec: &mut Recorder,
         stop: &AtomicBool,
-    ) -> Result<u64, RoleError> {
+    ) -> Result<Sent, RoleError> {
         let mut out = Outgoing::new(case.size_bytes, case.checksum);
         let mut buf = receive_buffer(case);
         let mut seq = 0;
@@ -60,7 +62,8 @@ impl Workload for Stream {
             )?;
         }
         rec.reset();
-        write(
+        let first_measured = seq;
+        let next = write(
             ep,
             case,
             rec,
@@ -70,7 +73,11 @@ impl Workload for Stream {
             StopRule::measured(case),
             true,
             stop,
-        )
+        )?;
+        Ok(Sent {
+            first_measured,
+            next,
+        })
     }
 
     fn passive(
@@ -85,55 +92,64 @@ impl Workload for Stream {
         let mut measuring = false;
         let result = loop {
             let t0 = clock::now();
-            let n = match receive(ep, &mut buf, case, rec) {
-                Ok(n) => n,
+            let got = if case.zero_copy {
+                let mut seen = Seen::default();
+                receive_in_place(ep, rec, &mut |m| seen = Seen::of(m, case)).map(|n| (n, seen))
+            } else {
+                receive(ep, &mut buf, case, rec).map(|n| (n, Seen::of(&buf[..n], case)))
+            };
+            let (n, m) = match got {
+                Ok(got) => got,
                 Err(e) => break Err(e.into()),
             };
             let t1 = clock::now();
-            let m = &buf[..n];
-            let flags = message::flags(m);
-            if flags & END != 0 {
+            if m.flags & END != 0 {
                 if measuring {
-                    tracker.end(message::seq(m));
+                    // END's send-time field holds the first measured sequence number.
+                    tracker.end(m.seq, m.send_ns);
                 }
                 break Ok(());
             }
-            if flags & CONTROL != 0 {
+            if m.flags & CONTROL != 0 {
                 continue;
             }
-            if flags & MEASURED != 0 && !measuring {
+            if m.flags & MEASURED != 0 && !measuring {
                 measuring = true;
                 rec.reset();
                 tracker.reset();
             }
-            if let Err(e) = message::verify(m, case.size_bytes, case.checksum) {
+            if let Err(e) = m.check {
                 if case.strict {
                     break Err(RoleError::Integrity(e));
                 }
                 rec.counters.corrupted += 1;
                 continue;
             }
-            let seq = message::seq(m);
-            let sent_at = message::send_ns(m);
             if case.confirm {
-                ep.send(message::signal(&mut ack, ACK, seq))?;
+                ep.send(message::signal(&mut ack, ACK, m.seq))?;
             }
             if measuring {
-                let arrival = tracker.observe(seq);
+                let arrival = tracker.observe(m.seq);
                 if case.strict && arrival != Arrival::InOrder {
                     break Err(RoleError::Integrity(format!(
-                        "message {seq} arrived {arrival:?} on a reliable transport"
+                        "message {} arrived {arrival:?} on a reliable transport",
+                        m.seq
                     )));
                 }
                 rec.record(Metric::RecvCall, t1 - t0);
-                rec.record_primary(Metric::OneWay, t1.saturating_sub(sent_at), t1);
+                rec.record_primary(Metric::OneWay, t1.saturating_sub(m.send_ns), t1);
                 rec.counters.messages_received += 1;
                 rec.counters.bytes_received += n as u64;
                 rec.mark_end(t1);
             }
         };
         let c = &tracker.counts;
-        rec.counters.lost = c.lost;
+        // On a latest-value transport a gap is a message overwritten before it was read.
+        if case.latest {
+            rec.counters.overwritten = c.lost;
+        } else {
+            rec.counters.lost = c.lost;
+        }
         rec.counters.duplicated = c.duplicated;
         rec.counters.reordered = c.reordered;
         if result.is_ok() && case.strict && c.lost > 0 {
@@ -143,6 +159,42 @@ impl Workload for Stream {
             )));
         }
         result
+    }
+}
+
+/// What the reader needs of a message, taken while it is in hand (in place or copied).
+struct Seen {
+    flags: u32,
+    seq: u64,
+    send_ns: u64,
+    check: Result<(), String>,
+}
+
+impl Default for Seen {
+    fn default() -> Self {
+        Seen {
+            flags: 0,
+            seq: 0,
+            send_ns: 0,
+            check: Ok(()),
+        }
+    }
+}
+
+impl Seen {
+    fn of(m: &[u8], case: &CaseConfig) -> Self {
+        let flags = message::flags(m);
+        let data = flags & (END | CONTROL) == 0;
+        Seen {
+            flags,
+            seq: message::seq(m),
+            send_ns: message::send_ns(m),
+            check: match (data, case.zero_copy) {
+                (false, _) => Ok(()),
+                (true, true) => message::verify_in_place(m, case.size_bytes, case.checksum),
+                (true, false) => message::verify(m, case.size_bytes, case.checksum),
+            },
+        }
     }
 }
 
@@ -163,31 +215,48 @@ fn write(
     let mut done = 0u64;
     loop {
         let t0 = clock::now();
-        ep.send(out.stamp(seq, t0, flags))?;
+        let sent = if case.zero_copy {
+            ep.send_with(case.size_bytes, &mut |slot| {
+                message::build_in_place(slot, seq, t0, flags, case.checksum)
+            })
+        } else {
+            ep.send(out.stamp(seq, t0, flags))
+        };
         let t1 = clock::now();
         let mut now = t1;
-        if case.confirm {
-            let n = receive(ep, buf, case, rec)?;
-            now = clock::now();
-            let m = &buf[..n];
-            if message::flags(m) & ACK == 0 || message::seq(m) != seq {
-                return Err(RoleError::Integrity(format!(
-                    "message {seq} was acknowledged as {}",
-                    message::seq(m)
-                )));
+        match sent {
+            Ok(()) => {
+                if case.confirm {
+                    let n = receive(ep, buf, case, rec)?;
+                    now = clock::now();
+                    let m = &buf[..n];
+                    if message::flags(m) & ACK == 0 || message::seq(m) != seq {
+                        return Err(RoleError::Integrity(format!(
+                            "message {seq} was acknowledged as {}",
+                            message::seq(m)
+                        )));
+                    }
+                    if record {
+                        rec.record(Metric::Rtt, now - t0);
+                        rec.record(Metric::RecvCall, now - t1);
+                        rec.counters.messages_received += 1;
+                        rec.counters.bytes_received += n as u64;
+                    }
+                }
+                if record {
+                    rec.record_primary(Metric::SendCall, t1 - t0, t1);
+                    rec.counters.messages_sent += 1;
+                    rec.counters.bytes_sent += case.size_bytes as u64;
+                    rec.mark_end(now);
+                }
             }
-            if record {
-                rec.record(Metric::Rtt, now - t0);
-                rec.record(Metric::RecvCall, now - t1);
-                rec.counters.messages_received += 1;
-                rec.counters.bytes_received += n as u64;
+            // A full queue told not to wait: the message is not sent, and counted.
+            Err(TransportError::Full) => {
+                if record {
+                    rec.counters.send_full += 1;
+                }
             }
-        }
-        if record {
-            rec.record_primary(Metric::SendCall, t1 - t0, t1);
-            rec.counters.messages_sent += 1;
-            rec.counters.bytes_sent += case.size_bytes as u64;
-            rec.mark_end(now);
+            Err(e) => return Err(e.into()),
         }
         seq += 1;
         done += 1;

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""msgperf's shm benchmark: what each option costs, measured in one run.
+
+Ping-pong of 64 B messages for every wait strategy and buffer mode (roles on two CPUs, and on
+one), then streams of 64 B and 64 KiB, copying and zero-copy. Prints a Markdown table with the
+median and p99 round trip, the CPU each round trip costs both roles, and the ratios to the
+floors: the hardware's cache-line ping-pong (`msgperf floor`), shm's own plain loop with the same
+wait strategy (the futex ping-pong for `block`), and memcpy bandwidth for streams.
+Usage: bench/shm_options.py [--duration 1]
+"""
+import argparse, json, os, re, subprocess, sys, tempfile
+
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+def sh(args):
+    return subprocess.run(args, check=True, capture_output=True, text=True).stdout
+
+def run(msgperf, workload, size, placement, opts, duration):
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        args = [msgperf, "run", workload, "-t", "shm", "--size", str(size), "--duration", duration + "s",
+                "--placement", placement, "--json", f.name]
+        for o in opts:
+            args += ["--opt", o]
+        sh(args)
+        return json.load(open(f.name))["cases"]
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--duration", default="1")
+    a = ap.parse_args()
+    sh(["cargo", "build", "--release", "--quiet", "--manifest-path", os.path.join(root, "Cargo.toml")])
+    msgperf = os.path.join(root, "target", "release", "msgperf")
+    floor = sh([msgperf, "floor", "-t", "shm", "--placement", "cross-cpu", "--duration", a.duration + "s"])
+    cache_line_us = float(re.search(r"cache-line ping-pong\s+8\s+\S+\s+\S+\s+\d+\s+\S+\s+(\S+)", floor).group(1))
+    print(f"hardware floor: cache-line ping-pong p50 {cache_line_us:.2f} us (cross-cpu)\n")
+    print("| case | cpus | p50 [us] | p99 [us] | msgs/s | MB/s | CPU [us/msg, both roles] | vs shm floor | vs cache line |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for placement in ("cross-cpu", "same-cpu"):
+        waits = "spin,spin-yield,block" if placement == "cross-cpu" else "spin-yield,block"
+        for c in run(msgperf, "pingpong", 64, placement, ["buffer=queue,latest", "wait=" + waits], a.duration):
+            row(c, cache_line_us)
+    for size in (64, 65536):
+        for c in run(msgperf, "stream", size, "cross-cpu", ["zero-copy=false,true"], a.duration):
+            row(c, None)
+    print("\nround trips: vs floor = p50 / floor p50 (lower is better); streams: MB/s / memcpy MB/s.")
+
+def row(c, cache_line_us):
+    s = c["summary"]
+    d = s["latency"]
+    cpu = sum(r["cpu_user_ns_per_msg"] + r["cpu_sys_ns_per_msg"] for r in s["roles"]) / 1e3
+    p = d["percentiles_ns"]
+    rtt = s["latency_kind"] == "round trip"
+    name = f'{c["config"]["workload"]} {s["size_bytes"]} B {s["options"]}'
+    vs_cl = f'{p[0] / 1e3 / cache_line_us:.2f}x' if rtt and cache_line_us and s["cpus"] != "0/0" else "-"
+    print(f'| {name} | {s["cpus"]} | {p[0] / 1e3:.2f} | {(p[2] or 0) / 1e3:.2f} | {s["msgs_per_s"]:.0f} | {s["mb_per_s"]:.0f} | '
+          f'{cpu:.2f} | {s["vs_floor"]:.2f}x | {vs_cl} |')
+
+if __name__ == "__main__":
+    sys.exit(main())

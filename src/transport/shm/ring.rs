@@ -1,0 +1,485 @@
+//! The shared-memory layout and the lock-free operations on it. One of the crate's `unsafe`
+//! rooms: it reads and writes memory that another process maps too.
+//!
+//! ```text
+//! segment:  Header (one page) | Ring 0 (creator -> attacher) | Ring 1 (attacher -> creator)
+//! ring:     write_pos | reader cursors x MAX_READERS | data futex | space futex | seqlock | cells
+//! record:   the message itself (its first 4 bytes are its length, as the transport contract
+//!           says), in 64-byte cells; a padding record to the ring's end starts with u32::MAX
+//! ```
+//! Every counter sits on its own 128-byte line so that the writer and the readers do not
+//! false-share. Queue mode: positions count 64-byte cells; a message takes the cells it needs,
+//! consecutive ones, so small messages pack densely and large ones fit without a per-slot
+//! maximum. The writer publishes by advancing `write_pos` and waits while the slowest active
+//! reader is a whole ring behind. Latest mode: one record under a seqlock; the writer never
+//! waits, a reader copies and retries if the writer overwrote it meanwhile.
+
+#![allow(unsafe_code)]
+
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+pub const MAGIC: u64 = u64::from_le_bytes(*b"MSGPERF1");
+/// Bumped whenever the layout changes: an older or newer msgperf refuses the segment.
+pub const VERSION: u32 = 1;
+pub const MAX_READERS: usize = 8;
+pub const HEADER_BYTES: usize = 4096;
+const LINE: usize = 128;
+/// The unit of ring positions.
+pub const CELL: usize = 64;
+/// Marks a record that pads to the end of the ring (no message is 4 GiB long).
+const PAD: u32 = u32::MAX;
+
+pub const MODE_QUEUE: u32 = 0;
+pub const MODE_LATEST: u32 = 1;
+
+/// Bits of `Header::state`.
+pub const ATTACHED: u32 = 1;
+pub const CREATOR_CLOSED: u32 = 2;
+pub const ATTACHER_CLOSED: u32 = 4;
+
+#[repr(C)]
+pub struct Header {
+    /// Written last by the creator: an attacher that sees it sees the rest.
+    pub magic: AtomicU64,
+    pub version: AtomicU32,
+    pub mode: AtomicU32,
+    /// Bytes of cells in each ring.
+    pub ring_bytes: AtomicU64,
+    pub creator_pid: AtomicU32,
+    pub attacher_pid: AtomicU32,
+    pub state: AtomicU32,
+}
+
+#[repr(C, align(128))]
+pub struct Line<T>(pub T);
+
+#[repr(C)]
+pub struct Cursor {
+    pub seq: AtomicU64,
+    pub active: AtomicU32,
+}
+
+/// An event count on a futex word: waiters announce themselves, so a writer only pays for a
+/// wake-up system call when someone sleeps.
+#[repr(C)]
+pub struct Futex {
+    pub word: AtomicU32,
+    pub waiters: AtomicU32,
+}
+
+#[repr(C)]
+pub struct RingCtl {
+    pub write_pos: Line<AtomicU64>,
+    pub readers: [Line<Cursor>; MAX_READERS],
+    pub data: Line<Futex>,
+    pub space: Line<Futex>,
+    pub seqlock: Line<AtomicU64>,
+}
+
+/// Cells a message of `len` bytes takes.
+pub fn cells(len: usize) -> u64 {
+    len.max(8).div_ceil(CELL) as u64
+}
+
+fn ctl_bytes() -> usize {
+    std::mem::size_of::<RingCtl>().div_ceil(LINE) * LINE
+}
+
+/// A segment whose rings hold `ring_bytes` of cells each (a multiple of CELL).
+pub fn segment_bytes(ring_bytes: usize) -> usize {
+    HEADER_BYTES + 2 * (ctl_bytes() + ring_bytes)
+}
+
+/// A view of one ring in a mapped segment. The mapping outlives it (the endpoint owns both).
+pub struct Ring {
+    ctl: *const RingCtl,
+    cells: *mut u8,
+    /// Capacity in cells.
+    cap: u64,
+}
+
+// SAFETY: the ring only holds pointers into a shared mapping whose lifetime the endpoint
+// guarantees; all shared state is accessed atomically or under the protocol above.
+unsafe impl Send for Ring {}
+
+impl Ring {
+    /// # Safety
+    /// `base` must point at a mapped segment of `segment_bytes(ring_bytes)` bytes that stays
+    /// mapped while the ring is used.
+    pub unsafe fn new(base: *mut u8, index: usize, ring_bytes: usize) -> Ring {
+        let start = base.add(HEADER_BYTES + index * (ctl_bytes() + ring_bytes));
+        Ring {
+            ctl: start as *const RingCtl,
+            cells: start.add(ctl_bytes()),
+            cap: (ring_bytes / CELL) as u64,
+        }
+    }
+
+    pub fn ctl(&self) -> &RingCtl {
+        // SAFETY: see `new`.
+        unsafe { &*self.ctl }
+    }
+
+    /// The largest message: half the ring in queue mode (so that padding can always fit), the
+    /// whole record in latest mode.
+    pub fn max_message(&self, latest: bool) -> usize {
+        let cells = if latest { self.cap } else { self.cap / 2 };
+        (cells as usize * CELL - 8).min(u32::MAX as usize - 1)
+    }
+
+    fn cell(&self, pos: u64) -> *mut u8 {
+        // SAFETY: the index is reduced modulo the capacity.
+        unsafe { self.cells.add((pos % self.cap) as usize * CELL) }
+    }
+
+    /// Queue mode: the lowest position any active reader still needs.
+    pub fn min_reader(&self, write_pos: u64) -> u64 {
+        let mut min = write_pos;
+        for r in &self.ctl().readers {
+            if r.0.active.load(Ordering::Acquire) != 0 {
+                min = min.min(r.0.seq.load(Ordering::Acquire));
+            }
+        }
+        min
+    }
+
+    /// Queue mode: where a message of `len` bytes written at `w` starts (after padding to the
+    /// ring's end if it would wrap) and where it ends.
+    pub fn place(&self, w: u64, len: usize) -> (u64, u64) {
+        let need = cells(len);
+        let room = self.cap - w % self.cap;
+        let start = if need > room { w + room } else { w };
+        (start, start + need)
+    }
+
+    pub fn has_space(&self, end: u64, min_reader: u64) -> bool {
+        end - min_reader <= self.cap
+    }
+
+    /// Queue mode: the cells of a message placed at `start` (after `w`), to build in place.
+    /// The caller must have space up to its end, and calls `seal` once it is built.
+    // The cells are shared memory that the protocol, not a borrow, gives to the writer.
+    #[allow(clippy::mut_from_ref)]
+    pub fn record_for_write(&self, w: u64, start: u64, len: usize) -> &mut [u8] {
+        // SAFETY: no reader reads past `write_pos`, and the writer owns these cells until it
+        // publishes them.
+        unsafe {
+            if start > w {
+                let c = self.cell(w) as *mut u32;
+                c.write(PAD);
+                c.add(1).write((start - w) as u32);
+            }
+            std::slice::from_raw_parts_mut(self.cell(start), len)
+        }
+    }
+
+    /// Queue mode: writes the record's length into its first four bytes, whatever the builder
+    /// wrote there, so a reader can always find the next record.
+    pub fn seal(&self, start: u64, len: usize) {
+        // SAFETY: as in `record_for_write`.
+        unsafe { (self.cell(start) as *mut u32).write_unaligned(len as u32) };
+    }
+
+    /// Queue mode: makes everything up to `end` visible to readers.
+    pub fn publish(&self, end: u64, blocking_readers: bool) {
+        self.ctl().write_pos.0.store(end, Ordering::SeqCst);
+        if blocking_readers {
+            wake(&self.ctl().data.0);
+        }
+    }
+
+    pub fn write_pos(&self) -> u64 {
+        self.ctl().write_pos.0.load(Ordering::Acquire)
+    }
+
+    /// Queue mode: the message at `r` (skipping padding), in place, and the position after it.
+    /// Valid until the reader releases that position. The caller checked `r < write_pos`.
+    pub fn record_for_read(&self, mut r: u64) -> (&[u8], u64) {
+        // SAFETY: published records are not rewritten until every active reader released them.
+        unsafe {
+            let mut head = (self.cell(r) as *const u32).read();
+            if head == PAD {
+                r += (self.cell(r) as *const u32).add(1).read() as u64;
+                head = (self.cell(r) as *const u32).read();
+            }
+            let len = (head as usize).min(self.max_message(false));
+            (
+                std::slice::from_raw_parts(self.cell(r), len),
+                r + cells(len),
+            )
+        }
+    }
+
+    /// Queue mode: reader `i` is done with everything before `next`.
+    pub fn release(&self, i: usize, next: u64, blocking_writer: bool) {
+        self.ctl().readers[i].0.seq.store(next, Ordering::SeqCst);
+        if blocking_writer {
+            wake(&self.ctl().space.0);
+        }
+    }
+
+    /// Latest mode: overwrites the one record with a message of `len` bytes built by `build`.
+    pub fn write_latest(
+        &self,
+        build: &mut dyn FnMut(&mut [u8]),
+        len: usize,
+        blocking_readers: bool,
+    ) {
+        let lock = &self.ctl().seqlock.0;
+        let s = lock.load(Ordering::Relaxed);
+        lock.store(s + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        // SAFETY: the record at cell 0 is always mapped; readers detect the overwrite.
+        unsafe {
+            let c = self.cell(0);
+            (c as *mut u64).write(len as u64);
+            build(std::slice::from_raw_parts_mut(c.add(8), len));
+        }
+        lock.store(s + 2, Ordering::SeqCst);
+        if blocking_readers {
+            wake(&self.ctl().data.0);
+        }
+    }
+
+    /// Latest mode: the seqlock's value (even and changed since `seen` means a new message).
+    pub fn latest_version(&self) -> u64 {
+        self.ctl().seqlock.0.load(Ordering::SeqCst)
+    }
+
+    /// Latest mode: copies the newest message into `buf` unless the writer was overwriting it;
+    /// returns (length, version), None to retry, or the length that did not fit.
+    pub fn read_latest(&self, buf: &mut [u8]) -> Result<Option<(usize, u64)>, usize> {
+        let lock = &self.ctl().seqlock.0;
+        let v1 = lock.load(Ordering::Acquire);
+        if v1 % 2 == 1 {
+            return Ok(None);
+        }
+        let c = self.cell(0);
+        // SAFETY: the record is always mapped; a concurrent overwrite is detected below and
+        // the copy discarded (the seqlock protocol), so a torn copy is never returned.
+        let len =
+            (unsafe { (c as *const u64).read_volatile() } as usize).min(self.max_message(true));
+        if len > buf.len() {
+            return Err(len);
+        }
+        unsafe { std::ptr::copy_nonoverlapping(c.add(8), buf.as_mut_ptr(), len) };
+        fence(Ordering::Acquire);
+        if lock.load(Ordering::Relaxed) != v1 {
+            return Ok(None);
+        }
+        Ok(Some((len, v1)))
+    }
+}
+
+/// Wakes every sleeper on `f` if any announced itself.
+pub fn wake(f: &Futex) {
+    if f.waiters.load(Ordering::SeqCst) > 0 {
+        f.word.fetch_add(1, Ordering::SeqCst);
+        futex_wake(&f.word);
+    }
+}
+
+/// Sleeps on `f` until woken or `timeout`, unless `ready()` turns true after announcing.
+pub fn sleep_until(f: &Futex, timeout: Duration, ready: &mut dyn FnMut() -> bool) {
+    f.waiters.fetch_add(1, Ordering::SeqCst);
+    let epoch = f.word.load(Ordering::SeqCst);
+    if !ready() {
+        futex_wait(&f.word, epoch, timeout);
+    }
+    f.waiters.fetch_sub(1, Ordering::SeqCst);
+}
+
+pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: a shared (not private) futex on a word of the mapping; the kernel only reads it.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT,
+            expected,
+            &ts as *const libc::timespec,
+            0usize,
+            0u32,
+        );
+    }
+}
+
+pub fn futex_wake(word: &AtomicU32) {
+    // SAFETY: as above.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE,
+            i32::MAX,
+            0usize,
+            0usize,
+            0u32,
+        );
+    }
+}
+
+/// A shared anonymous mapping, inherited by forked children (the floor's loops).
+pub struct SharedAnon {
+    pub ptr: *mut u8,
+    len: usize,
+}
+
+impl SharedAnon {
+    pub fn new(len: usize) -> std::io::Result<Self> {
+        // SAFETY: a fresh anonymous mapping; checked for failure.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(SharedAnon {
+            ptr: p as *mut u8,
+            len,
+        })
+    }
+
+    /// The atomic at byte `offset` (4-byte aligned).
+    pub fn u32_at(&self, offset: usize) -> &AtomicU32 {
+        assert!(offset + 4 <= self.len && offset.is_multiple_of(4));
+        // SAFETY: as above.
+        unsafe { &*(self.ptr.add(offset) as *const AtomicU32) }
+    }
+}
+
+impl Drop for SharedAnon {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly what `new` mapped.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A segment in anonymous shared memory, for tests between threads.
+    fn segment(ring_bytes: usize) -> SharedAnon {
+        SharedAnon::new(segment_bytes(ring_bytes)).unwrap()
+    }
+
+    /// Bytes 0..4 are the length (the ring's), 8..16 the sequence, then a pattern.
+    fn pattern(seq: u64, b: &mut [u8]) {
+        let n = b.len() as u32;
+        b[..4].copy_from_slice(&n.to_le_bytes());
+        b[8..16].copy_from_slice(&seq.to_le_bytes());
+        for (i, x) in b[16..].iter_mut().enumerate() {
+            *x = (seq as u8).wrapping_add(i as u8);
+        }
+    }
+
+    fn check(b: &[u8]) -> u64 {
+        let seq = u64::from_le_bytes(b[8..16].try_into().unwrap());
+        for (i, x) in b[16..].iter().enumerate() {
+            assert_eq!(*x, (seq as u8).wrapping_add(i as u8), "torn message {seq}");
+        }
+        seq
+    }
+
+    /// One writer, three readers, a small ring and messages of varied sizes (so records wrap
+    /// with padding): every reader sees every message, once, in order, whole.
+    #[test]
+    fn queue_delivers_everything_to_every_reader_under_stress() {
+        // Four threads on a 2-CPU machine: waits yield, or the spinners starve each other.
+        const N: u64 = 50_000;
+        const RING: usize = 4096;
+        let m = segment(RING);
+        let base = m.ptr as usize;
+        let size = |seq: u64| 16 + (seq * 37 % 700) as usize;
+        for i in 0..3 {
+            unsafe { Ring::new(base as *mut u8, 0, RING) }.ctl().readers[i]
+                .0
+                .active
+                .store(1, Ordering::SeqCst);
+        }
+        let readers: Vec<_> = (0..3)
+            .map(|i| {
+                std::thread::spawn(move || {
+                    let r = unsafe { Ring::new(base as *mut u8, 0, RING) };
+                    let mut pos = 0;
+                    for expect in 0..N {
+                        while r.write_pos() <= pos {
+                            std::thread::yield_now();
+                        }
+                        let (msg, next) = r.record_for_read(pos);
+                        assert_eq!(msg.len(), size(expect));
+                        assert_eq!(check(msg), expect);
+                        r.release(i, next, false);
+                        pos = next;
+                    }
+                })
+            })
+            .collect();
+        let w = unsafe { Ring::new(base as *mut u8, 0, RING) };
+        let mut pos = 0;
+        for seq in 0..N {
+            let (start, end) = w.place(pos, size(seq));
+            while !w.has_space(end, w.min_reader(pos)) {
+                std::thread::yield_now();
+            }
+            pattern(seq, w.record_for_write(pos, start, size(seq)));
+            w.seal(start, size(seq));
+            w.publish(end, false);
+            pos = end;
+        }
+        for r in readers {
+            r.join().unwrap();
+        }
+    }
+
+    /// The writer overwrites as fast as it can; the reader never gets a torn message, and the
+    /// sequence numbers it sees only grow.
+    #[test]
+    fn latest_never_returns_a_torn_message() {
+        let m = segment(8192);
+        let base = m.ptr as usize;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s2 = stop.clone();
+        let writer = std::thread::spawn(move || {
+            let w = unsafe { Ring::new(base as *mut u8, 0, 8192) };
+            let mut seq = 1;
+            while !s2.load(Ordering::Relaxed) {
+                w.write_latest(&mut |b| pattern(seq, b), 4000, false);
+                seq += 1;
+            }
+            seq
+        });
+        let r = unsafe { Ring::new(base as *mut u8, 0, 8192) };
+        let mut buf = vec![0u8; 4096];
+        let (mut last, mut got, mut retries) = (0, 0, 0u64);
+        while got < 20_000 {
+            match r.read_latest(&mut buf).unwrap() {
+                Some((n, _)) if n == 4000 => {
+                    let seq = check(&buf[..n]);
+                    assert!(seq >= last, "went back from {last} to {seq}");
+                    last = seq;
+                    got += 1;
+                }
+                Some(_) => {}
+                None => retries += 1,
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let written = writer.join().unwrap();
+        assert!(written > last);
+        eprintln!("latest: {got} whole reads, {retries} retried torn reads, {written} writes");
+    }
+}

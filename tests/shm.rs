@@ -1,0 +1,322 @@
+//! The shared-memory transport beyond the common contract: both buffer modes and wait
+//! strategies with exact counts under load, zero-copy, crashes of either side, foreign and
+//! leftover segments.
+
+mod support;
+
+use msgperf::exec::Runner;
+use msgperf::plan::{self, RunRequest};
+use msgperf::result::Placement;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+use support::*;
+
+fn request(workload: &str, opts: &[(&str, &str)]) -> RunRequest {
+    RunRequest {
+        workload: workload.into(),
+        transports: vec!["shm".into()],
+        sizes: vec![64, 8192],
+        count: Some(50_000),
+        duration: None,
+        warmup: Duration::from_millis(10),
+        poll: false,
+        confirm: false,
+        checksum: true,
+        timeout: Duration::from_secs(5),
+        placement: Some(Placement::Any),
+        pin: None,
+        threads: true,
+        options: opts
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<BTreeMap<_, _>>(),
+        connect: None,
+    }
+}
+
+fn shm_files() -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with("msgperf-"))
+        .collect()
+}
+
+#[test]
+fn every_wait_strategy_delivers_every_message_under_load() {
+    for wait in ["spin-yield", "block", "spin"] {
+        for zero_copy in ["false", "true"] {
+            for workload in ["stream", "pingpong"] {
+                // A small ring keeps the writer waiting for space, so both sides' wake-ups run.
+                let mut r = request(
+                    workload,
+                    &[
+                        ("wait", wait),
+                        ("zero-copy", zero_copy),
+                        ("capacity", "64k"),
+                    ],
+                );
+                if wait == "spin" {
+                    // Two spinning threads on one CPU would only measure the scheduler.
+                    r.placement = Some(Placement::CrossCpu);
+                    r.count = Some(20_000);
+                }
+                for case in plan::cases(&r).unwrap() {
+                    let c = Runner::new(None, false).run_case(&case);
+                    let what = format!(
+                        "{workload} wait={wait} zero-copy={zero_copy} {} B",
+                        case.size_bytes
+                    );
+                    assert_eq!(c.error, None, "{what}");
+                    let (a, p) = (&c.roles[0].counters, &c.roles[1].counters);
+                    assert_eq!(a.messages_sent, r.count.unwrap(), "{what}");
+                    assert_eq!(p.messages_received, r.count.unwrap(), "{what}");
+                    assert_eq!(
+                        (p.lost, p.corrupted, p.duplicated, p.reordered),
+                        (0, 0, 0, 0),
+                        "{what}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn latest_value_mode_counts_overwrites_and_never_tears_a_message() {
+    let mut r = request("stream", &[("buffer", "latest")]);
+    r.count = Some(200_000);
+    r.placement = Some(Placement::CrossCpu);
+    for case in plan::cases(&r).unwrap() {
+        assert!(case.latest && !case.strict);
+        let c = Runner::new(None, false).run_case(&case);
+        assert_eq!(c.error, None);
+        let reader = &c.roles[1].counters;
+        // Every message carries a CRC32: a torn read would count as corrupted.
+        assert_eq!(reader.corrupted, 0, "{} B", case.size_bytes);
+        assert_eq!(reader.lost, 0);
+        assert!(reader.messages_received > 0);
+        assert_eq!(
+            reader.messages_received + reader.overwritten,
+            200_000,
+            "{} B: seen + overwritten = sent",
+            case.size_bytes
+        );
+        assert!(reader.read_calls >= reader.messages_received);
+    }
+}
+
+#[test]
+fn a_full_queue_can_fail_and_count_instead_of_waiting() {
+    let mut r = request("stream", &[("full", "fail"), ("capacity", "16k")]);
+    r.sizes = vec![4096];
+    r.placement = Some(Placement::SameCpu);
+    r.count = Some(100_000);
+    let case = &plan::cases(&r).unwrap()[0];
+    assert!(!case.strict);
+    let c = Runner::new(None, false).run_case(case);
+    assert_eq!(c.error, None);
+    let (w, rd) = (&c.roles[0].counters, &c.roles[1].counters);
+    assert!(w.send_full > 0, "a 16 KiB ring of 4 KiB messages fills");
+    assert_eq!(w.messages_sent + w.send_full, 100_000);
+    assert_eq!(rd.messages_received, w.messages_sent);
+    assert_eq!(
+        rd.lost, w.send_full,
+        "each refused message is a gap the reader counts"
+    );
+}
+
+#[test]
+fn a_foreign_segment_is_refused_by_name() {
+    let path = "/dev/shm/msgperf-foreign-test";
+    std::fs::write(path, vec![0xAB; 8192]).unwrap();
+    let out = run(
+        &[
+            "run",
+            "pingpong",
+            "-t",
+            "shm",
+            "--name",
+            "foreign-test",
+            "--count",
+            "10",
+            "--timeout",
+            "2s",
+        ],
+        Duration::from_secs(20),
+    );
+    let _ = std::fs::remove_file(path);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("not a msgperf segment"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn leftovers_of_dead_processes_are_swept() {
+    let stale = "/dev/shm/msgperf-999999999-7";
+    std::fs::write(stale, b"left by a killed msgperf").unwrap();
+    let out = run(&["transports"], Duration::from_secs(10));
+    assert!(out.status.success());
+    assert!(!std::path::Path::new(stale).exists());
+}
+
+#[test]
+fn a_named_server_serves_cases_and_outlives_a_client_killed_mid_run() {
+    let name = format!("t{}", std::process::id());
+    let server = msgperf(&["serve", "-t", "shm", "--name", &name, "--timeout", "2s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let seg = format!("/dev/shm/msgperf-{name}");
+    let end = Instant::now() + Duration::from_secs(10);
+    while !std::path::Path::new(&seg).exists() {
+        assert!(Instant::now() < end, "the server never made its segment");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let dir = temp_dir();
+    let json = dir.path().join("r.json");
+    let out = run(
+        &[
+            "run",
+            "pingpong",
+            "-t",
+            "shm",
+            "--name",
+            &name,
+            "--size",
+            "64,4k",
+            "--count",
+            "5000",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["cases"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        v["cases"][1]["roles"][1]["counters"]["messages_received"],
+        5000
+    );
+
+    // A client killed hard sets no flag: the server notices by its process id, within its timeout.
+    let mut client = msgperf(&[
+        "run",
+        "stream",
+        "-t",
+        "shm",
+        "--name",
+        &name,
+        "--duration",
+        "60s",
+    ])
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    client.kill().unwrap();
+    client.wait().unwrap();
+    // Still serving: another client gets through.
+    let out = run(
+        &[
+            "run", "pingpong", "-t", "shm", "--name", &name, "--count", "1000",
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    unsafe { libc::kill(server.id() as i32, libc::SIGINT) };
+    let out = wait_output(server, Duration::from_secs(10));
+    assert!(
+        text(&out.stderr).contains("closed"),
+        "the server reported the dead client: {}",
+        text(&out.stderr)
+    );
+    assert!(
+        !std::path::Path::new(&seg).exists(),
+        "the segment is removed"
+    );
+}
+
+#[test]
+fn killing_either_side_leaves_no_segment() {
+    let before = shm_files();
+    // The peer dies: the controller notices, fails the case, and nothing is left.
+    let child = msgperf(&[
+        "run",
+        "stream",
+        "-t",
+        "shm",
+        "--duration",
+        "60s",
+        "--warmup",
+        "0s",
+        "--no-floor",
+        "--placement",
+        "any",
+    ])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let pid = child.id();
+    let end = Instant::now() + Duration::from_secs(10);
+    let peer = loop {
+        let kids =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+        if let Some(p) = kids.split_whitespace().next() {
+            break p.parse::<i32>().unwrap();
+        }
+        assert!(Instant::now() < end);
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    unsafe { libc::kill(peer, libc::SIGKILL) };
+    let out = wait_output(child, Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("closed") || text(&out.stdout).contains("died"),
+        "{}",
+        text(&out.stdout)
+    );
+    // The controller dies: its peer dies with it, and nothing is left either.
+    let mut child = msgperf(&[
+        "run",
+        "pingpong",
+        "-t",
+        "shm",
+        "--duration",
+        "60s",
+        "--no-floor",
+    ])
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let after: Vec<String> = shm_files()
+        .into_iter()
+        .filter(|f| !before.contains(f))
+        .collect();
+    assert!(after.is_empty(), "left in /dev/shm: {after:?}");
+}
