@@ -6,6 +6,8 @@ one), then streams of 64 B and 64 KiB, copying and zero-copy. Prints a Markdown 
 median and p99 round trip, the CPU each round trip costs both roles, and the ratios to the
 floors: the hardware's cache-line ping-pong (`msgperf floor`), shm's own plain loop with the same
 wait strategy (the futex ping-pong for `block`), and memcpy bandwidth for streams.
+Then shm against iceoryx2 (built with the `iceoryx2` feature), same workload, wait strategy,
+placement and processes, both writing and reading every payload byte, with the ratio.
 Usage: bench/shm_options.py [--duration 1]
 """
 import argparse, json, os, re, subprocess, sys, tempfile
@@ -15,9 +17,9 @@ root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def sh(args):
     return subprocess.run(args, check=True, capture_output=True, text=True).stdout
 
-def run(msgperf, workload, size, placement, opts, duration):
+def run(msgperf, workload, size, placement, opts, duration, transport="shm"):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        args = [msgperf, "run", workload, "-t", "shm", "--size", str(size), "--duration", duration + "s",
+        args = [msgperf, "run", workload, "-t", transport, "--size", str(size), "--duration", duration + "s",
                 "--placement", placement, "--json", f.name]
         for o in opts:
             args += ["--opt", o]
@@ -28,7 +30,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", default="1")
     a = ap.parse_args()
-    sh(["cargo", "build", "--release", "--quiet", "--manifest-path", os.path.join(root, "Cargo.toml")])
+    sh(["cargo", "build", "--release", "--quiet", "--features", "iceoryx2", "--manifest-path", os.path.join(root, "Cargo.toml")])
     msgperf = os.path.join(root, "target", "release", "msgperf")
     floor = sh([msgperf, "floor", "-t", "shm", "--placement", "cross-cpu", "--duration", a.duration + "s"])
     cache_line_us = float(re.search(r"cache-line ping-pong\s+8\s+\S+\s+\S+\s+\d+\s+\S+\s+(\S+)", floor).group(1))
@@ -43,6 +45,18 @@ def main():
         for c in run(msgperf, "stream", size, "cross-cpu", ["zero-copy=false,true"], a.duration):
             row(c, None)
     print("\nround trips: vs floor = p50 / floor p50 (lower is better); streams: MB/s / memcpy MB/s.")
+    print("\n| shm vs iceoryx2 | shm p50 [us] | iceoryx2 p50 [us] | shm / iceoryx2 | shm msgs/s | iceoryx2 msgs/s | shm / iceoryx2 |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for wait in ("spin", "spin-yield", "block"):
+        shm = run(msgperf, "pingpong", 64, "cross-cpu", ["wait=" + wait, "zero-copy=true"], a.duration)[0]["summary"]
+        iox = run(msgperf, "pingpong", 64, "cross-cpu", ["wait=" + wait], a.duration, "iceoryx2")[0]["summary"]
+        ps, pi = shm["latency"]["percentiles_ns"][0] / 1e3, iox["latency"]["percentiles_ns"][0] / 1e3
+        print(f'| pingpong 64 B wait={wait} | {ps:.2f} | {pi:.2f} | {ps / pi:.2f}x | {shm["msgs_per_s"]:.0f} | {iox["msgs_per_s"]:.0f} | {shm["msgs_per_s"] / iox["msgs_per_s"]:.2f}x |')
+    for size in (64, 65536):
+        shm = run(msgperf, "stream", size, "cross-cpu", ["zero-copy=true"], a.duration)[0]["summary"]
+        iox = run(msgperf, "stream", size, "cross-cpu", [], a.duration, "iceoryx2")[0]["summary"]
+        print(f'| stream {size} B (spin-yield) | - | - | - | {shm["msgs_per_s"]:.0f} | {iox["msgs_per_s"]:.0f} | {shm["msgs_per_s"] / iox["msgs_per_s"]:.2f}x |')
+    print("\nBoth zero-copy, both processes, both writing and checking every payload byte; p50 lower is better, msgs/s higher.")
 
 def row(c, cache_line_us):
     s = c["summary"]

@@ -175,8 +175,12 @@ pub fn wait_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
         revents: 0,
     };
     // SAFETY: one valid pollfd.
-    let n = check(unsafe { libc::poll(&mut p, 1, timeout_ms) })?;
-    Ok(n > 0)
+    match check(unsafe { libc::poll(&mut p, 1, timeout_ms) }) {
+        Ok(n) => Ok(n > 0),
+        // A signal (Ctrl-C) interrupted the wait: not readable yet; the caller's loop decides.
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Whether a process exists and is not a zombie (a killed child stays one until reaped, and

@@ -111,9 +111,11 @@ fn polling_and_confirmed_streams_count_reads_and_acknowledgements() {
     }
 }
 
+/// Every built-in transport has a plain loop; middleware adapters are compared with their
+/// peers instead (iceoryx2 with shm, in the same run).
 #[test]
-fn the_floor_of_every_transport_is_measured() {
-    for t in REGISTRY {
+fn the_floor_of_every_built_in_transport_is_measured() {
+    for t in REGISTRY.iter().filter(|t| t.name() != "iceoryx2") {
         let mut r = request("pingpong", t.name());
         r.sizes = vec![64];
         r.count = None;

@@ -220,7 +220,10 @@ fn readme_opens_with_the_survey_and_the_tests() {
         .filter(|l| l.starts_with("cargo "))
         .take(2)
         .collect();
-    assert_eq!(commands, ["cargo run --release", "cargo test --release"]);
+    assert_eq!(
+        commands,
+        ["cargo run --release", "cargo test --release --all-features"]
+    );
     // `cargo run --release` is `msgperf` with no command: the survey (shortened here).
     let out = run(
         &["survey", "--duration", "30ms", "--warmup", "5ms"],

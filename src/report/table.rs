@@ -207,6 +207,9 @@ pub fn notes(run: &RunResult, summaries: &[CaseSummary]) -> String {
     );
     let _ = writeln!(out, "percentiles: `—` where the samples cannot support one (pN needs 10 samples beyond it: p99.99 needs 100000).");
     let _ = writeln!(out, "vs floor: round trips p50 / floor p50 (1.00x = the plain loop; lower is better); streams MB/s / floor MB/s (higher is better).");
+    if run.cases.iter().any(|c| c.config.transport == "iceoryx2") {
+        let _ = writeln!(out, "iceoryx2 vs shm: same workload, wait strategy, placement and processes; both build every message in place and check every payload byte (iceoryx2's own benchmark touches no payload).");
+    }
     let c = &run.environment.clock;
     let _ = writeln!(
         out,

@@ -20,6 +20,8 @@
 
 mod floor;
 mod framing;
+#[cfg(feature = "iceoryx2")]
+mod iceoryx2;
 mod inproc;
 mod pipe;
 mod shm;
@@ -44,6 +46,8 @@ pub static REGISTRY: &[&dyn Transport] = &[
     &tcp::Tcp,
     &udp::Udp,
     &shm::Shm,
+    #[cfg(feature = "iceoryx2")]
+    &iceoryx2::Iceoryx2,
 ];
 
 /// Finds a transport by its CLI name.
@@ -275,11 +279,16 @@ pub fn remove_stale_dirs() {
         };
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().to_string();
-            let Some(pid) = name
+            if !name.starts_with("msgperf-") {
+                continue;
+            }
+            let pid = name
                 .strip_prefix("msgperf-")
                 .and_then(|r| r.split_once('-'))
-                .and_then(|(p, _)| p.parse::<u32>().ok())
-            else {
+                .and_then(|(p, _)| p.parse::<u32>().ok());
+            let Some(pid) = pid else {
+                // A named shm segment: its header says who made it.
+                shm::remove_if_stale(&e.path());
                 continue;
             };
             if !std::path::Path::new(&format!("/proc/{pid}")).exists() {

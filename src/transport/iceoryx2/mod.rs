@@ -1,0 +1,397 @@
+//! `iceoryx2`: Eclipse iceoryx2's zero-copy publish/subscribe, the reference to beat for shm.
+//! Two services per channel (listener-to-connector and back), each with one publisher and one
+//! subscriber; `wait=block` adds an event service per direction so a reader sleeps until the
+//! writer notifies it. Messages are written into loaned samples (zero-copy) and read in place.
+//!
+//! Fair comparison with `shm` (recorded in the results as the options of each case): both write
+//! and read every payload byte, both use the same wait strategy and placement, both run as two
+//! processes. iceoryx2's own benchmark touches no payload by default; msgperf's messages always do.
+//! Cargo feature `iceoryx2`.
+
+// One unsafe use: a loaned sample is handed to the message builder as `&mut [u8]` before it is
+// initialized; every builder writes every byte before anything reads it.
+#![allow(unsafe_code)]
+
+use super::{
+    Capabilities, ChannelSpec, Endpoint, Listener, OptionSpec, Rendezvous, Transport,
+    TransportError,
+};
+use crate::deadline::Deadline;
+use ::iceoryx2::port::listener::Listener as EventListener;
+use ::iceoryx2::port::notifier::Notifier;
+use ::iceoryx2::port::publisher::Publisher;
+use ::iceoryx2::port::subscriber::Subscriber;
+use ::iceoryx2::prelude::*;
+use ::iceoryx2::service::port_factory::publish_subscribe::PortFactory as PubSubFactory;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+pub struct Iceoryx2;
+
+type Svc = ipc_threadsafe::Service;
+
+impl Transport for Iceoryx2 {
+    fn name(&self) -> &'static str {
+        "iceoryx2"
+    }
+    fn about(&self) -> &'static str {
+        "Eclipse iceoryx2 zero-copy publish/subscribe (feature `iceoryx2`), the peer for shm"
+    }
+    fn options(&self) -> &'static [OptionSpec] {
+        &[
+            OptionSpec {
+                key: "wait",
+                default: "spin-yield",
+                about:
+                    "spin, spin-yield (spin 2 us, then yield) or block (sleep on an iceoryx2 event)",
+                values: &["spin", "spin-yield", "block"],
+            },
+            OptionSpec {
+                key: "buffer",
+                default: "auto",
+                about:
+                    "subscriber queue depth in samples (auto: about 16 MiB of samples, 4 to 1024)",
+                values: &[],
+            },
+        ]
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            reliable: true,
+            ordered: true,
+            max_message_bytes: 8 << 20,
+            cross_process: true,
+            cross_host: false,
+            latest_value: false,
+            zero_copy: true,
+        }
+    }
+
+    fn listen(&self, spec: &ChannelSpec) -> Result<Box<dyn Listener>, TransportError> {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let prefix = spec.listen_at.clone().unwrap_or_else(|| {
+            format!(
+                "msgperf/{}/{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            )
+        });
+        let side = Side::open(&prefix, "l2c", "c2l", spec, true)?;
+        Ok(Box::new(IoxListener {
+            prefix,
+            side: Some(side),
+        }))
+    }
+
+    fn connect(
+        &self,
+        at: &Rendezvous,
+        spec: &ChannelSpec,
+    ) -> Result<Box<dyn Endpoint>, TransportError> {
+        let mut side = Side::open(&at.address, "c2l", "l2c", spec, false)?;
+        // Hello: our process id; the listener answers with its own.
+        side.send_raw(&std::process::id().to_le_bytes())?;
+        let peer = side.recv_hello(spec.timeout)?;
+        side.peer_pid = peer;
+        Ok(Box::new(side))
+    }
+}
+
+fn err(what: &str, e: impl std::fmt::Debug) -> TransportError {
+    TransportError::Unsupported(format!("iceoryx2: {what}: {e:?}"))
+}
+
+struct IoxListener {
+    prefix: String,
+    side: Option<Side>,
+}
+
+impl Listener for IoxListener {
+    fn rendezvous(&self) -> Rendezvous {
+        Rendezvous {
+            transport: "iceoryx2".into(),
+            address: self.prefix.clone(),
+        }
+    }
+    fn accept(&mut self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
+        let mut side = self.side.take().ok_or_else(|| {
+            TransportError::Unsupported("this iceoryx2 listener took its one peer".into())
+        })?;
+        let peer = side.recv_hello(spec.timeout)?;
+        side.peer_pid = peer;
+        side.send_raw(&std::process::id().to_le_bytes())?;
+        Ok(Box::new(side))
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Wait {
+    Spin,
+    SpinYield,
+    Block,
+}
+
+/// One side: publishes on `tx`, subscribes to `rx`.
+struct Side {
+    // Field order is drop order: ports before services before the node.
+    publisher: Publisher<Svc, [u8], ()>,
+    subscriber: Subscriber<Svc, [u8], ()>,
+    notifier: Option<Notifier<Svc>>,
+    listener: Option<EventListener<Svc>>,
+    rx_service: PubSubFactory<Svc, [u8], ()>,
+    _tx_service: PubSubFactory<Svc, [u8], ()>,
+    _node: Node<Svc>,
+    wait: Wait,
+    timeout: Duration,
+    peer_pid: u32,
+}
+
+impl Side {
+    fn open(
+        prefix: &str,
+        tx: &str,
+        rx: &str,
+        spec: &ChannelSpec,
+        create: bool,
+    ) -> Result<Self, TransportError> {
+        set_log_level(LogLevel::Error);
+        let node = NodeBuilder::new()
+            .create::<Svc>()
+            .map_err(|e| err("node", e))?;
+        // A msgperf killed earlier may have left its services behind.
+        let _ = node.try_cleanup_dead_nodes();
+        let max = spec.max_message;
+        let depth = match spec.option("buffer") {
+            None | Some("auto") => ((16usize << 20) / max.max(1)).clamp(4, 1024),
+            Some(b) => b.parse().map_err(|_| {
+                TransportError::Unsupported(format!(
+                    "--opt buffer={b}: give a number of samples, e.g. 256"
+                ))
+            })?,
+        };
+        let service = |name: &str| -> Result<PubSubFactory<Svc, [u8], ()>, TransportError> {
+            let n: ServiceName = format!("{prefix}/{name}")
+                .as_str()
+                .try_into()
+                .map_err(|e| err("service name", e))?;
+            let b = node.service_builder(&n).publish_subscribe::<[u8]>();
+            if create {
+                b.subscriber_max_buffer_size(depth)
+                    .history_size(0)
+                    .enable_safe_overflow(false)
+                    .max_publishers(1)
+                    .max_subscribers(1)
+                    .create()
+                    .map_err(|e| err("create service", e))
+            } else {
+                let deadline = Deadline::after(spec.timeout);
+                loop {
+                    match node.service_builder(&n).publish_subscribe::<[u8]>().open() {
+                        Ok(s) => return Ok(s),
+                        Err(_) if !deadline.expired() => {
+                            std::thread::sleep(Duration::from_millis(2))
+                        }
+                        Err(e) => return Err(err("open service (is the listener there?)", e)),
+                    }
+                }
+            }
+        };
+        let tx_service = service(tx)?;
+        let rx_service = service(rx)?;
+        let subscriber = rx_service
+            .subscriber_builder()
+            .buffer_size(depth)
+            .create()
+            .map_err(|e| err("subscriber", e))?;
+        let publisher = tx_service
+            .publisher_builder()
+            .initial_max_slice_len(max.max(64))
+            .backpressure_strategy(BackpressureStrategy::RetryUntilDelivered)
+            .create()
+            .map_err(|e| err("publisher", e))?;
+        let wait = match spec.option("wait") {
+            Some("spin") => Wait::Spin,
+            Some("block") => Wait::Block,
+            _ => Wait::SpinYield,
+        };
+        let (notifier, listener) = if wait == Wait::Block {
+            let ev = |name: &str| -> Result<_, TransportError> {
+                let n: ServiceName = format!("{prefix}/{name}-event")
+                    .as_str()
+                    .try_into()
+                    .map_err(|e| err("service name", e))?;
+                node.service_builder(&n)
+                    .event()
+                    .open_or_create()
+                    .map_err(|e| err("event service", e))
+            };
+            let (txe, rxe) = (ev(tx)?, ev(rx)?);
+            (
+                Some(
+                    txe.notifier_builder()
+                        .create()
+                        .map_err(|e| err("notifier", e))?,
+                ),
+                Some(
+                    rxe.listener_builder()
+                        .create()
+                        .map_err(|e| err("listener", e))?,
+                ),
+            )
+        } else {
+            (None, None)
+        };
+        Ok(Side {
+            publisher,
+            subscriber,
+            notifier,
+            listener,
+            rx_service,
+            _tx_service: tx_service,
+            _node: node,
+            wait,
+            timeout: spec.timeout,
+            peer_pid: 0,
+        })
+    }
+
+    fn send_raw(&mut self, msg: &[u8]) -> Result<(), TransportError> {
+        self.send_with(msg.len(), &mut |b| b.copy_from_slice(msg))
+    }
+
+    fn recv_hello(&mut self, timeout: Duration) -> Result<u32, TransportError> {
+        let deadline = Deadline::after(timeout);
+        loop {
+            if let Some(s) = self.subscriber.receive().map_err(|e| err("receive", e))? {
+                let p = s.payload();
+                if p.len() == 4 {
+                    return Ok(u32::from_le_bytes([p[0], p[1], p[2], p[3]]));
+                }
+            }
+            if deadline.expired() {
+                return Err(TransportError::Timeout(timeout));
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+
+    fn peer_gone(&self) -> bool {
+        self.rx_service.dynamic_config().number_of_publishers() == 0
+            || (self.peer_pid != 0 && !crate::sys::process_alive(self.peer_pid))
+    }
+
+    /// Waits for a sample with the configured strategy, within the timeout.
+    fn next(&mut self) -> Result<::iceoryx2::sample::Sample<Svc, [u8], ()>, TransportError> {
+        let start = Instant::now();
+        let mut next_check = Duration::from_millis(5);
+        let mut spins = 0u32;
+        loop {
+            if let Some(s) = self.subscriber.receive().map_err(|e| err("receive", e))? {
+                return Ok(s);
+            }
+            spins = spins.wrapping_add(1);
+            match self.wait {
+                Wait::Spin => std::hint::spin_loop(),
+                Wait::SpinYield if spins < 64 || start.elapsed() < Duration::from_micros(2) => {
+                    std::hint::spin_loop()
+                }
+                Wait::SpinYield => std::thread::yield_now(),
+                Wait::Block => {
+                    if let Some(l) = &self.listener {
+                        let _ = l.timed_wait(|_| {}, Duration::from_millis(5));
+                    }
+                }
+            }
+            if self.wait == Wait::Block || spins.is_multiple_of(1024) {
+                let waited = start.elapsed();
+                if waited >= next_check {
+                    next_check = waited + Duration::from_millis(5);
+                    if self.peer_gone() {
+                        return Err(TransportError::PeerClosed);
+                    }
+                    if waited >= self.timeout {
+                        return Err(TransportError::Timeout(self.timeout));
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Endpoint for Side {
+    fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
+        let sample = self
+            .publisher
+            .loan_slice_uninit(msg.len())
+            .map_err(|e| err("loan", e))?;
+        sample
+            .write_from_slice(msg)
+            .send()
+            .map_err(|e| err("send", e))?;
+        if let Some(n) = &self.notifier {
+            n.notify().map_err(|e| err("notify", e))?;
+        }
+        Ok(())
+    }
+
+    fn send_with(
+        &mut self,
+        len: usize,
+        build: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<(), TransportError> {
+        let mut sample = self
+            .publisher
+            .loan_slice_uninit(len)
+            .map_err(|e| err("loan", e))?;
+        let payload = sample.payload_mut();
+        // SAFETY: the loaned memory is `len` bytes the publisher owns until send; the builder
+        // writes all of them before anything reads them (see the module comment).
+        build(unsafe { std::slice::from_raw_parts_mut(payload.as_mut_ptr().cast::<u8>(), len) });
+        let sample = unsafe { sample.assume_init() };
+        sample.send().map_err(|e| err("send", e))?;
+        if let Some(n) = &self.notifier {
+            n.notify().map_err(|e| err("notify", e))?;
+        }
+        Ok(())
+    }
+
+    fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {
+        let s = self.next()?;
+        let p = s.payload();
+        if p.len() > buf.len() {
+            return Err(TransportError::TooLarge {
+                len: p.len(),
+                max: buf.len(),
+            });
+        }
+        buf[..p.len()].copy_from_slice(p);
+        Ok(p.len())
+    }
+
+    fn recv_with(&mut self, read: &mut dyn FnMut(&[u8])) -> Result<usize, TransportError> {
+        let s = self.next()?;
+        read(s.payload());
+        Ok(s.payload().len())
+    }
+
+    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, TransportError> {
+        match self.subscriber.receive().map_err(|e| err("receive", e))? {
+            Some(s) => {
+                let p = s.payload();
+                if p.len() > buf.len() {
+                    return Err(TransportError::TooLarge {
+                        len: p.len(),
+                        max: buf.len(),
+                    });
+                }
+                buf[..p.len()].copy_from_slice(p);
+                Ok(Some(p.len()))
+            }
+            // Only the cheap check here: polling loops call this millions of times.
+            None if self.rx_service.dynamic_config().number_of_publishers() == 0 => {
+                Err(TransportError::PeerClosed)
+            }
+            None => Ok(None),
+        }
+    }
+}
