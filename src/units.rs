@@ -111,6 +111,42 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// Parses a rate: `1khz`, `500hz`, `2k`, `1000` (messages per second), or `max` (None).
+pub fn parse_rate(s: &str) -> Result<Option<f64>, String> {
+    let t = s.trim().to_ascii_lowercase();
+    if t == "max" {
+        return Ok(None);
+    }
+    let err = || format!("`{s}` is not a rate: write e.g. 100hz, 1khz, 20khz or max");
+    let n = t.strip_suffix("hz").unwrap_or(&t);
+    let (n, mult) = match n.strip_suffix('k') {
+        Some(n) => (n, 1e3),
+        None => match n.strip_suffix('m') {
+            Some(n) => (n, 1e6),
+            None => (n, 1.0),
+        },
+    };
+    let v: f64 = n.trim().parse().map_err(|_| err())?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(err());
+    }
+    Ok(Some(v * mult))
+}
+
+/// Parses a list of rates: `10hz,100hz,1khz,max`.
+pub fn parse_rate_list(s: &str) -> Result<Vec<Option<f64>>, String> {
+    let v: Vec<Option<f64>> = s
+        .split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(parse_rate)
+        .collect::<Result<_, _>>()?;
+    if v.is_empty() {
+        return Err("no rate given: write e.g. --rate 1khz or --rate 10hz,1khz,max".into());
+    }
+    Ok(v)
+}
+
 /// Formats a size the way users type it (`64`, `4k`, `1M`, `1500`).
 pub fn format_size(v: usize) -> String {
     if v >= 1 << 20 && v.is_multiple_of(1 << 20) {
@@ -164,6 +200,16 @@ mod tests {
         assert!(parse_size_list("1k..64").is_err());
         assert!(parse_size_list("64..1k*1").is_err());
         assert!(parse_size_list("").is_err());
+    }
+
+    #[test]
+    fn rates_parse() {
+        assert_eq!(parse_rate("1khz").unwrap(), Some(1000.0));
+        assert_eq!(parse_rate("10Hz").unwrap(), Some(10.0));
+        assert_eq!(parse_rate("2k").unwrap(), Some(2000.0));
+        assert_eq!(parse_rate("max").unwrap(), None);
+        assert!(parse_rate("fast").is_err());
+        assert!(parse_rate("0hz").is_err());
     }
 
     #[test]

@@ -24,6 +24,7 @@ fn request(workload: &str, transport: &str) -> RunRequest {
         poll: false,
         confirm: false,
         checksum: true,
+        rates_hz: vec![None],
         timeout: Duration::from_secs(5),
         placement: Some(Placement::Any),
         pin: None,
@@ -175,6 +176,36 @@ fn every_process_transport_runs_both_workloads_through_the_binary() {
                 assert_eq!(roles[1]["counters"]["messages_received"], 500, "{t} {w}");
                 assert_eq!(c["summary"]["latency"]["samples"], 500, "{t} {w}");
             }
+        }
+    }
+}
+
+/// Paced streams (`--rate`): exact counts, and latency measured from the intended send time
+/// as well as from the actual one (never less). Rate accuracy is the pacing unit tests' job
+/// (fake clock) and the benchmark's, not a timed test's.
+#[test]
+fn paced_streams_record_latency_from_the_intended_send_time() {
+    for t in ["uds", "shm", "udp"] {
+        let mut r = request("stream", t);
+        r.rates_hz = vec![Some(5_000.0)];
+        r.sizes = vec![200];
+        r.count = Some(500);
+        let case = &plan::cases(&r).unwrap()[0];
+        let c = Runner::new(None, false).run_case(case);
+        assert_eq!(c.error, None, "{t}");
+        let s = summarize(&c);
+        let (from_send, from_intended) = (
+            s.latency.unwrap(),
+            s.latency_from_intended.expect("intended-time histogram"),
+        );
+        assert_eq!(from_intended.samples, from_send.samples, "{t}");
+        assert!(
+            from_intended.min_ns >= from_send.min_ns && from_intended.max_ns >= from_send.max_ns,
+            "{t}"
+        );
+        assert!(s.send_lag.is_some() && s.rate_error_pct.is_some(), "{t}");
+        if t != "udp" {
+            assert_eq!(c.roles[1].counters.messages_received, 500, "{t}");
         }
     }
 }

@@ -23,6 +23,7 @@ fn request(workload: &str, opts: &[(&str, &str)]) -> RunRequest {
         poll: false,
         confirm: false,
         checksum: true,
+        rates_hz: vec![None],
         timeout: Duration::from_secs(5),
         placement: Some(Placement::Any),
         pin: None,

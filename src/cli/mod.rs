@@ -116,6 +116,10 @@ struct RunArgs {
     /// Every message carries a CRC32 of its payload, checked by the receiver.
     #[arg(long)]
     checksum: bool,
+    /// Stream: send on an open-loop schedule at these rates (e.g. 1khz or 10hz,1khz,max), one
+    /// case each. Latency is then also measured from each message's intended send time.
+    #[arg(long, default_value = "max")]
+    rate: String,
     /// Run the roles as two threads of one process instead of two processes.
     #[arg(long)]
     threads: bool,
@@ -287,6 +291,8 @@ fn run(mut a: RunArgs, args: &[String]) -> Exit {
         poll: a.poll,
         confirm: a.confirm,
         checksum: a.checksum,
+        rates_hz: crate::units::parse_rate_list(&a.rate)
+            .map_err(|e| CliError::Usage(format!("--rate: {e}")))?,
         timeout: a.timeout,
         placement: a.placement.map(|p| match p {
             PlacementArg::SameCpu => Placement::SameCpu,
@@ -304,12 +310,14 @@ fn run(mut a: RunArgs, args: &[String]) -> Exit {
 }
 
 fn label(c: &CaseConfig) -> String {
+    let cpu = |c: Option<usize>| c.map_or("-".to_string(), |c| c.to_string());
     format!(
-        "{} {} {} B, cpus {:?}",
+        "{} {} {} B, cpus {}/{}",
         c.transport,
         c.workload,
         format_size(c.size_bytes),
-        c.cpus
+        cpu(c.cpus.0),
+        cpu(c.cpus.1)
     )
 }
 

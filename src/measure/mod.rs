@@ -5,6 +5,7 @@
 
 pub mod clock;
 pub mod integrity;
+pub mod pacing;
 pub mod recorder;
 
 pub use recorder::{Metric, Recorder};

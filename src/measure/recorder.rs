@@ -16,14 +16,21 @@ pub enum Metric {
     SendCall = 2,
     /// Time inside one receive call (including the wait for the message).
     RecvCall = 3,
+    /// Paced sends: from the message's intended send time to arrival (coordinated omission
+    /// corrected).
+    OneWayIntended = 4,
+    /// Paced sends: how late the sender was behind its schedule.
+    SendLag = 5,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 4] = [
+    pub const ALL: [Metric; 6] = [
         Metric::Rtt,
         Metric::OneWay,
         Metric::SendCall,
         Metric::RecvCall,
+        Metric::OneWayIntended,
+        Metric::SendLag,
     ];
 
     pub fn key(self) -> &'static str {
@@ -32,6 +39,8 @@ impl Metric {
             Metric::OneWay => "one_way_ns",
             Metric::SendCall => "send_call_ns",
             Metric::RecvCall => "recv_call_ns",
+            Metric::OneWayIntended => "one_way_from_intended_ns",
+            Metric::SendLag => "send_lag_ns",
         }
     }
 }
@@ -43,7 +52,7 @@ const INTERVAL_NS: u64 = 100_000_000;
 const MAX_INTERVALS: usize = 36_000;
 
 pub struct Recorder {
-    hists: [Histogram<u64>; 4],
+    hists: [Histogram<u64>; 6],
     pub counters: Counters,
     start_ns: u64,
     end_ns: u64,
@@ -66,7 +75,7 @@ impl Recorder {
         let h =
             || Histogram::<u64>::new_with_bounds(1, HIGHEST_NS, 3).expect("valid histogram bounds");
         let mut r = Recorder {
-            hists: [h(), h(), h(), h()],
+            hists: [h(), h(), h(), h(), h(), h()],
             counters: Counters::default(),
             start_ns: 0,
             end_ns: 0,

@@ -20,6 +20,8 @@ pub struct RunRequest {
     pub poll: bool,
     pub confirm: bool,
     pub checksum: bool,
+    /// Open-loop send rates, one case each (None: as fast as possible).
+    pub rates_hz: Vec<Option<f64>>,
     pub timeout: Duration,
     pub placement: Option<Placement>,
     pub pin: Option<Vec<usize>>,
@@ -156,7 +158,11 @@ fn cases_of(
                 "transport `{name}` joins threads of one process: it cannot --connect to a server"
             ));
         }
-        for &size in &req.sizes {
+        for (&size, &rate_hz) in req
+            .sizes
+            .iter()
+            .flat_map(|s| req.rates_hz.iter().map(move |r| (s, r)))
+        {
             let case = CaseConfig {
                 workload: w.name().to_string(),
                 transport: t.name().to_string(),
@@ -179,6 +185,7 @@ fn cases_of(
                 strict: caps.reliable,
                 zero_copy: caps.zero_copy,
                 latest: caps.latest_value,
+                rate_hz,
             };
             w.check(&case, &caps)?;
             out.push(case);
@@ -211,6 +218,7 @@ pub fn survey(duration: Duration, warmup: Duration) -> Result<Vec<CaseConfig>, S
                     poll: false,
                     confirm: false,
                     checksum: false,
+                    rates_hz: vec![None],
                     timeout: Duration::from_secs(10),
                     placement: Some(placement),
                     pin: None,
@@ -240,6 +248,7 @@ mod tests {
             poll: false,
             confirm: false,
             checksum: false,
+            rates_hz: vec![None],
             timeout: Duration::from_secs(1),
             placement: Some(Placement::Any),
             pin: None,

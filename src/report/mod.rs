@@ -15,6 +15,10 @@ pub fn render_terminal(run: &RunResult, details: bool) -> String {
     let s: Vec<CaseSummary> = run.cases.iter().map(summarize).collect();
     let mut out = table::cases_table(&s);
     out.push('\n');
+    if s.iter().any(|c| c.rate_hz.is_some()) {
+        out.push_str(&table::paced_table(&s));
+        out.push('\n');
+    }
     if details {
         out.push_str(&table::roles_table(&s));
         out.push('\n');

@@ -101,6 +101,15 @@ pub struct CaseSummary {
     pub duplicated: u64,
     pub reordered: u64,
     pub corrupted: u64,
+    /// Latest-value transports: messages overwritten before a read saw them.
+    pub overwritten: u64,
+    /// Paced sends (`--rate`): the target, and how far the achieved rate is from it.
+    pub rate_hz: Option<f64>,
+    pub rate_error_pct: Option<f64>,
+    /// Paced sends: latency from each message's intended send time (coordinated omission
+    /// corrected), and how late the sender was behind its schedule.
+    pub latency_from_intended: Option<Distribution>,
+    pub send_lag: Option<Distribution>,
     pub roles: Vec<RoleSummary>,
     pub error: Option<String>,
     pub interrupted: bool,
@@ -192,10 +201,18 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
         (Some(f), _, Some(p50)) if kind == "round trip" && !cfg.confirm => {
             Some(p50 as f64 / f as f64)
         }
-        (_, Some(f), _) if mb_per_s > 0.0 => Some(mb_per_s / f),
+        // A paced stream moves what its schedule says, not what the transport can.
+        (_, Some(f), _) if mb_per_s > 0.0 && cfg.rate_hz.is_none() => Some(mb_per_s / f),
         _ => None,
     };
     let sum = |f: fn(&RoleResult) -> u64| case.roles.iter().map(f).sum::<u64>();
+    let dist = |key: &str| {
+        case.roles
+            .iter()
+            .find_map(|r| r.histogram(key))
+            .filter(|h| !h.is_empty())
+            .map(|h| Distribution::of(&h))
+    };
     CaseSummary {
         transport: cfg.transport.clone(),
         options: cfg
@@ -229,6 +246,14 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
         duplicated: sum(|r| r.counters.duplicated),
         reordered: sum(|r| r.counters.reordered),
         corrupted: sum(|r| r.counters.corrupted),
+        overwritten: sum(|r| r.counters.overwritten),
+        rate_hz: cfg.rate_hz,
+        rate_error_pct: cfg
+            .rate_hz
+            .filter(|_| msgs_per_s > 0.0)
+            .map(|r| (msgs_per_s - r) / r * 100.0),
+        latency_from_intended: dist("one_way_from_intended_ns"),
+        send_lag: dist("send_lag_ns"),
         roles: case.roles.iter().map(role_summary).collect(),
         error: case.error.clone(),
         interrupted: case.interrupted,

@@ -157,6 +157,50 @@ pub fn roles_table(summaries: &[CaseSummary]) -> String {
     t.to_string()
 }
 
+/// Paced cases: the rate held, latency from the intended send time, the sender's lag.
+pub fn paced_table(summaries: &[CaseSummary]) -> String {
+    let mut t = table(&[
+        "#",
+        "transport",
+        "size [B]",
+        "rate [Hz]",
+        "achieved [msgs/s]",
+        "error [%]",
+        "from intended p50 [us]",
+        "p99 [us]",
+        "max [us]",
+        "from send p50 [us]",
+        "sender lag p99 [us]",
+        "lag max [us]",
+    ]);
+    for (i, s) in summaries.iter().enumerate() {
+        let Some(rate) = s.rate_hz else { continue };
+        let p = |d: &Option<super::summary::Distribution>, k: usize| {
+            d.as_ref()
+                .and_then(|d| d.percentiles_ns[k])
+                .map_or("—".into(), |v| us(v as f64))
+        };
+        let max = |d: &Option<super::summary::Distribution>| {
+            d.as_ref().map_or("-".into(), |d| us(d.max_ns as f64))
+        };
+        t.add_row(vec![
+            (i + 1).to_string(),
+            s.transport.clone(),
+            format_size(s.size_bytes),
+            format!("{rate:.0}"),
+            format!("{:.1}", s.msgs_per_s),
+            s.rate_error_pct.map_or("-".into(), |e| format!("{e:+.2}")),
+            p(&s.latency_from_intended, 0),
+            p(&s.latency_from_intended, 2),
+            max(&s.latency_from_intended),
+            p(&s.latency, 0),
+            p(&s.send_lag, 2),
+            max(&s.send_lag),
+        ]);
+    }
+    t.to_string()
+}
+
 /// The floors each case divides by.
 pub fn floors_table(summaries: &[CaseSummary]) -> String {
     let mut t = table(&[

@@ -38,6 +38,10 @@ pub enum Warning {
     },
     Unpinned,
     Interrupted,
+    RateNotHeld {
+        target: f64,
+        achieved: f64,
+    },
 }
 
 impl fmt::Display for Warning {
@@ -60,6 +64,7 @@ impl fmt::Display for Warning {
             Warning::CpuMoved { role, cpus } => write!(f, "the {role} ran on CPUs {cpus:?}: it migrated; pin it with --placement"),
             Warning::Unpinned => write!(f, "roles were not pinned (--placement any): results flip between same-CPU and cross-CPU figures from run to run"),
             Warning::Interrupted => write!(f, "interrupted by Ctrl-C: the figures cover only what was measured before"),
+            Warning::RateNotHeld { target, achieved } => write!(f, "the sender could not hold {target:.0} Hz (achieved {achieved:.0} msgs/s): lower --rate, or see the latency from intended send time for what the stall cost"),
         }
     }
 }
@@ -127,6 +132,14 @@ pub fn for_case(case: &CaseResult, s: &CaseSummary, env: &Environment) -> Vec<Wa
     }
     if case.interrupted {
         w.push(Warning::Interrupted);
+    }
+    if let (Some(target), Some(err)) = (s.rate_hz, s.rate_error_pct) {
+        if err < -5.0 {
+            w.push(Warning::RateNotHeld {
+                target,
+                achieved: s.msgs_per_s,
+            });
+        }
     }
     w
 }

@@ -118,6 +118,9 @@ pub struct CaseConfig {
     /// The transport keeps only the newest message: gaps are overwritten, not lost.
     #[serde(default)]
     pub latest: bool,
+    /// Messages sent on an open-loop schedule at this rate (None: as fast as possible).
+    #[serde(default)]
+    pub rate_hz: Option<f64>,
 }
 
 /// What one case measured.

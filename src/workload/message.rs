@@ -7,7 +7,7 @@
 //! 8..16  sequence number
 //! 16..24 send time, CLOCK_MONOTONIC ns
 //! 24..28 CRC32 of seq and payload (with --checksum), else 0
-//! 28..32 reserved
+//! 28..32 paced sends: how late the sender was behind its schedule, ns (u32, saturating)
 //! len-8..len  the sequence number again (messages of 40 B and more): a cheap check that the
 //!             whole message arrived and belongs together
 //! ```
@@ -52,6 +52,12 @@ pub fn send_ns(b: &[u8]) -> u64 {
     u64_at(b, 16)
 }
 
+/// How late a paced sender was behind its schedule for this message.
+#[inline(always)]
+pub fn lag_ns(b: &[u8]) -> u64 {
+    u32_at(b, 28) as u64
+}
+
 /// A message buffer owned by a sender: the payload pattern is written once, the header and
 /// tail for every message.
 pub struct Outgoing {
@@ -72,8 +78,9 @@ impl Outgoing {
 
     /// Writes the header (and tail and checksum) for message `seq`.
     #[inline(always)]
-    pub fn stamp(&mut self, seq: u64, send_ns: u64, flags: u32) -> &[u8] {
+    pub fn stamp(&mut self, seq: u64, send_ns: u64, flags: u32, lag_ns: u64) -> &[u8] {
         let b = &mut self.buf;
+        b[28..32].copy_from_slice(&(lag_ns.min(u32::MAX as u64) as u32).to_le_bytes());
         b[4..8].copy_from_slice(&flags.to_le_bytes());
         b[8..16].copy_from_slice(&seq.to_le_bytes());
         b[16..24].copy_from_slice(&send_ns.to_le_bytes());
@@ -129,13 +136,21 @@ pub fn verify(b: &[u8], expected_len: usize, checksum: bool) -> Result<(), Strin
 /// Builds message `seq` in place (zero-copy): header, every payload byte, tail, checksum. The
 /// payload byte is derived from `seq`, so the reader can check every byte it reads.
 #[inline(always)]
-pub fn build_in_place(b: &mut [u8], seq: u64, send_ns: u64, flags: u32, checksum: bool) {
+pub fn build_in_place(
+    b: &mut [u8],
+    seq: u64,
+    send_ns: u64,
+    flags: u32,
+    lag_ns: u64,
+    checksum: bool,
+) {
     let n = b.len();
     b[0..4].copy_from_slice(&(n as u32).to_le_bytes());
     b[4..8].copy_from_slice(&flags.to_le_bytes());
     b[8..16].copy_from_slice(&seq.to_le_bytes());
     b[16..24].copy_from_slice(&send_ns.to_le_bytes());
-    b[24..32].fill(0);
+    b[24..28].fill(0);
+    b[28..32].copy_from_slice(&(lag_ns.min(u32::MAX as u64) as u32).to_le_bytes());
     if n >= HEADER + 8 {
         b[HEADER..n - 8].fill(in_place_byte(seq));
         b[n - 8..].copy_from_slice(&seq.to_le_bytes());
@@ -205,7 +220,7 @@ mod tests {
     #[test]
     fn messages_built_in_place_are_checked_byte_by_byte() {
         let mut b = vec![0u8; 200];
-        build_in_place(&mut b, 9, 1, MEASURED, false);
+        build_in_place(&mut b, 9, 1, MEASURED, 0, false);
         verify_in_place(&b, 200, false).unwrap();
         b[100] ^= 1;
         assert!(verify_in_place(&b, 200, false)
@@ -217,7 +232,7 @@ mod tests {
     fn stamped_messages_verify_and_damage_is_named() {
         for checksum in [false, true] {
             let mut m = Outgoing::new(100, checksum);
-            let b = m.stamp(42, 7, MEASURED).to_vec();
+            let b = m.stamp(42, 7, MEASURED, 0).to_vec();
             assert_eq!((seq(&b), send_ns(&b), flags(&b)), (42, 7, MEASURED));
             verify(&b, 100, checksum).unwrap();
             assert!(verify(&b[..99], 100, checksum)

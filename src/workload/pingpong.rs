@@ -30,6 +30,9 @@ impl Workload for PingPong {
     }
     fn check(&self, case: &CaseConfig, caps: &Capabilities) -> Result<(), String> {
         check_common(case, caps)?;
+        if case.rate_hz.is_some() {
+            return Err("pingpong sends the next message when the reply comes: --rate applies to `stream`; drop it".into());
+        }
         if case.confirm {
             return Err(
                 "pingpong already waits for every reply: --confirm applies to `stream`; drop it"
@@ -148,10 +151,10 @@ fn exchange(
         let t0 = clock::now();
         if case.zero_copy {
             ep.send_with(case.size_bytes, &mut |slot| {
-                message::build_in_place(slot, seq, t0, flags, case.checksum)
+                message::build_in_place(slot, seq, t0, flags, 0, case.checksum)
             })?;
         } else {
-            ep.send(out.stamp(seq, t0, flags))?;
+            ep.send(out.stamp(seq, t0, flags, 0))?;
         }
         let t1 = clock::now();
         // Wait for this round trip's reply; on an unreliable transport a lost one is counted

@@ -7,6 +7,7 @@ use super::{
     check_common, receive, receive_buffer, receive_in_place, RoleError, Sent, StopRule, Workload,
 };
 use crate::measure::integrity::{Arrival, SeqTracker};
+use crate::measure::pacing::{RealClock, Schedule};
 use crate::measure::{clock, Metric, Recorder};
 use crate::result::CaseConfig;
 use crate::transport::{Capabilities, Endpoint, FloorKind, TransportError};
@@ -137,7 +138,11 @@ impl Workload for Stream {
                     )));
                 }
                 rec.record(Metric::RecvCall, t1 - t0);
-                rec.record_primary(Metric::OneWay, t1.saturating_sub(m.send_ns), t1);
+                let one_way = t1.saturating_sub(m.send_ns);
+                rec.record_primary(Metric::OneWay, one_way, t1);
+                if case.rate_hz.is_some() {
+                    rec.record(Metric::OneWayIntended, one_way + m.lag_ns);
+                }
                 rec.counters.messages_received += 1;
                 rec.counters.bytes_received += n as u64;
                 rec.mark_end(t1);
@@ -167,6 +172,7 @@ struct Seen {
     flags: u32,
     seq: u64,
     send_ns: u64,
+    lag_ns: u64,
     check: Result<(), String>,
 }
 
@@ -176,6 +182,7 @@ impl Default for Seen {
             flags: 0,
             seq: 0,
             send_ns: 0,
+            lag_ns: 0,
             check: Ok(()),
         }
     }
@@ -189,6 +196,7 @@ impl Seen {
             flags,
             seq: message::seq(m),
             send_ns: message::send_ns(m),
+            lag_ns: message::lag_ns(m),
             check: match (data, case.zero_copy) {
                 (false, _) => Ok(()),
                 (true, true) => message::verify_in_place(m, case.size_bytes, case.checksum),
@@ -213,16 +221,28 @@ fn write(
 ) -> Result<u64, RoleError> {
     let flags = if record { MEASURED } else { 0 };
     let mut done = 0u64;
+    // Each phase keeps its own open-loop schedule from its start (see measure::pacing).
+    let schedule = Schedule::new(clock::now(), case.rate_hz);
+    let mut pacer = RealClock;
     loop {
+        let intended = schedule.wait_for(done, &mut pacer);
         let t0 = clock::now();
+        let lag = if schedule.paced() {
+            t0.saturating_sub(intended)
+        } else {
+            0
+        };
         let sent = if case.zero_copy {
             ep.send_with(case.size_bytes, &mut |slot| {
-                message::build_in_place(slot, seq, t0, flags, case.checksum)
+                message::build_in_place(slot, seq, t0, flags, lag, case.checksum)
             })
         } else {
-            ep.send(out.stamp(seq, t0, flags))
+            ep.send(out.stamp(seq, t0, flags, lag))
         };
         let t1 = clock::now();
+        if record && schedule.paced() {
+            rec.record(Metric::SendLag, lag);
+        }
         let mut now = t1;
         match sent {
             Ok(()) => {
