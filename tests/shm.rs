@@ -277,17 +277,7 @@ fn killing_either_side_leaves_no_segment() {
     .stderr(std::process::Stdio::piped())
     .spawn()
     .unwrap();
-    let pid = child.id();
-    let end = Instant::now() + Duration::from_secs(10);
-    let peer = loop {
-        let kids =
-            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-        if let Some(p) = kids.split_whitespace().next() {
-            break p.parse::<i32>().unwrap();
-        }
-        assert!(Instant::now() < end);
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let peer = wait_for_child(child.id()) as i32;
     std::thread::sleep(Duration::from_millis(500));
     unsafe { libc::kill(peer, libc::SIGKILL) };
     let out = wait_output(child, Duration::from_secs(20));

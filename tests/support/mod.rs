@@ -59,3 +59,42 @@ pub fn leftovers_of(pid: u32) -> Vec<String> {
         .filter(|n| n.starts_with(&format!("msgperf-{pid}-")))
         .collect()
 }
+
+/// The processes msgperf started: its peers.
+pub fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+pub fn wait_for_child(pid: u32) -> u32 {
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(&c) = children(pid).first() {
+            return c;
+        }
+        assert!(Instant::now() < end, "msgperf never started its peer");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn alive(pid: u32) -> bool {
+    // A zombie is dead for our purpose; /proc/PID/stat shows its state.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.contains(") Z "))
+        .unwrap_or(false)
+}
+
+pub fn signal(pid: u32, sig: i32) {
+    unsafe { libc::kill(pid as i32, sig) };
+}
+
+pub fn spawn(args: &[&str]) -> std::process::Child {
+    msgperf(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}

@@ -356,16 +356,7 @@ impl Endpoint for Side {
     }
 
     fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {
-        let s = self.next()?;
-        let p = s.payload();
-        if p.len() > buf.len() {
-            return Err(TransportError::TooLarge {
-                len: p.len(),
-                max: buf.len(),
-            });
-        }
-        buf[..p.len()].copy_from_slice(p);
-        Ok(p.len())
+        copy_out(self.next()?.payload(), buf)
     }
 
     fn recv_with(&mut self, read: &mut dyn FnMut(&[u8])) -> Result<usize, TransportError> {
@@ -376,17 +367,7 @@ impl Endpoint for Side {
 
     fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, TransportError> {
         match self.subscriber.receive().map_err(|e| err("receive", e))? {
-            Some(s) => {
-                let p = s.payload();
-                if p.len() > buf.len() {
-                    return Err(TransportError::TooLarge {
-                        len: p.len(),
-                        max: buf.len(),
-                    });
-                }
-                buf[..p.len()].copy_from_slice(p);
-                Ok(Some(p.len()))
-            }
+            Some(s) => copy_out(s.payload(), buf).map(Some),
             // Only the cheap check here: polling loops call this millions of times.
             None if self.rx_service.dynamic_config().number_of_publishers() == 0 => {
                 Err(TransportError::PeerClosed)
@@ -394,4 +375,16 @@ impl Endpoint for Side {
             None => Ok(None),
         }
     }
+}
+
+/// Copies a received payload into the caller's buffer, refusing (not truncating) one too large.
+fn copy_out(p: &[u8], buf: &mut [u8]) -> Result<usize, TransportError> {
+    if p.len() > buf.len() {
+        return Err(TransportError::TooLarge {
+            len: p.len(),
+            max: buf.len(),
+        });
+    }
+    buf[..p.len()].copy_from_slice(p);
+    Ok(p.len())
 }
