@@ -240,3 +240,82 @@ fn readme_opens_with_the_survey_and_the_tests() {
         .count();
     assert!(rows >= 18, "survey rows: {rows}");
 }
+
+/// A command line printed as a template runs the same cases; a bad template is refused with
+/// the line, the column and the keys expected.
+#[test]
+fn scenarios_round_trip_and_bad_ones_are_located() {
+    let dir = temp_dir();
+    let args = [
+        "run",
+        "stream",
+        "-t",
+        "uds,tcp",
+        "--size",
+        "64,1k",
+        "--rate",
+        "2khz",
+        "--count",
+        "200",
+        "--warmup",
+        "0s",
+        "--placement",
+        "any",
+        "--no-floor",
+    ];
+    let printed = run(
+        &[&args[..], &["--print-scenario"]].concat(),
+        Duration::from_secs(10),
+    );
+    assert!(printed.status.success(), "{}", text(&printed.stderr));
+    let file = dir.path().join("s.toml");
+    std::fs::write(&file, &printed.stdout).unwrap();
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    let direct = run(
+        &[&args[..], &["--json", a.to_str().unwrap()]].concat(),
+        Duration::from_secs(60),
+    );
+    assert!(direct.status.success(), "{}", text(&direct.stderr));
+    let templ = run(
+        &[
+            "run",
+            "--scenario",
+            file.to_str().unwrap(),
+            "--json",
+            b.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(templ.status.success(), "{}", text(&templ.stderr));
+    let configs = |p: &std::path::Path| -> Vec<Value> {
+        let v: Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
+        v["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["config"].clone())
+            .collect()
+    };
+    assert_eq!(configs(&a), configs(&b));
+    assert_eq!(configs(&a).len(), 4);
+
+    std::fs::write(
+        &file,
+        "workload = \"stream\"\ntransports = [\"uds\"]\nrtae = \"1khz\"\n",
+    )
+    .unwrap();
+    let out = run(
+        &["run", "--scenario", file.to_str().unwrap()],
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("line 3, column 1") && err.contains("`rtae`") && err.contains("`rate`"),
+        "{err}"
+    );
+    usage_error(
+        &["run", "stream", "--scenario", file.to_str().unwrap()],
+        "not both",
+    );
+}

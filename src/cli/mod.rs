@@ -5,6 +5,7 @@
 mod floor_cmd;
 
 use crate::exec::{self, environment, Runner, ServeOptions};
+use crate::plan::scenario::{Output, Scenario};
 use crate::plan::{self, RunRequest};
 use crate::report::{self, progress::Progress};
 use crate::result::{CaseConfig, Placement, RunResult, Wait, SCHEMA_VERSION};
@@ -90,10 +91,10 @@ enum PlacementArg {
 
 #[derive(Args, Debug)]
 struct RunArgs {
-    /// The workload: pingpong or stream.
-    workload: String,
+    /// The workload: pingpong or stream (or give a --scenario).
+    workload: Option<String>,
     /// Transports, comma-separated (see `msgperf transports`).
-    #[arg(long, short, value_delimiter = ',', required = true)]
+    #[arg(long, short, value_delimiter = ',')]
     transport: Vec<String>,
     /// Message sizes: a list or a range, e.g. 64,1k,64k or 64..1M*4.
     #[arg(long, short, default_value = "64")]
@@ -144,6 +145,13 @@ struct RunArgs {
     /// Like --connect, for a server started with `serve --name` (a shm segment's name).
     #[arg(long)]
     name: Option<String>,
+    /// Run the test a TOML template describes (see `--print-scenario`); outputs given here
+    /// are added to the template's.
+    #[arg(long, value_name = "FILE")]
+    scenario: Option<PathBuf>,
+    /// Print this command line as a scenario template, and exit.
+    #[arg(long)]
+    print_scenario: bool,
     #[command(flatten)]
     out: OutputArgs,
 }
@@ -281,9 +289,44 @@ fn run(mut a: RunArgs, args: &[String]) -> Exit {
     if a.name.is_some() {
         a.connect = a.name.take();
     }
-    let req = RunRequest {
-        workload: a.workload,
-        transports: a.transport,
+    let (req, floor) = match &a.scenario {
+        Some(path) => {
+            if a.workload.is_some() || !a.transport.is_empty() {
+                return Err(CliError::Usage("give the workload and transports in the scenario file or on the command line, not both".into()));
+            }
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                CliError::Usage(format!("cannot read scenario {}: {e}", path.display()))
+            })?;
+            let s = Scenario::parse(&text, &path.display().to_string()).map_err(CliError::Usage)?;
+            let req = s
+                .request()
+                .map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?;
+            a.out.json = a.out.json.take().or(s.output.json.map(PathBuf::from));
+            a.out.csv = a.out.csv.take().or(s.output.csv.map(PathBuf::from));
+            a.out.details |= s.output.details;
+            (req, s.floor)
+        }
+        None => (request_of(&a)?, !a.no_floor),
+    };
+    let floor = floor && req.connect.is_none();
+    let cases = plan::cases(&req).map_err(CliError::Usage)?;
+    if a.print_scenario {
+        let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        let out = Output {
+            json: path(&a.out.json),
+            csv: path(&a.out.csv),
+            details: a.out.details,
+        };
+        print_out(&Scenario::from_request(&req, &a.size, &a.rate, floor, out).to_toml());
+        return Ok(0);
+    }
+    execute(cases, &a.out, req.connect.clone(), floor, args)
+}
+
+fn request_of(a: &RunArgs) -> Result<RunRequest, CliError> {
+    Ok(RunRequest {
+        workload: a.workload.clone().ok_or_else(|| CliError::Usage("no workload given: write e.g. `msgperf run pingpong -t uds`, or give --scenario FILE".into()))?,
+        transports: a.transport.clone(),
         sizes: parse_size_list(&a.size).map_err(|e| CliError::Usage(format!("--size: {e}")))?,
         count: a.count,
         duration: a.duration,
@@ -291,22 +334,18 @@ fn run(mut a: RunArgs, args: &[String]) -> Exit {
         poll: a.poll,
         confirm: a.confirm,
         checksum: a.checksum,
-        rates_hz: crate::units::parse_rate_list(&a.rate)
-            .map_err(|e| CliError::Usage(format!("--rate: {e}")))?,
+        rates_hz: crate::units::parse_rate_list(&a.rate).map_err(|e| CliError::Usage(format!("--rate: {e}")))?,
         timeout: a.timeout,
         placement: a.placement.map(|p| match p {
             PlacementArg::SameCpu => Placement::SameCpu,
             PlacementArg::CrossCpu => Placement::CrossCpu,
             PlacementArg::Any => Placement::Any,
         }),
-        pin: a.pin,
+        pin: a.pin.clone(),
         threads: a.threads,
         options: parse_opts(&a.opts)?,
         connect: a.connect.clone(),
-    };
-    let cases = plan::cases(&req).map_err(CliError::Usage)?;
-    let floor = !a.no_floor && a.connect.is_none();
-    execute(cases, &a.out, a.connect, floor, args)
+    })
 }
 
 fn label(c: &CaseConfig) -> String {

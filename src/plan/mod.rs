@@ -1,6 +1,8 @@
 //! Room `plan`: from what the user asked (raw options) to a validated list of cases. Every
 //! refusal happens here, before anything starts, in one line that names the fix.
 
+pub mod scenario;
+
 use crate::result::{CaseConfig, Placement, Wait};
 use crate::sys;
 use crate::transport;
