@@ -169,6 +169,15 @@ fn json_and_csv_hold_every_figure_and_the_environment() {
             }
         }
         assert_eq!(c["config"]["placement"], "cross-cpu");
+        // The wire: loopback counters for tcp (at least an IP header per message), none for uds.
+        match c["config"]["transport"].as_str().unwrap() {
+            "tcp" => assert!(
+                s["wire_overhead_bytes_per_msg"].as_f64().unwrap() >= 20.0,
+                "{}",
+                s["wire_overhead_bytes_per_msg"]
+            ),
+            _ => assert!(s["wire_bytes_per_msg"].is_null()),
+        }
         assert!(
             c["roles"][0]["histograms"]["rtt_ns"].is_string(),
             "the histogram itself is kept"

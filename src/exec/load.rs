@@ -53,3 +53,17 @@ pub fn other_load_pct(
     }
     Some(((busy - ours_ns as f64).max(0.0) / total * 100.0).min(100.0))
 }
+
+/// Bytes and packets the loopback interface carried (each loopback packet is counted once as
+/// sent): what network transports put on the "wire", headers and acknowledgements included.
+pub fn loopback_tx() -> Option<(u64, u64)> {
+    let dev = std::fs::read_to_string("/proc/net/dev").ok()?;
+    let line = dev.lines().find(|l| l.trim_start().starts_with("lo:"))?;
+    let f: Vec<u64> = line
+        .split_once(':')?
+        .1
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    Some((*f.get(8)?, *f.get(9)?))
+}

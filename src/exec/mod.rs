@@ -8,7 +8,7 @@ mod load;
 pub mod peer;
 pub mod session;
 
-use crate::result::{CaseConfig, CaseResult, FloorResult, RoleResult, Wait};
+use crate::result::{CaseConfig, CaseResult, FloorResult, RoleResult, Wait, WireCount};
 use crate::sys;
 use crate::transport::{self, ChannelSpec, FloorRoles, Rendezvous};
 use crate::workload::{self, message};
@@ -57,6 +57,8 @@ impl Runner {
         } else {
             None
         };
+        let network = transport::find(&case.transport).is_ok_and(|t| t.capabilities().cross_host);
+        let wire_before = if network { load::loopback_tx() } else { None };
         let before = load::sample();
         let usage_before = sys::process_and_children_cpu_ns();
         let (roles, error) = match &self.connect {
@@ -66,6 +68,13 @@ impl Runner {
         };
         let ours = sys::process_and_children_cpu_ns().saturating_sub(usage_before);
         let after = load::sample();
+        let wire = match (wire_before, load::loopback_tx()) {
+            (Some(b), Some(a)) if self.connect.is_none() => Some(WireCount {
+                bytes: a.0.saturating_sub(b.0),
+                packets: a.1.saturating_sub(b.1),
+            }),
+            _ => None,
+        };
         let cpus: BTreeSet<usize> = [case.cpus.0, case.cpus.1].into_iter().flatten().collect();
         CaseResult {
             config: case.clone(),
@@ -73,6 +82,7 @@ impl Runner {
             floor,
             error,
             interrupted: stop_requested(),
+            wire,
             other_load_pct: if cpus.is_empty() {
                 None
             } else {

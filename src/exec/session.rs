@@ -105,7 +105,8 @@ pub fn active(ep: &mut dyn Endpoint, case: &CaseConfig, stop: &AtomicBool) -> Ac
             Some(format!("{}: {e}", w.roles()[0])),
         ),
     };
-    let mine = rec.finish(w.roles()[0], error.clone());
+    let mut mine = rec.finish(w.roles()[0], error.clone());
+    mine.sent_total = sent.next;
     let peer = if peer_gone {
         None
     } else {

@@ -161,6 +161,7 @@ impl Recorder {
             pid: std::process::id(),
             cpus_seen: self.cpus.clone(),
             measured_ns: self.end_ns.saturating_sub(self.start_ns),
+            sent_total: 0,
             histograms: Metric::ALL
                 .iter()
                 .filter(|m| !self.hists[**m as usize].is_empty())

@@ -22,7 +22,9 @@ pub fn render_terminal(run: &RunResult, details: bool) -> String {
     if details {
         out.push_str(&table::roles_table(&s));
         out.push('\n');
-        if s.iter().any(|c| c.vs_floor.is_some()) {
+        if s.iter()
+            .any(|c| c.vs_floor.is_some() || c.wire_bytes_per_msg.is_some())
+        {
             out.push_str(&table::floors_table(&s));
             out.push('\n');
         }

@@ -110,6 +110,10 @@ pub struct CaseSummary {
     /// corrected), and how late the sender was behind its schedule.
     pub latency_from_intended: Option<Distribution>,
     pub send_lag: Option<Distribution>,
+    /// Network transports: loopback bytes per message sent (both directions, headers and
+    /// acknowledgements included), and how much of that is not payload.
+    pub wire_bytes_per_msg: Option<f64>,
+    pub wire_overhead_bytes_per_msg: Option<f64>,
     pub roles: Vec<RoleSummary>,
     pub error: Option<String>,
     pub interrupted: bool,
@@ -168,6 +172,22 @@ fn primary(case: &CaseResult) -> Option<(&RoleResult, Histogram<u64>, &'static s
         }
     }
     None
+}
+
+/// Loopback bytes per message and payload bytes per message. The wire also carried the
+/// warm-up, so the measured message count is scaled by the active role's total to measured
+/// ratio (the session's few control messages are left in: a small overcount).
+fn wire_per_msg(case: &CaseResult) -> Option<(f64, f64)> {
+    let w = case.wire?;
+    let active = case.roles.first()?;
+    let measured: u64 = case.roles.iter().map(|r| r.counters.messages_sent).sum();
+    let payload: u64 = case.roles.iter().map(|r| r.counters.bytes_sent).sum();
+    if measured == 0 || active.counters.messages_sent == 0 {
+        return None;
+    }
+    let scale = (active.sent_total as f64 / active.counters.messages_sent as f64).max(1.0);
+    let msgs = measured as f64 * scale;
+    Some((w.bytes as f64 / msgs, payload as f64 / measured as f64))
 }
 
 pub fn summarize(case: &CaseResult) -> CaseSummary {
@@ -252,6 +272,8 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
             .rate_hz
             .filter(|_| msgs_per_s > 0.0)
             .map(|r| (msgs_per_s - r) / r * 100.0),
+        wire_bytes_per_msg: wire_per_msg(case).map(|w| w.0),
+        wire_overhead_bytes_per_msg: wire_per_msg(case).map(|w| w.0 - w.1),
         latency_from_intended: dist("one_way_from_intended_ns"),
         send_lag: dist("send_lag_ns"),
         roles: case.roles.iter().map(role_summary).collect(),

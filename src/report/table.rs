@@ -229,6 +229,10 @@ pub fn floors_table(summaries: &[CaseSummary]) -> String {
             s.floor_mb_per_s.map_or("-".into(), |v| format!("{v:.1}")),
             ours,
             s.vs_floor.map_or("-".into(), |r| format!("{r:.2}x")),
+            s.wire_bytes_per_msg
+                .map_or("-".into(), |v| format!("{v:.0}")),
+            s.wire_overhead_bytes_per_msg
+                .map_or("-".into(), |v| format!("{v:.0}")),
         ]);
     }
     t.to_string()

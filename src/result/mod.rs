@@ -136,6 +136,16 @@ pub struct CaseResult {
     pub interrupted: bool,
     /// Share of the pinned CPUs' time that other programs used during the case, in percent.
     pub other_load_pct: Option<f64>,
+    /// Network transports: bytes and packets the loopback interface carried during the case
+    /// (all of it, so other loopback traffic would count too).
+    #[serde(default)]
+    pub wire: Option<WireCount>,
+}
+
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct WireCount {
+    pub bytes: u64,
+    pub packets: u64,
 }
 
 /// The transport's plain loop (see `msgperf floor`): what every ratio divides by.
@@ -160,6 +170,9 @@ pub struct RoleResult {
     pub cpus_seen: Vec<usize>,
     /// Length of the measured window.
     pub measured_ns: u64,
+    /// Active role: messages sent in all, warm-up included (the measured ones are counted).
+    #[serde(default)]
+    pub sent_total: u64,
     /// Histograms by metric name (`rtt_ns`, `one_way_ns`, `send_call_ns`, `recv_call_ns`).
     pub histograms: BTreeMap<String, EncodedHistogram>,
     pub counters: Counters,
