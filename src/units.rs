@@ -133,8 +133,14 @@ pub fn parse_rate(s: &str) -> Result<Option<f64>, String> {
     Ok(Some(v * mult))
 }
 
-/// Parses a list of rates: `10hz,100hz,1khz,max`.
+/// The offered loads of `--rate sweep`, up to saturation (`max` last).
+pub const SWEEP_HZ: [f64; 12] = [100.0, 1e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6, 2e6, 5e6];
+
+/// Parses a list of rates: `10hz,100hz,1khz,max`, or `sweep`.
 pub fn parse_rate_list(s: &str) -> Result<Vec<Option<f64>>, String> {
+    if s.trim() == "sweep" {
+        return Ok(SWEEP_HZ.iter().map(|r| Some(*r)).chain([None]).collect());
+    }
     let v: Vec<Option<f64>> = s
         .split(',')
         .map(str::trim)

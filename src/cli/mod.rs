@@ -118,7 +118,8 @@ struct RunArgs {
     #[arg(long)]
     checksum: bool,
     /// Stream: send on an open-loop schedule at these rates (e.g. 1khz or 10hz,1khz,max), one
-    /// case each. Latency is then also measured from each message's intended send time.
+    /// case each, or `sweep` (100 Hz up to saturation, then max). Latency is then also
+    /// measured from each message's intended send time.
     #[arg(long, default_value = "max")]
     rate: String,
     /// Run the roles as two threads of one process instead of two processes.
@@ -348,6 +349,17 @@ fn request_of(a: &RunArgs) -> Result<RunRequest, CliError> {
     })
 }
 
+/// Two cases that differ only in their rate (points of one sweep).
+fn same_but_rate(a: &CaseConfig, b: &CaseConfig) -> bool {
+    CaseConfig {
+        rate_hz: None,
+        ..a.clone()
+    } == CaseConfig {
+        rate_hz: None,
+        ..b.clone()
+    }
+}
+
 fn label(c: &CaseConfig) -> String {
     let cpu = |c: Option<usize>| c.map_or("-".to_string(), |c| c.to_string());
     format!(
@@ -403,12 +415,30 @@ fn execute(
     };
     let progress = Progress::new(cases.len(), expected);
     let mut runner = Runner::new(connect, floor);
+    // A rate sweep stops offering more load to a case that could not hold a lower one.
+    let mut saturated: Vec<(CaseConfig, f64)> = Vec::new();
     for case in &cases {
         if exec::stop_requested() {
             break;
         }
+        if saturated
+            .iter()
+            .any(|(c, hz)| same_but_rate(c, case) && case.rate_hz.is_some_and(|r| r > *hz))
+        {
+            progress.done_one();
+            continue;
+        }
         progress.case(&label(case));
-        run.cases.push(runner.run_case(case));
+        let result = runner.run_case(case);
+        if let (Some(hz), Some(err)) = (
+            case.rate_hz,
+            report::summary::summarize(&result).rate_error_pct,
+        ) {
+            if err < -5.0 {
+                saturated.push((case.clone(), hz));
+            }
+        }
+        run.cases.push(result);
         write_outputs(&run, out).map_err(CliError::Run)?;
         progress.done_one();
     }

@@ -3,6 +3,7 @@
 
 pub mod progress;
 pub mod summary;
+pub mod sweep;
 pub mod table;
 pub mod warnings;
 
@@ -29,6 +30,7 @@ pub fn render_terminal(run: &RunResult, details: bool) -> String {
             out.push('\n');
         }
     }
+    out.push_str(&sweep::render(&sweep::sweeps(&s)));
     out.push_str(&table::notes(run, &s));
     out
 }
