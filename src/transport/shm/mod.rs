@@ -4,7 +4,7 @@
 //!
 //! Options: `buffer=queue|latest` (FIFO ring, or a newest-value slot that writes overwrite),
 //! `wait=spin|spin-yield|block` (busy poll, poll then yield the CPU, or sleep on a futex until
-//! woken), `zero-copy=true` (messages built and read in place), `capacity=16M` (bytes of each
+//! woken), `zero-copy=true` (messages built and read in place), `capacity=256k` (bytes of each
 //! ring), `full=wait|fail` (a full queue makes the writer wait, or fail and count it).
 
 #![allow(unsafe_code)]
@@ -46,7 +46,7 @@ impl Transport for Shm {
             OptionSpec { key: "buffer", default: "queue", about: "queue: FIFO ring, never overwrites; latest: one slot, readers get the newest", values: &["queue", "latest"] },
             OptionSpec { key: "wait", default: "spin-yield", about: "how a side waits: spin (busy), spin-yield (spin 2 us, then yield), block (futex sleep)", values: &["spin", "spin-yield", "block"] },
             OptionSpec { key: "zero-copy", default: "false", about: "build and read messages in place in the segment (queue only)", values: &["true", "false"] },
-            OptionSpec { key: "capacity", default: "16M", about: "bytes of each ring; a message may take up to half of it", values: &[] },
+            OptionSpec { key: "capacity", default: "256k", about: "bytes of each ring (grown to twice the largest message); a message may take up to half of it", values: &[] },
             OptionSpec { key: "full", default: "wait", about: "a full queue makes the writer wait, or fail (counted as send_full)", values: &["wait", "fail"] },
         ]
     }
@@ -59,13 +59,8 @@ impl Transport for Shm {
         Capabilities {
             reliable: !latest && !fail,
             ordered: true,
-            // A queue message may take half a ring (`capacity`, 16 MiB unless set).
-            max_message_bytes: o
-                .get("capacity")
-                .and_then(|c| crate::units::parse_size(c).ok())
-                .unwrap_or(16 << 20)
-                / 2
-                - 8,
+            // The ring grows to hold twice the largest message the channel carries.
+            max_message_bytes: 1 << 30,
             cross_process: true,
             cross_host: false,
             latest_value: latest,
@@ -233,13 +228,15 @@ struct Config {
 impl Config {
     fn from(spec: &ChannelSpec) -> Result<Self, TransportError> {
         let ring_bytes = match spec.option("capacity") {
-            None => 16 << 20,
+            // Measured: a ring that stays in the second-level cache moves 64 KiB messages 1.5x
+            // faster than a 16 MiB one, and queues far less (see the README).
+            None => 256 << 10,
             Some(c) => crate::units::parse_size(c)
                 .ok()
                 .filter(|&n| (4096..=1 << 32).contains(&n))
                 .ok_or_else(|| {
                     TransportError::Unsupported(format!(
-                        "--opt capacity={c}: give bytes from 4k to 4G, e.g. 16M"
+                        "--opt capacity={c}: give bytes from 4k to 4G, e.g. 1M"
                     ))
                 })?,
         };
