@@ -171,7 +171,7 @@ fn a_hung_peer_is_killed_by_the_watchdog() {
 fn a_server_started_by_hand_serves_several_cases() {
     let dir = temp_dir();
     let sock = dir.path().join("s.sock");
-    let server = spawn(&["serve", "-t", "uds", "--listen", sock.to_str().unwrap()]);
+    let server = Server::start(&["serve", "-t", "uds", "--listen", sock.to_str().unwrap()]);
     let end = Instant::now() + Duration::from_secs(10);
     while !sock.exists() {
         assert!(Instant::now() < end, "serve never listened");
@@ -209,7 +209,7 @@ fn a_server_started_by_hand_serves_several_cases() {
         );
     }
     signal(server.id(), libc::SIGINT);
-    let out = wait_output(server, Duration::from_secs(10));
+    let out = wait_output(server.take(), Duration::from_secs(10));
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout).matches("served pingpong").count(), 2);
     assert!(!sock.exists(), "the socket file is removed");

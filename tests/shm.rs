@@ -169,11 +169,7 @@ fn leftovers_of_dead_processes_are_swept() {
 #[test]
 fn a_named_server_serves_cases_and_outlives_a_client_killed_mid_run() {
     let name = format!("t{}", std::process::id());
-    let server = msgperf(&["serve", "-t", "shm", "--name", &name, "--timeout", "2s"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let server = Server::start(&["serve", "-t", "shm", "--name", &name, "--timeout", "2s"]);
     let seg = format!("/dev/shm/msgperf-{name}");
     let end = Instant::now() + Duration::from_secs(10);
     while !std::path::Path::new(&seg).exists() {
@@ -244,7 +240,7 @@ fn a_named_server_serves_cases_and_outlives_a_client_killed_mid_run() {
         text(&out.stderr)
     );
     unsafe { libc::kill(server.id() as i32, libc::SIGINT) };
-    let out = wait_output(server, Duration::from_secs(10));
+    let out = wait_output(server.take(), Duration::from_secs(10));
     assert!(
         text(&out.stderr).contains("closed"),
         "the server reported the dead client: {}",

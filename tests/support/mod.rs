@@ -98,3 +98,29 @@ pub fn spawn(args: &[&str]) -> std::process::Child {
         .spawn()
         .unwrap()
 }
+
+/// A server a test started: killed when the test ends, even by a panic, so no test leaves a
+/// process behind.
+pub struct Server(pub Option<Child>);
+
+impl Server {
+    pub fn start(args: &[&str]) -> Self {
+        Server(Some(spawn(args)))
+    }
+    pub fn id(&self) -> u32 {
+        self.0.as_ref().expect("running").id()
+    }
+    /// Hands the process over (to wait for its output); the guard no longer kills it.
+    pub fn take(mut self) -> Child {
+        self.0.take().expect("running")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}

@@ -310,11 +310,14 @@ impl Listener for ShmListener {
         }
         let deadline = Deadline::after(spec.timeout);
         let map = self.created.as_ref().expect("created above");
+        // Poll for the peer's attach, backing off to 5 ms so an idle server costs nothing.
+        let mut pause = Duration::from_micros(100);
         while header(map).state.load(Ordering::Acquire) & ATTACHED == 0 {
             if deadline.expired() {
                 return Err(TransportError::Timeout(spec.timeout));
             }
-            std::thread::sleep(Duration::from_micros(200));
+            std::thread::sleep(pause.min(deadline.remaining_nonzero()));
+            pause = (pause * 2).min(Duration::from_millis(5));
         }
         // Both sides have it mapped: the name is no longer needed, and goes to a fresh
         // segment at once, ready for the next peer of a server.
