@@ -6,32 +6,14 @@ mod support;
 use msgperf::exec::Runner;
 use msgperf::plan::{self, RunRequest};
 use msgperf::report::summary::summarize;
-use msgperf::result::{CaseResult, Placement};
+use msgperf::result::CaseResult;
 use msgperf::transport::REGISTRY;
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::time::Duration;
 use support::*;
 
 fn request(workload: &str, transport: &str) -> RunRequest {
-    RunRequest {
-        workload: workload.into(),
-        transports: vec![transport.into()],
-        sizes: vec![64, 4096],
-        count: Some(300),
-        duration: None,
-        warmup: Duration::from_millis(20),
-        poll: false,
-        confirm: false,
-        checksum: true,
-        rates_hz: vec![None],
-        timeout: Duration::from_secs(5),
-        placement: Some(Placement::Any),
-        pin: None,
-        threads: true,
-        options: BTreeMap::new(),
-        connect: None,
-    }
+    short_request(workload, transport)
 }
 
 fn check(c: &CaseResult, count: u64) {

@@ -12,21 +12,7 @@ use support::*;
 fn killing_the_peer_ends_the_run_with_an_error_and_keeps_what_was_measured() {
     let dir = temp_dir();
     let json = dir.path().join("r.json");
-    let child = spawn(&[
-        "run",
-        "pingpong",
-        "-t",
-        "uds",
-        "--duration",
-        "60s",
-        "--warmup",
-        "0s",
-        "--no-floor",
-        "--placement",
-        "any",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
+    let child = long_run("pingpong", "uds", Some(&json));
     let pid = child.id();
     let peer = wait_for_child(pid);
     std::thread::sleep(Duration::from_millis(800));
@@ -98,21 +84,7 @@ fn a_busy_address_is_named() {
 fn ctrl_c_stops_cleanly_and_writes_what_was_measured() {
     let dir = temp_dir();
     let json = dir.path().join("r.json");
-    let child = spawn(&[
-        "run",
-        "pingpong",
-        "-t",
-        "pipe",
-        "--duration",
-        "60s",
-        "--warmup",
-        "0s",
-        "--no-floor",
-        "--placement",
-        "any",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
+    let child = long_run("pingpong", "pipe", Some(&json));
     let pid = child.id();
     let peer = wait_for_child(pid);
     std::thread::sleep(Duration::from_millis(800));

@@ -14,25 +14,14 @@ use support::*;
 
 fn request(workload: &str, opts: &[(&str, &str)]) -> RunRequest {
     RunRequest {
-        workload: workload.into(),
-        transports: vec!["shm".into()],
         sizes: vec![64, 8192],
         count: Some(50_000),
-        duration: None,
         warmup: Duration::from_millis(10),
-        poll: false,
-        confirm: false,
-        checksum: true,
-        rates_hz: vec![None],
-        timeout: Duration::from_secs(5),
-        placement: Some(Placement::Any),
-        pin: None,
-        threads: true,
         options: opts
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect::<BTreeMap<_, _>>(),
-        connect: None,
+        ..short_request(workload, "shm")
     }
 }
 
@@ -256,23 +245,7 @@ fn a_named_server_serves_cases_and_outlives_a_client_killed_mid_run() {
 fn killing_either_side_leaves_no_segment() {
     let before = shm_files();
     // The peer dies: the controller notices, fails the case, and nothing is left.
-    let child = msgperf(&[
-        "run",
-        "stream",
-        "-t",
-        "shm",
-        "--duration",
-        "60s",
-        "--warmup",
-        "0s",
-        "--no-floor",
-        "--placement",
-        "any",
-    ])
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
+    let child = long_run("stream", "shm", None);
     let peer = wait_for_child(child.id()) as i32;
     std::thread::sleep(Duration::from_millis(500));
     unsafe { libc::kill(peer, libc::SIGKILL) };
@@ -284,19 +257,7 @@ fn killing_either_side_leaves_no_segment() {
         text(&out.stdout)
     );
     // The controller dies: its peer dies with it, and nothing is left either.
-    let mut child = msgperf(&[
-        "run",
-        "pingpong",
-        "-t",
-        "shm",
-        "--duration",
-        "60s",
-        "--no-floor",
-    ])
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::null())
-    .spawn()
-    .unwrap();
+    let mut child = long_run("pingpong", "shm", None);
     std::thread::sleep(Duration::from_millis(700));
     child.kill().unwrap();
     child.wait().unwrap();

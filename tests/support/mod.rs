@@ -124,3 +124,48 @@ impl Drop for Server {
         }
     }
 }
+
+/// A short, threaded, unpinned run of `workload` on `transport` with exact counts; tests
+/// change the fields they care about.
+pub fn short_request(workload: &str, transport: &str) -> msgperf::plan::RunRequest {
+    msgperf::plan::RunRequest {
+        workload: workload.into(),
+        transports: vec![transport.into()],
+        sizes: vec![64, 4096],
+        count: Some(300),
+        duration: None,
+        warmup: Duration::from_millis(20),
+        poll: false,
+        confirm: false,
+        checksum: true,
+        rates_hz: vec![None],
+        timeout: Duration::from_secs(5),
+        placement: Some(msgperf::result::Placement::Any),
+        pin: None,
+        threads: true,
+        options: Default::default(),
+        connect: None,
+    }
+}
+
+/// A 60-second run in processes, to be killed or interrupted by the test; `json` collects
+/// what it measured before that.
+pub fn long_run(workload: &str, transport: &str, json: Option<&std::path::Path>) -> Child {
+    let mut args = vec![
+        "run",
+        workload,
+        "-t",
+        transport,
+        "--duration",
+        "60s",
+        "--warmup",
+        "0s",
+        "--no-floor",
+        "--placement",
+        "any",
+    ];
+    if let Some(j) = json {
+        args.extend(["--json", j.to_str().unwrap()]);
+    }
+    spawn(&args)
+}
