@@ -217,3 +217,48 @@ fn connecting_to_nobody_fails_within_the_timeout() {
         );
     }
 }
+
+#[test]
+fn a_listener_with_many_peers_serves_them_at_once_on_separate_channels() {
+    const PEERS: usize = 3;
+    for t in REGISTRY.iter().filter(|t| t.capabilities().many_peers) {
+        let s = spec(5_000);
+        let mut l = t.listen(&s).unwrap();
+        let at = l.rendezvous();
+        // All connect at once, as publishers starting together do.
+        let connectors: Vec<_> = (0..PEERS)
+            .map(|i| {
+                let (at, s) = (at.clone(), s.clone());
+                let t = *t;
+                std::thread::spawn(move || {
+                    let mut c = t
+                        .connect(&at, &s)
+                        .unwrap_or_else(|e| panic!("{}: connect {i}: {e}", t.name()));
+                    c.send(&message(100 + i, i as u8)).unwrap();
+                    let mut buf = vec![0u8; 1000];
+                    let n = c.recv(&mut buf).unwrap();
+                    assert_eq!(buf[..n], message(200 + i, i as u8)[..], "{}", t.name());
+                })
+            })
+            .collect();
+        let mut buf = vec![0u8; 1000];
+        let mut accepted = Vec::new();
+        for _ in 0..PEERS {
+            let mut a = l
+                .accept(&s)
+                .unwrap_or_else(|e| panic!("{}: accept: {e}", t.name()));
+            let n = a.recv(&mut buf).unwrap();
+            let i = n - 100;
+            assert!(i < PEERS, "{}: a message of {n} B", t.name());
+            assert_eq!(buf[..n], message(n, i as u8)[..], "{}", t.name());
+            accepted.push((i, a));
+        }
+        // Each answer goes back on its own channel only.
+        for (i, a) in accepted.iter_mut() {
+            a.send(&message(200 + *i, *i as u8)).unwrap();
+        }
+        for c in connectors {
+            c.join().unwrap();
+        }
+    }
+}

@@ -46,7 +46,7 @@ enum Command {
     /// Every built-in transport, ping-pong 64 B and 4 KiB and a 64 KiB stream, in both pinned placements.
     Survey(SurveyArgs),
     /// Run one workload on one or more transports and sizes.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Measure each transport's plain loop (and the hardware's), with no harness.
     Floor(floor_cmd::FloorArgs),
     /// Wait for peers and serve the passive role of their cases (NML's perfsvr).
@@ -55,6 +55,9 @@ enum Command {
     Transports(TransportsArgs),
     /// Render a saved JSON result again.
     Report(ReportArgs),
+    /// A publisher role started by `run pubsub` (ordered over stdin).
+    #[command(hide = true)]
+    Publish,
 }
 
 #[derive(Args, Debug, Default)]
@@ -89,9 +92,21 @@ enum PlacementArg {
     Any,
 }
 
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum DeliveryArg {
+    Reliable,
+    BestEffort,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum HistoryArg {
+    Fifo,
+    Latest,
+}
+
 #[derive(Args, Debug)]
 struct RunArgs {
-    /// The workload: pingpong or stream (or give a --scenario).
+    /// The workload: pingpong, stream or pubsub (or give a --scenario).
     workload: Option<String>,
     /// Transports, comma-separated (see `msgperf transports`).
     #[arg(long, short, value_delimiter = ',')]
@@ -122,7 +137,25 @@ struct RunArgs {
     /// measured from each message's intended send time.
     #[arg(long, default_value = "max")]
     rate: String,
-    /// Run the roles as two threads of one process instead of two processes.
+    /// pubsub: publishers, each a process (a thread with --threads) sending at --rate.
+    #[arg(long, default_value_t = 1)]
+    pubs: usize,
+    /// pubsub: subscribers, each a process (a thread with --threads) taking every publisher.
+    #[arg(long, default_value_t = 1)]
+    subs: usize,
+    /// reliable: nothing may be lost, a slow reader pushes back and any loss fails the case;
+    /// best-effort: where the transport can drop (udp, shm), a slow reader loses messages,
+    /// counted per reader. Default: as the transport is.
+    #[arg(long, value_enum)]
+    delivery: Option<DeliveryArg>,
+    /// fifo: every message in order; latest: only the newest, older unread ones overwritten
+    /// and counted (shm).
+    #[arg(long, value_enum, default_value = "fifo")]
+    history: HistoryArg,
+    /// The first subscriber (reader) spends this long on every message: a slow consumer.
+    #[arg(long, value_parser = parse_duration)]
+    slow_subscriber: Option<Duration>,
+    /// Run the roles as threads of one process instead of processes.
     #[arg(long)]
     threads: bool,
     /// Where the roles run (default cross-cpu on a machine with 2 CPUs or more).
@@ -186,6 +219,9 @@ struct ServeArgs {
     /// Print the rendezvous as one machine-readable line (used when msgperf starts its own peer).
     #[arg(long, hide = true)]
     announce: bool,
+    /// With --once: serve this many peers at once (a subscriber of several publishers).
+    #[arg(long, default_value_t = 1)]
+    peers: usize,
 }
 
 #[derive(Args, Debug)]
@@ -252,7 +288,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Exit {
             args,
         ),
         Some(Command::Survey(a)) => survey(a, args),
-        Some(Command::Run(a)) => run(a, args),
+        Some(Command::Run(a)) => run(*a, args),
         Some(Command::Floor(a)) => floor_cmd::floor(a),
         Some(Command::Serve(a)) => serve(a),
         Some(Command::Transports(a)) => {
@@ -260,6 +296,10 @@ fn dispatch(cli: Cli, args: &[String]) -> Exit {
             Ok(0)
         }
         Some(Command::Report(a)) => report_file(a),
+        Some(Command::Publish) => {
+            exec::pubsub::publisher_main().map_err(CliError::Run)?;
+            Ok(0)
+        }
     }
 }
 
@@ -346,6 +386,17 @@ fn request_of(a: &RunArgs) -> Result<RunRequest, CliError> {
         threads: a.threads,
         options: parse_opts(&a.opts)?,
         connect: a.connect.clone(),
+        pubs: a.pubs,
+        subs: a.subs,
+        delivery: a.delivery.map(|d| match d {
+            DeliveryArg::Reliable => plan::Delivery::Reliable,
+            DeliveryArg::BestEffort => plan::Delivery::BestEffort,
+        }),
+        history: match a.history {
+            HistoryArg::Fifo => plan::History::Fifo,
+            HistoryArg::Latest => plan::History::Latest,
+        },
+        slow_subscriber: a.slow_subscriber,
     })
 }
 
@@ -476,6 +527,7 @@ fn serve(a: ServeArgs) -> Exit {
         pin: a.pin,
         once: a.once,
         announce: a.announce,
+        peers: a.peers.max(1),
     };
     let announce = a.announce;
     exec::serve(&o, |r| {

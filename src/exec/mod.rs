@@ -6,6 +6,7 @@
 pub mod environment;
 mod load;
 pub mod peer;
+pub mod pubsub;
 pub mod session;
 
 use crate::result::{CaseConfig, CaseResult, FloorResult, RoleResult, Wait, WireCount};
@@ -63,6 +64,7 @@ impl Runner {
         let usage_before = sys::process_and_children_cpu_ns();
         let (roles, error) = match &self.connect {
             Some(addr) => run_connected(case, addr),
+            None if case.fans_out() => pubsub::run(case),
             None if case.threads => run_in_threads(case),
             None => run_in_processes(case),
         };
@@ -131,7 +133,11 @@ impl Runner {
 }
 
 fn outcome_roles(o: session::ActiveOutcome) -> (Vec<RoleResult>, Option<String>) {
-    let roles = o.mine.into_iter().chain(o.peer).collect();
+    let roles = o
+        .mine
+        .into_iter()
+        .chain(o.peers.into_iter().flatten())
+        .collect();
     (roles, o.error)
 }
 
@@ -142,7 +148,7 @@ fn active_side(case: &CaseConfig, at: &Rendezvous) -> session::ActiveOutcome {
         Ok(mut ep) => session::active(&mut *ep, case, &STOP),
         Err(e) => session::ActiveOutcome {
             mine: None,
-            peer: None,
+            peers: vec![],
             error: Some(format!(
                 "could not connect to the peer at {}: {e}",
                 at.address
@@ -227,6 +233,39 @@ pub struct ServeOptions {
     pub once: bool,
     /// Print the rendezvous as one machine-readable line (for a controller that started us).
     pub announce: bool,
+    /// With `once`: serve this many peers at once (a subscriber of several publishers).
+    pub peers: usize,
+}
+
+/// Accepts `peers` peers on one listener and serves each one's case on its own thread (a
+/// subscriber of several publishers); returns each one's outcome.
+pub fn serve_peers(
+    mut listener: Box<dyn transport::Listener>,
+    spec: &ChannelSpec,
+    peers: usize,
+) -> Vec<Result<(CaseConfig, RoleResult), String>> {
+    let mut out = Vec::new();
+    std::thread::scope(|scope| {
+        let mut served = Vec::new();
+        for _ in 0..peers {
+            match listener.accept(spec) {
+                Ok(mut ep) => served
+                    .push(scope.spawn(move || session::passive(&mut *ep, spec.poll, spec.timeout))),
+                Err(e) => {
+                    out.push(Err(format!("no peer connected: {e}")));
+                    break;
+                }
+            }
+        }
+        drop(listener);
+        for h in served {
+            out.push(
+                h.join()
+                    .unwrap_or_else(|_| Err("a serving thread panicked".into())),
+            );
+        }
+    });
+    out
 }
 
 pub fn serve(
@@ -278,6 +317,23 @@ pub fn serve(
             }
         };
         let mut ep = ep;
+        if o.once && o.peers > 1 {
+            // The first peer is in; the rest come on the same listener.
+            let first = std::thread::spawn({
+                let spec = o.spec.clone();
+                move || session::passive(&mut *ep, spec.poll, spec.timeout)
+            });
+            let mut results = serve_peers(listener, &o.spec, o.peers - 1);
+            results.insert(
+                0,
+                first
+                    .join()
+                    .unwrap_or_else(|_| Err("a serving thread panicked".into())),
+            );
+            let failed = results.iter().find_map(|r| r.as_ref().err().cloned());
+            results.into_iter().for_each(&mut report);
+            return failed.map_or(Ok(()), Err);
+        }
         if o.once {
             drop(listener);
             let r = session::passive(&mut *ep, o.spec.poll, o.spec.timeout);

@@ -14,6 +14,16 @@ use std::time::Duration;
 /// The line a peer prints first, followed by its rendezvous as JSON.
 pub const ANNOUNCE: &str = "msgperf-rendezvous";
 
+/// The msgperf binary, to start roles with. MSGPERF_EXE names it when the caller is not
+/// msgperf itself (the test suite).
+pub fn own_executable() -> Result<std::path::PathBuf, String> {
+    match std::env::var_os("MSGPERF_EXE") {
+        Some(p) => Ok(std::path::PathBuf::from(p)),
+        None => std::env::current_exe()
+            .map_err(|e| format!("cannot find msgperf's own executable to start a role: {e}")),
+    }
+}
+
 pub struct PeerProcess {
     child: Child,
     pub rendezvous: Rendezvous,
@@ -22,14 +32,7 @@ pub struct PeerProcess {
 
 impl PeerProcess {
     pub fn spawn(case: &CaseConfig) -> Result<Self, String> {
-        // MSGPERF_EXE names the binary when the caller is not msgperf itself (the test suite).
-        let exe = match std::env::var_os("MSGPERF_EXE") {
-            Some(p) => std::path::PathBuf::from(p),
-            None => std::env::current_exe().map_err(|e| {
-                format!("cannot find msgperf's own executable to start the peer: {e}")
-            })?,
-        };
-        let mut cmd = Command::new(exe);
+        let mut cmd = Command::new(own_executable()?);
         cmd.args([
             "serve",
             "--once",
@@ -39,6 +42,9 @@ impl PeerProcess {
         ]);
         cmd.args(["--timeout", &format!("{}ms", case.timeout.as_millis())]);
         cmd.args(["--max-message", &case.size_bytes.to_string()]);
+        if case.pubs > 1 {
+            cmd.args(["--peers", &case.pubs.to_string()]);
+        }
         if case.wait == Wait::Poll {
             cmd.arg("--poll");
         }
@@ -105,6 +111,7 @@ impl PeerProcess {
     pub fn finish(&mut self, grace: Duration) -> Option<String> {
         let status = match sys::reap(self.child.id(), grace) {
             Some(0) => None,
+            Some(-1) => Some("killed by a signal".to_string()),
             Some(code) => Some(format!("exit status {code}")),
             None => Some("killed after it did not exit".into()),
         };

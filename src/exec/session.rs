@@ -13,6 +13,7 @@
 //! The Ready answer is the start barrier: the passive role has allocated and pinned everything
 //! before it answers.
 
+use super::pubsub::FanOut;
 use crate::deadline::Deadline;
 use crate::measure::Recorder;
 use crate::result::{CaseConfig, RoleResult, SCHEMA_VERSION};
@@ -74,68 +75,115 @@ fn recv_control(
 }
 
 /// What the active side of a case ends with.
+#[derive(Default, Serialize, Deserialize)]
 pub struct ActiveOutcome {
     pub mine: Option<RoleResult>,
-    pub peer: Option<RoleResult>,
+    /// Each peer's result, in the order of the endpoints (None: it never came).
+    pub peers: Vec<Option<RoleResult>>,
     pub error: Option<String>,
 }
 
 /// Runs the active role of `case` over `ep`: hello, the workload, END, the peer's result.
 pub fn active(ep: &mut dyn Endpoint, case: &CaseConfig, stop: &AtomicBool) -> ActiveOutcome {
+    active_to_many(&mut [ep], case, stop, &mut || Ok(()))
+}
+
+/// Runs the active role to several peers at once (a publisher and its subscribers): hello
+/// to each, then `start` (the barrier of all publishers), the workload writing every message
+/// to each peer in turn, then END to each and each peer's result.
+pub fn active_to_many(
+    eps: &mut [&mut dyn Endpoint],
+    case: &CaseConfig,
+    stop: &AtomicBool,
+    start: &mut dyn FnMut() -> Result<(), String>,
+) -> ActiveOutcome {
     let w = workload::find(&case.workload).expect("cases are validated");
     let mut buf = vec![0u8; message::CONTROL_MAX];
-    let hello = Control::Hello {
-        version: SCHEMA_VERSION,
-        case: Box::new(case.clone()),
-    };
-    let ready = send_control(ep, &hello).and_then(|_| recv_control(ep, &mut buf, case.timeout));
-    match ready {
-        Ok(Control::Ready) => {}
-        Ok(Control::Refused(why)) => return failed(format!("the peer refused the case: {why}")),
-        Ok(_) => return failed("the peer answered the hello out of turn".into()),
-        Err(e) => return failed(format!("the peer did not answer the hello: {e}")),
+    let many = eps.len() > 1;
+    let name = |i: usize| name_of(w, many, i);
+    for (i, ep) in eps.iter_mut().enumerate() {
+        // Only the first reader is the slow one.
+        let mut hello_case = case.clone();
+        if i > 0 {
+            hello_case.slow_subscriber = None;
+        }
+        let hello = Control::Hello {
+            version: SCHEMA_VERSION,
+            case: Box::new(hello_case),
+        };
+        let ready =
+            send_control(*ep, &hello).and_then(|_| recv_control(*ep, &mut buf, case.timeout));
+        match ready {
+            Ok(Control::Ready) => {}
+            Ok(Control::Refused(why)) => {
+                return failed(format!("the {} refused the case: {why}", name(i)))
+            }
+            Ok(_) => return failed(format!("the {} answered the hello out of turn", name(i))),
+            Err(e) => return failed(format!("the {} did not answer the hello: {e}", name(i))),
+        }
+    }
+    if let Err(e) = start() {
+        return failed(e);
     }
     let mut rec = Recorder::new();
-    let run = w.active(ep, case, &mut rec, stop);
+    let (run, refused, failed_at) = if many {
+        let mut fan = FanOut::new(eps);
+        let run = w.active(&mut fan, case, &mut rec, stop);
+        (run, fan.refused, fan.failed_at)
+    } else {
+        (w.active(&mut *eps[0], case, &mut rec, stop), 0, None)
+    };
+    rec.counters.send_full += refused;
     let peer_gone = matches!(run, Err(RoleError::Transport(TransportError::PeerClosed)));
     let (sent, mut error) = match run {
         Ok(sent) => (sent, None),
         Err(e) => (
             workload::Sent::default(),
-            Some(format!("{}: {e}", w.roles()[0])),
+            Some(match failed_at {
+                Some(i) => format!("{}: sending to {}: {e}", w.roles()[0], name(i)),
+                None => format!("{}: {e}", w.roles()[0]),
+            }),
         ),
     };
     let mut mine = rec.finish(w.roles()[0], error.clone());
     mine.sent_total = sent.next;
-    let peer = if peer_gone {
-        None
-    } else {
-        end(ep, sent, case, &mut buf)
-    };
-    match &peer {
-        Some(p) if error.is_none() => {
-            error = p.error.as_ref().map(|e| format!("{}: {e}", w.roles()[1]))
+    let mut peers = Vec::with_capacity(eps.len());
+    for (i, ep) in eps.iter_mut().enumerate() {
+        // After a dead peer the others still get END, so they end within their timeout.
+        let peer = end(*ep, sent, case, &mut buf);
+        match &peer {
+            Some(p) if error.is_none() => {
+                error = p.error.as_ref().map(|e| format!("{}: {e}", name(i)))
+            }
+            None if error.is_none() && !peer_gone => {
+                error = Some(format!(
+                    "the {} never sent its result (it died or the END message was lost)",
+                    name(i)
+                ))
+            }
+            _ => {}
         }
-        None if error.is_none() => {
-            error = Some(format!(
-                "the {} never sent its result (it died or the END message was lost)",
-                w.roles()[1]
-            ))
-        }
-        _ => {}
+        peers.push(peer);
     }
     ActiveOutcome {
         mine: Some(mine),
-        peer,
+        peers,
         error,
+    }
+}
+
+fn name_of(w: &dyn workload::Workload, many: bool, i: usize) -> String {
+    if many {
+        format!("{} {}", w.roles()[1], i + 1)
+    } else {
+        w.roles()[1].to_string()
     }
 }
 
 fn failed(why: String) -> ActiveOutcome {
     ActiveOutcome {
-        mine: None,
-        peer: None,
         error: Some(why),
+        ..ActiveOutcome::default()
     }
 }
 

@@ -21,16 +21,24 @@ pub enum Metric {
     OneWayIntended = 4,
     /// Paced sends: how late the sender was behind its schedule.
     SendLag = 5,
+    /// Paced sends, one-way, for messages sent while the reader was already waiting for one:
+    /// a blocking reader had to be woken.
+    OneWayReaderIdle = 6,
+    /// Paced sends, one-way, for messages sent before the reader asked for them: it was
+    /// busy, so no wake-up (the steady-state figure).
+    OneWayReaderBusy = 7,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 6] = [
+    pub const ALL: [Metric; 8] = [
         Metric::Rtt,
         Metric::OneWay,
         Metric::SendCall,
         Metric::RecvCall,
         Metric::OneWayIntended,
         Metric::SendLag,
+        Metric::OneWayReaderIdle,
+        Metric::OneWayReaderBusy,
     ];
 
     pub fn key(self) -> &'static str {
@@ -41,6 +49,8 @@ impl Metric {
             Metric::RecvCall => "recv_call_ns",
             Metric::OneWayIntended => "one_way_from_intended_ns",
             Metric::SendLag => "send_lag_ns",
+            Metric::OneWayReaderIdle => "one_way_reader_idle_ns",
+            Metric::OneWayReaderBusy => "one_way_reader_busy_ns",
         }
     }
 }
@@ -52,7 +62,7 @@ const INTERVAL_NS: u64 = 100_000_000;
 const MAX_INTERVALS: usize = 36_000;
 
 pub struct Recorder {
-    hists: [Histogram<u64>; 6],
+    hists: [Histogram<u64>; 8],
     pub counters: Counters,
     start_ns: u64,
     end_ns: u64,
@@ -75,7 +85,7 @@ impl Recorder {
         let h =
             || Histogram::<u64>::new_with_bounds(1, HIGHEST_NS, 3).expect("valid histogram bounds");
         let mut r = Recorder {
-            hists: [h(), h(), h(), h(), h(), h()],
+            hists: std::array::from_fn(|_| h()),
             counters: Counters::default(),
             start_ns: 0,
             end_ns: 0,

@@ -31,6 +31,64 @@ pub struct RunRequest {
     pub options: BTreeMap<String, String>,
     /// The passive role is a `msgperf serve` at this address.
     pub connect: Option<String>,
+    /// Publishers and subscribers (pubsub).
+    pub pubs: usize,
+    pub subs: usize,
+    /// None: as the transport is (a reliable one is checked strictly, others count losses).
+    pub delivery: Option<Delivery>,
+    pub history: History,
+    /// The first subscriber spends this long on every message.
+    pub slow_subscriber: Option<Duration>,
+}
+
+/// What a slow reader does to the writer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Delivery {
+    /// Nothing may be lost: a slow reader pushes back, and any loss fails the case.
+    Reliable,
+    /// The writer never waits for a slow reader where the transport can drop; losses are
+    /// counted per reader.
+    BestEffort,
+}
+
+/// Which messages a reader gets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum History {
+    /// Every message, in order.
+    #[default]
+    Fifo,
+    /// The newest message; older unread ones are overwritten (counted).
+    Latest,
+}
+
+impl Default for RunRequest {
+    fn default() -> Self {
+        RunRequest {
+            workload: String::new(),
+            transports: Vec::new(),
+            sizes: vec![64],
+            count: None,
+            duration: None,
+            warmup: Duration::from_millis(200),
+            poll: false,
+            confirm: false,
+            checksum: false,
+            rates_hz: vec![None],
+            timeout: Duration::from_secs(10),
+            placement: None,
+            pin: None,
+            threads: false,
+            options: BTreeMap::new(),
+            connect: None,
+            pubs: 1,
+            subs: 1,
+            delivery: None,
+            history: History::Fifo,
+            slow_subscriber: None,
+        }
+    }
 }
 
 /// The default measured window when neither `--count` nor `--duration` is given.
@@ -153,8 +211,48 @@ fn cases_of(
 ) -> Result<Vec<CaseConfig>, String> {
     let name = t.name();
     let mut out = Vec::new();
+    let latest = req.history == History::Latest;
+    if latest && req.delivery == Some(Delivery::Reliable) {
+        return Err("--history latest overwrites unread messages, so it cannot be --delivery reliable: use --delivery best-effort".into());
+    }
+    let best_effort = req.delivery == Some(Delivery::BestEffort) || latest;
+    let mut options = options.clone();
+    if req.delivery.is_some() || latest {
+        for (k, v) in t.delivery_options(best_effort, latest)? {
+            match options.get(&k) {
+                Some(given) if *given != v => {
+                    return Err(format!(
+                        "--delivery/--history ask `{name}` for --opt {k}={v}, but --opt {k}={given} was given: drop one of them"
+                    ))
+                }
+                _ => {
+                    options.insert(k, v);
+                }
+            }
+        }
+    }
+    let options = &options;
+    if req.pubs == 0 || req.subs == 0 {
+        return Err("--pubs and --subs take 1 or more".into());
+    }
+    let fans_out = req.pubs > 1 || req.subs > 1;
+    if fans_out && w.name() != "pubsub" {
+        return Err(format!(
+            "--pubs and --subs are for the pubsub workload, not {}: write `msgperf run pubsub ...`",
+            w.name()
+        ));
+    }
+    if fans_out && req.connect.is_some() {
+        return Err("--connect serves one publisher and one subscriber: drop --pubs/--subs, or let msgperf start the roles".into());
+    }
     {
         let caps = t.capabilities_with(options);
+        if req.pubs > 1 && !caps.many_peers {
+            return Err(format!(
+                "transport `{name}` connects one peer to a listener at a time, so a subscriber cannot take {} publishers: use --pubs 1, or uds, tcp, udp or shm",
+                req.pubs
+            ));
+        }
         if req.connect.is_some() && !caps.cross_process {
             return Err(format!(
                 "transport `{name}` joins threads of one process: it cannot --connect to a server"
@@ -184,10 +282,17 @@ fn cases_of(
                 placement,
                 cpus,
                 threads: req.threads || !caps.cross_process,
-                strict: caps.reliable,
+                strict: match req.delivery {
+                    Some(Delivery::Reliable) => true,
+                    Some(Delivery::BestEffort) => false,
+                    None => caps.reliable,
+                },
                 zero_copy: caps.zero_copy,
                 latest: caps.latest_value,
                 rate_hz,
+                pubs: req.pubs,
+                subs: req.subs,
+                slow_subscriber: req.slow_subscriber,
             };
             w.check(&case, &caps)?;
             out.push(case);
@@ -227,6 +332,7 @@ pub fn survey(duration: Duration, warmup: Duration) -> Result<Vec<CaseConfig>, S
                     threads: false,
                     options: BTreeMap::new(),
                     connect: None,
+                    ..RunRequest::default()
                 };
                 out.extend(cases(&req)?);
             }
@@ -257,6 +363,7 @@ mod tests {
             threads: false,
             options: BTreeMap::new(),
             connect: None,
+            ..RunRequest::default()
         }
     }
 

@@ -11,13 +11,16 @@
 //! duration = "5s"          # or count = 100000
 //! warmup = "200ms"
 //! placement = "cross-cpu"  # same-cpu | cross-cpu | any, or pin = [0, 1]
+//! pubs = 1                 # pubsub roles: publishers and subscribers
+//! subs = 5
+//! delivery = "reliable"    # or "best-effort"; history = "fifo" | "latest"
 //! [options]                # as --opt
 //! wait = "spin,block"
 //! [output]
 //! json = "results.json"
 //! ```
 
-use super::RunRequest;
+use super::{Delivery, History, RunRequest};
 use crate::result::Placement;
 use crate::units::{format_duration, parse_duration, parse_rate_list, parse_size_list};
 use serde::{Deserialize, Serialize};
@@ -58,6 +61,16 @@ pub struct Scenario {
     pub floor: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connect: Option<String>,
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub pubs: usize,
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub subs: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<Delivery>,
+    #[serde(default, skip_serializing_if = "is_fifo")]
+    pub history: History,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slow_subscriber: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub options: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Output::is_empty")]
@@ -97,6 +110,15 @@ fn default_timeout() -> String {
 fn yes() -> bool {
     true
 }
+fn one() -> usize {
+    1
+}
+fn is_one(n: &usize) -> bool {
+    *n == 1
+}
+fn is_fifo(h: &History) -> bool {
+    *h == History::Fifo
+}
 
 impl Scenario {
     /// Parses a template; errors carry the line, the column and what was expected.
@@ -135,6 +157,15 @@ impl Scenario {
             threads: self.threads,
             options: self.options.clone(),
             connect: self.connect.clone(),
+            pubs: self.pubs,
+            subs: self.subs,
+            delivery: self.delivery,
+            history: self.history,
+            slow_subscriber: self
+                .slow_subscriber
+                .as_deref()
+                .map(|d| dur("slow_subscriber", d))
+                .transpose()?,
         })
     }
 
@@ -163,6 +194,11 @@ impl Scenario {
             timeout: format_duration(r.timeout),
             floor,
             connect: r.connect.clone(),
+            pubs: r.pubs,
+            subs: r.subs,
+            delivery: r.delivery,
+            history: r.history,
+            slow_subscriber: r.slow_subscriber.map(format_duration),
             options: r.options.clone(),
             output,
         }
@@ -201,6 +237,36 @@ mod tests {
             super::super::cases(&again.request().unwrap()).unwrap(),
             cases
         );
+    }
+
+    #[test]
+    fn a_pubsub_template_keeps_its_roles_and_delivery() {
+        let text = r#"
+            workload = "pubsub"
+            transports = ["shm"]
+            size = "200"
+            rate = "1khz"
+            duration = "2s"
+            pubs = 5
+            subs = 1
+            delivery = "best-effort"
+            slow_subscriber = "1ms"
+        "#;
+        let s = Scenario::parse(text, "p.toml").unwrap();
+        let cases = super::super::cases(&s.request().unwrap()).unwrap();
+        let c = &cases[0];
+        assert_eq!((c.pubs, c.subs), (5, 1));
+        assert!(!c.strict, "best-effort");
+        assert_eq!(c.options.get("full").map(String::as_str), Some("fail"));
+        assert_eq!(c.slow_subscriber, Some(std::time::Duration::from_millis(1)));
+        let again = Scenario::parse(&s.to_toml(), "printed").unwrap();
+        assert_eq!(again, s);
+        assert_eq!(
+            super::super::cases(&again.request().unwrap()).unwrap(),
+            cases
+        );
+        let e = Scenario::parse(&text.replace("best-effort", "sometimes"), "p.toml").unwrap_err();
+        assert!(e.contains("line 9") && e.contains("reliable"), "{e}");
     }
 
     #[test]

@@ -20,6 +20,10 @@ pub fn render_terminal(run: &RunResult, details: bool) -> String {
         out.push_str(&table::paced_table(&s));
         out.push('\n');
     }
+    if s.iter().any(|c| c.fan_out.is_some()) {
+        out.push_str(&table::subscribers_table(&s));
+        out.push('\n');
+    }
     if details {
         out.push_str(&table::roles_table(&s));
         out.push('\n');

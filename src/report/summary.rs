@@ -71,6 +71,13 @@ pub struct RoleSummary {
     pub read_calls_per_s: f64,
     pub new_messages_per_s: f64,
     pub peak_rss_kib: u64,
+    /// A receiving role's own one-way latency and delivery counts (each subscriber's).
+    pub latency: Option<Distribution>,
+    pub received: u64,
+    pub lost: u64,
+    pub duplicated: u64,
+    pub reordered: u64,
+    pub overwritten: u64,
     pub error: Option<String>,
 }
 
@@ -103,13 +110,20 @@ pub struct CaseSummary {
     pub corrupted: u64,
     /// Latest-value transports: messages overwritten before a read saw them.
     pub overwritten: u64,
-    /// Paced sends (`--rate`): the target, and how far the achieved rate is from it.
+    /// Paced sends (`--rate`): the target (per publisher), and how far the achieved rate is
+    /// from it (deliveries per second over publishers x subscribers).
     pub rate_hz: Option<f64>,
     pub rate_error_pct: Option<f64>,
     /// Paced sends: latency from each message's intended send time (coordinated omission
     /// corrected), and how late the sender was behind its schedule.
     pub latency_from_intended: Option<Distribution>,
     pub send_lag: Option<Distribution>,
+    /// Paced sends, split by what the message found: a reader already waiting for it (so a
+    /// blocking reader had to be woken) or a busy one (the steady-state figure).
+    pub latency_reader_idle: Option<Distribution>,
+    pub latency_reader_busy: Option<Distribution>,
+    /// pubsub: the roles and how copies reach the subscribers.
+    pub fan_out: Option<String>,
     /// Network transports: loopback bytes per message sent (both directions, headers and
     /// acknowledgements included), and how much of that is not payload.
     pub wire_bytes_per_msg: Option<f64>,
@@ -157,18 +171,54 @@ fn role_summary(r: &RoleResult) -> RoleSummary {
         read_calls_per_s: rate(c.read_calls, r.measured_ns),
         new_messages_per_s: rate(c.messages_received, r.measured_ns),
         peak_rss_kib: r.cpu.peak_rss_kib,
+        latency: r
+            .histogram("one_way_ns")
+            .filter(|h| !h.is_empty())
+            .map(|h| Distribution::of(&h)),
+        received: c.messages_received,
+        lost: c.lost,
+        duplicated: c.duplicated,
+        reordered: c.reordered,
+        overwritten: c.overwritten,
         error: r.error.clone(),
     }
 }
 
-/// The role and histogram that carry a case's latency: a round trip if any role timed one,
-/// else the receiver's one-way figure.
-fn primary(case: &CaseResult) -> Option<(&RoleResult, Histogram<u64>, &'static str)> {
-    for (key, kind) in [("rtt_ns", "round trip"), ("one_way_ns", "one-way")] {
-        for r in &case.roles {
-            if let Some(h) = r.histogram(key).filter(|h| !h.is_empty()) {
-                return Some((r, h, kind));
+/// A metric over every role that recorded it, histograms added (a fan-out's subscribers).
+fn merged(case: &CaseResult, key: &str) -> Option<Histogram<u64>> {
+    let mut out: Option<Histogram<u64>> = None;
+    for h in case.roles.iter().filter_map(|r| r.histogram(key)) {
+        match out.as_mut() {
+            Some(m) => {
+                let _ = m.add(&h);
             }
+            None => out = Some(h),
+        }
+    }
+    out.filter(|h| !h.is_empty())
+}
+
+/// The histogram that carries a case's latency (a round trip if any role timed one, else the
+/// receivers' one-way figure, all receivers merged) and the message rate behind it.
+fn primary(case: &CaseResult) -> Option<(Histogram<u64>, &'static str, f64)> {
+    for (key, kind) in [("rtt_ns", "round trip"), ("one_way_ns", "one-way")] {
+        if let Some(h) = merged(case, key) {
+            let rate: f64 = case
+                .roles
+                .iter()
+                .filter(|r| r.histograms.contains_key(key))
+                .map(|r| {
+                    // A reader's window opens at its first message, so the messages inside
+                    // it are one fewer.
+                    let n = if kind == "round trip" {
+                        r.counters.messages_sent
+                    } else {
+                        r.counters.messages_received.saturating_sub(1)
+                    };
+                    rate(n, r.measured_ns)
+                })
+                .sum();
+            return Some((h, kind, rate));
         }
     }
     None
@@ -186,27 +236,15 @@ fn wire_per_msg(case: &CaseResult) -> Option<(f64, f64)> {
         return None;
     }
     let scale = (active.sent_total as f64 / active.counters.messages_sent as f64).max(1.0);
-    let msgs = measured as f64 * scale;
+    // A fan-out sends a copy per subscriber: the wire figure is per delivered copy.
+    let msgs = measured as f64 * scale * case.config.subs as f64;
     Some((w.bytes as f64 / msgs, payload as f64 / measured as f64))
 }
 
 pub fn summarize(case: &CaseResult) -> CaseSummary {
     let cfg = &case.config;
-    let p = primary(case);
-    let (msgs_per_s, latency, kind) = match &p {
-        Some((r, h, kind)) => {
-            // A reader's window opens at its first message, so the messages inside it are one fewer.
-            let n = if *kind == "round trip" {
-                r.counters.messages_sent
-            } else {
-                r.counters.messages_received.saturating_sub(1)
-            };
-            (
-                rate(n, r.measured_ns),
-                Some(Distribution::of(h)),
-                kind.to_string(),
-            )
-        }
+    let (msgs_per_s, latency, kind) = match primary(case) {
+        Some((h, kind, rate)) => (rate, Some(Distribution::of(&h)), kind.to_string()),
         None => (0.0, None, "-".into()),
     };
     let mb_per_s = msgs_per_s * cfg.size_bytes as f64 / 1e6;
@@ -226,13 +264,9 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
         _ => None,
     };
     let sum = |f: fn(&RoleResult) -> u64| case.roles.iter().map(f).sum::<u64>();
-    let dist = |key: &str| {
-        case.roles
-            .iter()
-            .find_map(|r| r.histogram(key))
-            .filter(|h| !h.is_empty())
-            .map(|h| Distribution::of(&h))
-    };
+    let dist = |key: &str| merged(case, key).map(|h| Distribution::of(&h));
+    // Each publisher's schedule reaches each subscriber.
+    let deliveries_per_tick = (cfg.pubs * cfg.subs) as f64;
     CaseSummary {
         transport: cfg.transport.clone(),
         options: cfg
@@ -271,7 +305,15 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
         rate_error_pct: cfg
             .rate_hz
             .filter(|_| msgs_per_s > 0.0)
-            .map(|r| (msgs_per_s - r) / r * 100.0),
+            .map(|r| (msgs_per_s / deliveries_per_tick - r) / r * 100.0),
+        fan_out: cfg.fans_out().then(|| {
+            format!(
+                "{} publisher(s) x {} subscriber(s), a copy per subscriber",
+                cfg.pubs, cfg.subs
+            )
+        }),
+        latency_reader_idle: dist("one_way_reader_idle_ns"),
+        latency_reader_busy: dist("one_way_reader_busy_ns"),
         wire_bytes_per_msg: wire_per_msg(case).map(|w| w.0),
         wire_overhead_bytes_per_msg: wire_per_msg(case).map(|w| w.0 - w.1),
         latency_from_intended: dist("one_way_from_intended_ns"),

@@ -172,6 +172,10 @@ pub fn paced_table(summaries: &[CaseSummary]) -> String {
         "from send p50 [us]",
         "sender lag p99 [us]",
         "lag max [us]",
+        "reader idle: msgs",
+        "p50 [us]",
+        "reader busy: msgs",
+        "p50 [us]",
     ]);
     for (i, s) in summaries.iter().enumerate() {
         let Some(rate) = s.rate_hz else { continue };
@@ -183,12 +187,17 @@ pub fn paced_table(summaries: &[CaseSummary]) -> String {
         let max = |d: &Option<super::summary::Distribution>| {
             d.as_ref().map_or("-".into(), |d| us(d.max_ns as f64))
         };
+        let count = |d: &Option<super::summary::Distribution>| {
+            d.as_ref().map_or("0".into(), |d| d.samples.to_string())
+        };
         t.add_row(vec![
             (i + 1).to_string(),
             s.transport.clone(),
             format_size(s.size_bytes),
             format!("{rate:.0}"),
-            format!("{:.1}", s.msgs_per_s),
+            // Per publisher and subscriber, like the rate asked for.
+            s.rate_error_pct
+                .map_or("-".into(), |e| format!("{:.1}", rate * (1.0 + e / 100.0))),
             s.rate_error_pct.map_or("-".into(), |e| format!("{e:+.2}")),
             p(&s.latency_from_intended, 0),
             p(&s.latency_from_intended, 2),
@@ -196,7 +205,59 @@ pub fn paced_table(summaries: &[CaseSummary]) -> String {
             p(&s.latency, 0),
             p(&s.send_lag, 2),
             max(&s.send_lag),
+            count(&s.latency_reader_idle),
+            p(&s.latency_reader_idle, 0),
+            count(&s.latency_reader_busy),
+            p(&s.latency_reader_busy, 0),
         ]);
+    }
+    t.to_string()
+}
+
+/// Fan-out cases: each subscriber's deliveries and latency distribution.
+pub fn subscribers_table(summaries: &[CaseSummary]) -> String {
+    let mut header = vec![
+        "#",
+        "subscriber",
+        "received",
+        "lost/dup/reord",
+        "overwritten",
+        "min [us]",
+    ];
+    let pct: Vec<String> = PERCENTILES
+        .iter()
+        .map(|(_, name)| format!("{name} [us]"))
+        .collect();
+    header.extend(pct.iter().map(String::as_str));
+    header.extend(["max [us]", "mean [us]"]);
+    let mut t = table(&header);
+    for (i, s) in summaries.iter().enumerate() {
+        if s.fan_out.is_none() {
+            continue;
+        }
+        for r in s.roles.iter().filter(|r| r.role.starts_with("subscriber")) {
+            let mut row = vec![
+                (i + 1).to_string(),
+                r.role.clone(),
+                r.received.to_string(),
+                format!("{}/{}/{}", r.lost, r.duplicated, r.reordered),
+                r.overwritten.to_string(),
+            ];
+            match &r.latency {
+                Some(d) => {
+                    row.push(us(d.min_ns as f64));
+                    row.extend(
+                        d.percentiles_ns
+                            .iter()
+                            .map(|p| p.map_or("—".into(), |v| us(v as f64))),
+                    );
+                    row.push(us(d.max_ns as f64));
+                    row.push(us(d.mean_ns));
+                }
+                None => row.extend(std::iter::repeat_n("-".to_string(), 3 + PERCENTILES.len())),
+            }
+            t.add_row(row);
+        }
     }
     t.to_string()
 }
@@ -212,6 +273,8 @@ pub fn floors_table(summaries: &[CaseSummary]) -> String {
         "floor [MB/s]",
         "msgperf",
         "vs floor",
+        "wire [B/msg]",
+        "not payload [B/msg]",
     ]);
     for (i, s) in summaries.iter().enumerate() {
         let ours = match (s.floor_p50_ns, &s.latency) {
@@ -255,6 +318,12 @@ pub fn notes(run: &RunResult, summaries: &[CaseSummary]) -> String {
     );
     let _ = writeln!(out, "percentiles: `—` where the samples cannot support one (pN needs 10 samples beyond it: p99.99 needs 100000).");
     let _ = writeln!(out, "vs floor: round trips p50 / floor p50 (1.00x = the plain loop; lower is better); streams MB/s / floor MB/s (higher is better).");
+    if let Some(f) = summaries.iter().find_map(|s| s.fan_out.as_ref()) {
+        let _ = writeln!(out, "pubsub: {f} (each publisher writes every message once to each subscriber's channel, in turn); latency merges every subscriber's histogram, msgs/s counts deliveries, a rate is per publisher, cpus are the publishers'/subscribers' CPU.");
+    }
+    if summaries.iter().any(|s| s.latency_reader_idle.is_some()) {
+        let _ = writeln!(out, "reader idle/busy: paced messages sent while the reader was already waiting (a blocking reader had to be woken) or before it asked (busy: the steady-state figure).");
+    }
     if run.cases.iter().any(|c| c.config.transport == "iceoryx2") {
         let _ = writeln!(out, "iceoryx2 vs shm: same workload, wait strategy, placement and processes; both build every message in place and check every payload byte (iceoryx2's own benchmark touches no payload).");
     }

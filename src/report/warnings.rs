@@ -60,7 +60,7 @@ impl fmt::Display for Warning {
             }
             Warning::BusyCpu { cpus, pct } => write!(f, "other programs used {pct:.0}% of CPUs {cpus} during the case: stop them or pin elsewhere with --pin"),
             Warning::NearClock { figure_ns, clock_ns } => write!(f, "the figure ({figure_ns} ns) is within 10x of the clock's resolution or read cost ({clock_ns:.0} ns): treat it as approximate"),
-            Warning::Losses { lost, pct } => write!(f, "{lost} messages lost ({pct:.2}%): the transport dropped them (expected for udp under load); lower the rate or use a reliable transport"),
+            Warning::Losses { lost, pct } => write!(f, "{lost} messages lost ({pct:.2}% of those sent to the readers): the transport dropped them or a best-effort queue was full; lower the rate, or use --delivery reliable on a transport that pushes back"),
             Warning::CpuMoved { role, cpus } => write!(f, "the {role} ran on CPUs {cpus:?}: it migrated; pin it with --placement"),
             Warning::Unpinned => write!(f, "roles were not pinned (--placement any): results flip between same-CPU and cross-CPU figures from run to run"),
             Warning::Interrupted => write!(f, "interrupted by Ctrl-C: the figures cover only what was measured before"),
@@ -112,10 +112,14 @@ pub fn for_case(case: &CaseResult, s: &CaseSummary, env: &Environment) -> Vec<Wa
         });
     }
     if s.lost > 0 {
-        let sent: u64 = case.roles.iter().map(|r| r.counters.messages_sent).sum();
+        let received: u64 = case
+            .roles
+            .iter()
+            .map(|r| r.counters.messages_received)
+            .sum();
         w.push(Warning::Losses {
             lost: s.lost,
-            pct: s.lost as f64 * 100.0 / sent.max(1) as f64,
+            pct: s.lost as f64 * 100.0 / (s.lost + received).max(1) as f64,
         });
     }
     if case.config.placement != Placement::Any {
@@ -137,7 +141,7 @@ pub fn for_case(case: &CaseResult, s: &CaseSummary, env: &Environment) -> Vec<Wa
         if err < -5.0 {
             w.push(Warning::RateNotHeld {
                 target,
-                achieved: s.msgs_per_s,
+                achieved: target * (1.0 + err / 100.0),
             });
         }
     }

@@ -118,9 +118,30 @@ pub struct CaseConfig {
     /// The transport keeps only the newest message: gaps are overwritten, not lost.
     #[serde(default)]
     pub latest: bool,
-    /// Messages sent on an open-loop schedule at this rate (None: as fast as possible).
+    /// Messages sent on an open-loop schedule at this rate (None: as fast as possible); with
+    /// several publishers, each one's rate.
     #[serde(default)]
     pub rate_hz: Option<f64>,
+    /// Publishers and subscribers (pubsub); 1 and 1 for the two-role workloads.
+    #[serde(default = "one")]
+    pub pubs: usize,
+    #[serde(default = "one")]
+    pub subs: usize,
+    /// The first subscriber spends this long on every message (a slow consumer, to show
+    /// back-pressure or loss).
+    #[serde(default)]
+    pub slow_subscriber: Option<Duration>,
+}
+
+fn one() -> usize {
+    1
+}
+
+impl CaseConfig {
+    /// More than two roles: publishers and subscribers meet through a fan-out.
+    pub fn fans_out(&self) -> bool {
+        self.pubs > 1 || self.subs > 1
+    }
 }
 
 /// What one case measured.
@@ -241,6 +262,72 @@ impl EncodedHistogram {
 impl RoleResult {
     pub fn histogram(&self, key: &str) -> Option<Histogram<u64>> {
         self.histograms.get(key).and_then(|h| h.decode().ok())
+    }
+
+    /// One role out of several parts of it (a subscriber's channels from each publisher):
+    /// histograms added bucket by bucket, counters and CPU summed, the window the longest.
+    pub fn merge(role: &str, parts: Vec<RoleResult>) -> RoleResult {
+        let mut hists: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
+        let mut out = RoleResult {
+            role: role.to_string(),
+            ..RoleResult::default()
+        };
+        for p in parts {
+            for (k, h) in &p.histograms {
+                let Ok(h) = h.decode() else { continue };
+                match hists.get_mut(k) {
+                    Some(m) => {
+                        // Same bounds on every side, so adding cannot fail; saturate if it does.
+                        if m.add(&h).is_err() {
+                            out.counters.out_of_range += h.len();
+                        }
+                    }
+                    None => {
+                        hists.insert(k.clone(), h);
+                    }
+                }
+            }
+            out.pid = p.pid;
+            for c in p.cpus_seen {
+                if !out.cpus_seen.contains(&c) {
+                    out.cpus_seen.push(c);
+                }
+            }
+            out.measured_ns = out.measured_ns.max(p.measured_ns);
+            out.sent_total += p.sent_total;
+            out.counters.add(&p.counters);
+            out.cpu.user_ns += p.cpu.user_ns;
+            out.cpu.sys_ns += p.cpu.sys_ns;
+            out.cpu.voluntary_switches += p.cpu.voluntary_switches;
+            out.cpu.involuntary_switches += p.cpu.involuntary_switches;
+            out.cpu.peak_rss_kib = out.cpu.peak_rss_kib.max(p.cpu.peak_rss_kib);
+            if out.interval_means_ns.is_empty() {
+                out.interval_means_ns = p.interval_means_ns;
+            }
+            out.error = out.error.or(p.error);
+        }
+        out.histograms = hists
+            .iter()
+            .map(|(k, h)| (k.clone(), EncodedHistogram::encode(h)))
+            .collect();
+        out
+    }
+}
+
+impl Counters {
+    pub fn add(&mut self, o: &Counters) {
+        self.messages_sent += o.messages_sent;
+        self.bytes_sent += o.bytes_sent;
+        self.messages_received += o.messages_received;
+        self.bytes_received += o.bytes_received;
+        self.read_calls += o.read_calls;
+        self.lost += o.lost;
+        self.duplicated += o.duplicated;
+        self.reordered += o.reordered;
+        self.corrupted += o.corrupted;
+        self.overwritten += o.overwritten;
+        self.send_full += o.send_full;
+        self.out_of_range += o.out_of_range;
     }
 }
 

@@ -19,11 +19,12 @@ const POOL: usize = 8;
 
 type Msg = (Box<[u8]>, usize);
 
-/// Connector halves waiting to be taken, by rendezvous key, with the listener's wake-up.
-type Waiting = Mutex<HashMap<String, (InprocEndpoint, Sender<()>)>>;
+/// Open listeners by rendezvous key: a connector makes a pair and hands one half to the
+/// listener's inbox, so one listener serves any number of peers.
+type Listening = Mutex<HashMap<String, Sender<InprocEndpoint>>>;
 
-fn waiting() -> &'static Waiting {
-    static W: OnceLock<Waiting> = OnceLock::new();
+fn listening() -> &'static Listening {
+    static W: OnceLock<Listening> = OnceLock::new();
     W.get_or_init(Default::default)
 }
 
@@ -43,6 +44,7 @@ impl Transport for Inproc {
             cross_host: false,
             latest_value: false,
             zero_copy: false,
+            many_peers: true,
         }
     }
 
@@ -53,29 +55,33 @@ impl Transport for Inproc {
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed)
         );
-        let (a, b) = pair(spec);
-        let (tx, rx) = bounded(1);
-        waiting().lock().unwrap().insert(key.clone(), (b, tx));
-        Ok(Box::new(InprocListener {
-            key,
-            mine: Some(a),
-            connected: rx,
-        }))
+        let _ = spec;
+        let (tx, rx) = crossbeam_channel::unbounded();
+        listening().lock().unwrap().insert(key.clone(), tx);
+        Ok(Box::new(InprocListener { key, inbox: rx }))
     }
 
     fn connect(
         &self,
         at: &Rendezvous,
-        _spec: &ChannelSpec,
+        spec: &ChannelSpec,
     ) -> Result<Box<dyn Endpoint>, TransportError> {
-        let (ep, tx) = waiting().lock().unwrap().remove(&at.address).ok_or_else(|| {
-            TransportError::Unsupported(format!(
+        let inbox = listening()
+            .lock()
+            .unwrap()
+            .get(&at.address)
+            .cloned()
+            .ok_or_else(|| {
+                TransportError::Unsupported(format!(
                 "no inproc listener `{}` in this process: inproc joins threads of one process, so run with --threads",
                 at.address
             ))
-        })?;
-        let _ = tx.send(());
-        Ok(Box::new(ep))
+            })?;
+        let (mine, theirs) = pair(spec);
+        inbox
+            .send(theirs)
+            .map_err(|_| TransportError::Refused(at.address.clone()))?;
+        Ok(Box::new(mine))
     }
 
     fn floor(&self) -> Option<&'static dyn Floor> {
@@ -116,8 +122,7 @@ fn pair(spec: &ChannelSpec) -> (InprocEndpoint, InprocEndpoint) {
 
 struct InprocListener {
     key: String,
-    mine: Option<InprocEndpoint>,
-    connected: Receiver<()>,
+    inbox: Receiver<InprocEndpoint>,
 }
 
 impl Listener for InprocListener {
@@ -128,20 +133,17 @@ impl Listener for InprocListener {
         }
     }
     fn accept(&mut self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
-        self.connected
+        let ep = self
+            .inbox
             .recv_timeout(spec.timeout)
             .map_err(|_| TransportError::Timeout(spec.timeout))?;
-        let ep = self
-            .mine
-            .take()
-            .ok_or_else(|| TransportError::Unsupported("inproc listeners take one peer".into()))?;
         Ok(Box::new(ep))
     }
 }
 
 impl Drop for InprocListener {
     fn drop(&mut self) {
-        waiting().lock().unwrap().remove(&self.key);
+        listening().lock().unwrap().remove(&self.key);
     }
 }
 

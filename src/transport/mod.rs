@@ -93,6 +93,23 @@ pub trait Transport: Sync {
     fn floor(&self) -> Option<&'static dyn Floor> {
         None
     }
+    /// The `--opt` values that make this transport drop rather than wait when a reader falls
+    /// behind (`best_effort`) or keep only the newest message (`latest`). By default a
+    /// transport offers neither: it never drops and keeps every message in order.
+    fn delivery_options(
+        &self,
+        best_effort: bool,
+        latest: bool,
+    ) -> Result<BTreeMap<String, String>, String> {
+        let _ = best_effort;
+        if latest {
+            return Err(format!(
+                "transport `{}` keeps every message in order (fifo only): use --history fifo, or a transport with a latest-value buffer (shm)",
+                self.name()
+            ));
+        }
+        Ok(BTreeMap::new())
+    }
 }
 
 /// The passive side of a channel before a peer arrived.
@@ -224,6 +241,8 @@ pub struct Capabilities {
     pub latest_value: bool,
     /// Messages are built and read in the transport's own memory ([`Endpoint::send_with`]).
     pub zero_copy: bool,
+    /// One listener serves several peers at once (several publishers to one subscriber).
+    pub many_peers: bool,
 }
 
 /// Errors a transport reports, each one the caller can act on.

@@ -36,6 +36,7 @@ impl Transport for Pipe {
             cross_host: false,
             latest_value: false,
             zero_copy: false,
+            many_peers: false,
         }
     }
 

@@ -35,6 +35,7 @@ impl Transport for Tcp {
             cross_host: true,
             latest_value: false,
             zero_copy: false,
+            many_peers: true,
         }
     }
 

@@ -32,6 +32,7 @@ impl Transport for Udp {
             cross_host: true,
             latest_value: false,
             zero_copy: false,
+            many_peers: true,
         }
     }
 

@@ -27,6 +27,7 @@ impl Transport for Uds {
             cross_host: false,
             latest_value: false,
             zero_copy: false,
+            many_peers: true,
         }
     }
 

@@ -31,6 +31,7 @@ impl Transport for UdsDgram {
             cross_host: false,
             latest_value: false,
             zero_copy: false,
+            many_peers: true,
         }
     }
 

@@ -12,6 +12,7 @@
 
 pub mod message;
 mod pingpong;
+mod pubsub;
 mod stream;
 
 use crate::deadline::Deadline;
@@ -22,7 +23,7 @@ use crate::transport::{Capabilities, Endpoint, FloorKind, TransportError};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The workloads msgperf knows; adding one is one module and one line here.
-pub static REGISTRY: &[&dyn Workload] = &[&pingpong::PingPong, &stream::Stream];
+pub static REGISTRY: &[&dyn Workload] = &[&pingpong::PingPong, &stream::Stream, &pubsub::PubSub];
 
 pub fn find(name: &str) -> Result<&'static dyn Workload, String> {
     REGISTRY

@@ -142,10 +142,28 @@ impl Workload for Stream {
                 rec.record_primary(Metric::OneWay, one_way, t1);
                 if case.rate_hz.is_some() {
                     rec.record(Metric::OneWayIntended, one_way + m.lag_ns);
+                    // Sent while this reader already waited in its read: it had to be woken.
+                    let idle = t0 < m.send_ns;
+                    rec.record(
+                        if idle {
+                            Metric::OneWayReaderIdle
+                        } else {
+                            Metric::OneWayReaderBusy
+                        },
+                        one_way,
+                    );
                 }
                 rec.counters.messages_received += 1;
                 rec.counters.bytes_received += n as u64;
                 rec.mark_end(t1);
+                // Slow only inside the measured window, so the backlog drains before END
+                // rather than for minutes after it.
+                if let Some(d) = case.slow_subscriber {
+                    let window = case.duration.map_or(u64::MAX, |w| w.as_nanos() as u64);
+                    if t1.saturating_sub(rec.start_ns()) < window {
+                        std::thread::sleep(d);
+                    }
+                }
             }
         };
         let c = &tracker.counts;

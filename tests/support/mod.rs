@@ -145,6 +145,7 @@ pub fn short_request(workload: &str, transport: &str) -> msgperf::plan::RunReque
         threads: true,
         options: Default::default(),
         connect: None,
+        ..Default::default()
     }
 }
 

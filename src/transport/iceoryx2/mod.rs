@@ -64,6 +64,7 @@ impl Transport for Iceoryx2 {
             cross_host: false,
             latest_value: false,
             zero_copy: true,
+            many_peers: false,
         }
     }
 

@@ -65,6 +65,7 @@ impl Transport for Shm {
             cross_host: false,
             latest_value: latest,
             zero_copy: !latest && o.get("zero-copy").is_some_and(|z| z == "true"),
+            many_peers: true,
         }
     }
 
@@ -101,82 +102,118 @@ impl Transport for Shm {
         let cfg = Config::from(spec)?;
         let path = segment_path(&at.address);
         let deadline = Deadline::after(spec.timeout);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => TransportError::Refused(path.display().to_string()),
-                _ => e.into(),
-            })?;
-        // The creator may still be sizing and initializing the segment: wait for its magic.
-        let map = loop {
-            let len = file.metadata()?.len() as usize;
-            if len >= ring::HEADER_BYTES {
-                let map = MmapRaw::map_raw(&file)?;
-                let magic = header(&map).magic.load(Ordering::Acquire);
-                if magic == MAGIC {
-                    break map;
+        // A server offers one segment at a time and a fresh one as soon as a peer took it:
+        // a connector that lost the race for it, or came while it was being replaced, retries.
+        let mut replacing = Deadline::after(Duration::from_millis(200));
+        loop {
+            match attach(&path, &cfg, spec, &deadline) {
+                Err(TransportError::AddressInUse(_)) if !deadline.expired() => {
+                    replacing = Deadline::after(Duration::from_millis(200));
                 }
-                if magic != 0 {
-                    return Err(TransportError::Unsupported(format!(
-                        "{} is not a msgperf segment (foreign magic {magic:#x}): remove it or pick another --name",
-                        path.display()
-                    )));
-                }
-            }
-            if deadline.expired() {
-                return Err(TransportError::Timeout(spec.timeout));
+                Err(TransportError::Refused(_)) if !replacing.expired() && !deadline.expired() => {}
+                r => return r,
             }
             std::thread::sleep(Duration::from_millis(1));
-        };
-        let h = header(&map);
-        let version = h.version.load(Ordering::Acquire);
-        if version != VERSION {
-            return Err(TransportError::Unsupported(format!(
-                "segment {} has layout version {version}, this msgperf speaks {VERSION}: run the same msgperf on both sides",
-                path.display()
-            )));
         }
-        if h.mode.load(Ordering::Acquire) != cfg.mode {
-            return Err(TransportError::Unsupported(format!(
-                "segment {} was made with another --opt buffer: use the same options on both sides",
-                path.display()
-            )));
+    }
+
+    fn delivery_options(
+        &self,
+        best_effort: bool,
+        latest: bool,
+    ) -> Result<BTreeMap<String, String>, String> {
+        let mut o = BTreeMap::new();
+        if latest {
+            o.insert("buffer".into(), "latest".into());
+        } else if best_effort {
+            o.insert("full".into(), "fail".into());
         }
-        let ring_bytes = h.ring_bytes.load(Ordering::Acquire) as usize;
-        if map.len() < ring::segment_bytes(ring_bytes) {
-            return Err(TransportError::Corrupt(format!(
-                "segment {} is shorter than its header says",
-                path.display()
-            )));
-        }
-        if h.state
-            .compare_exchange(0, ATTACHED, Ordering::SeqCst, Ordering::SeqCst)
-            .is_err()
-        {
-            return Err(TransportError::AddressInUse(format!(
-                "{} (another peer is attached)",
-                path.display()
-            )));
-        }
-        h.attacher_pid.store(std::process::id(), Ordering::SeqCst);
-        let peer = h.creator_pid.load(Ordering::SeqCst);
-        ShmEndpoint::new(
-            map,
-            1,
-            cfg,
-            spec.timeout,
-            peer,
-            ATTACHER_CLOSED,
-            CREATOR_CLOSED,
-        )
-        .map(|e| Box::new(e) as Box<dyn Endpoint>)
+        Ok(o)
     }
 
     fn floor(&self) -> Option<&'static dyn Floor> {
         Some(&floor::ShmFloor)
     }
+}
+
+/// Opens, checks and attaches to the segment at `path`, once.
+fn attach(
+    path: &Path,
+    cfg: &Config,
+    spec: &ChannelSpec,
+    deadline: &Deadline,
+) -> Result<Box<dyn Endpoint>, TransportError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => TransportError::Refused(path.display().to_string()),
+            _ => e.into(),
+        })?;
+    // The creator may still be sizing and initializing the segment: wait for its magic.
+    let map = loop {
+        let len = file.metadata()?.len() as usize;
+        if len >= ring::HEADER_BYTES {
+            let map = MmapRaw::map_raw(&file)?;
+            let magic = header(&map).magic.load(Ordering::Acquire);
+            if magic == MAGIC {
+                break map;
+            }
+            if magic != 0 {
+                return Err(TransportError::Unsupported(format!(
+                        "{} is not a msgperf segment (foreign magic {magic:#x}): remove it or pick another --name",
+                        path.display()
+                    )));
+            }
+        }
+        if deadline.expired() {
+            return Err(TransportError::Timeout(spec.timeout));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let h = header(&map);
+    let version = h.version.load(Ordering::Acquire);
+    if version != VERSION {
+        return Err(TransportError::Unsupported(format!(
+                "segment {} has layout version {version}, this msgperf speaks {VERSION}: run the same msgperf on both sides",
+                path.display()
+            )));
+    }
+    if h.mode.load(Ordering::Acquire) != cfg.mode {
+        return Err(TransportError::Unsupported(format!(
+            "segment {} was made with another --opt buffer: use the same options on both sides",
+            path.display()
+        )));
+    }
+    let ring_bytes = h.ring_bytes.load(Ordering::Acquire) as usize;
+    if map.len() < ring::segment_bytes(ring_bytes) {
+        return Err(TransportError::Corrupt(format!(
+            "segment {} is shorter than its header says",
+            path.display()
+        )));
+    }
+    if h.state
+        .compare_exchange(0, ATTACHED, Ordering::SeqCst, Ordering::SeqCst)
+        .is_err()
+    {
+        return Err(TransportError::AddressInUse(format!(
+            "{} (another peer is attached)",
+            path.display()
+        )));
+    }
+    h.attacher_pid.store(std::process::id(), Ordering::SeqCst);
+    let peer = h.creator_pid.load(Ordering::SeqCst);
+    ShmEndpoint::new(
+        map,
+        1,
+        *cfg,
+        spec.timeout,
+        peer,
+        ATTACHER_CLOSED,
+        CREATOR_CLOSED,
+    )
+    .map(|e| Box::new(e) as Box<dyn Endpoint>)
 }
 
 /// A name (`demo`) or a path: names live in /dev/shm as `msgperf-NAME`.

@@ -1,0 +1,454 @@
+//! Publish/subscribe: P publishers and S subscribers, each a process (or a thread with
+//! `--threads`). Every subscriber listens and takes a channel from every publisher; every
+//! publisher opens one channel per subscriber and writes each message to each of them in turn
+//! ([`FanOut`]: a copy per subscriber, said so in the results). Each channel runs the usual
+//! session, so a subscriber's result per publisher comes back in-band to that publisher; the
+//! controller merges them per subscriber (histograms added, not percentiles averaged).
+//!
+//! ```text
+//! controller ── spawns ──► S subscribers (`serve --once --peers P`)
+//!            ── spawns ──► P publishers (`publish`): order on stdin, `ready` on stdout
+//!            ◄── ready ×P, then `go` to all: they start together (bounded by --timeout)
+//!            ◄── each publisher's outcome (its own result and one per subscriber), as JSON
+//! ```
+
+use super::peer::{PeerProcess, Watchdog};
+use super::session::{self, ActiveOutcome};
+use super::{channel_spec, STOP};
+use crate::result::{CaseConfig, RoleResult};
+use crate::sys;
+use crate::transport::{self, Endpoint, Rendezvous, TransportError};
+use crossbeam_channel::{bounded, Receiver, Sender};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// A publisher's endpoints as one: each message goes to every subscriber in turn.
+pub struct FanOut<'a, 'b> {
+    eps: &'a mut [&'b mut dyn Endpoint],
+    /// Copies a subscriber's full queue refused (best-effort): that subscriber lost them.
+    pub refused: u64,
+    /// The subscriber whose channel failed, if one did.
+    pub failed_at: Option<usize>,
+}
+
+impl<'a, 'b> FanOut<'a, 'b> {
+    pub fn new(eps: &'a mut [&'b mut dyn Endpoint]) -> Self {
+        FanOut {
+            eps,
+            refused: 0,
+            failed_at: None,
+        }
+    }
+
+    fn each(
+        &mut self,
+        mut send: impl FnMut(&mut dyn Endpoint) -> Result<(), TransportError>,
+    ) -> Result<(), TransportError> {
+        for (i, ep) in self.eps.iter_mut().enumerate() {
+            match send(*ep) {
+                Ok(()) => {}
+                Err(TransportError::Full) => self.refused += 1,
+                Err(e) => {
+                    self.failed_at = Some(i);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Endpoint for FanOut<'_, '_> {
+    fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
+        self.each(|ep| ep.send(msg))
+    }
+    fn send_with(
+        &mut self,
+        len: usize,
+        build: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<(), TransportError> {
+        self.each(|ep| ep.send_with(len, build))
+    }
+    fn recv(&mut self, _buf: &mut [u8]) -> Result<usize, TransportError> {
+        Err(TransportError::Unsupported(
+            "a publisher's fan-out only writes".into(),
+        ))
+    }
+    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, TransportError> {
+        self.recv(buf).map(Some)
+    }
+    fn set_recv_timeout(&mut self, timeout: Duration) -> Result<(), TransportError> {
+        self.each(|ep| ep.set_recv_timeout(timeout))
+    }
+}
+
+/// What a publisher is told: the case, where the subscribers are, and which one it is.
+#[derive(Serialize, Deserialize)]
+pub struct PublishOrder {
+    pub case: CaseConfig,
+    pub subscribers: Vec<Rendezvous>,
+    pub index: usize,
+}
+
+/// One publisher: connects to every subscriber, waits at `start`, publishes, ends each channel.
+pub fn publish(
+    order: &PublishOrder,
+    start: &mut dyn FnMut() -> Result<(), String>,
+) -> ActiveOutcome {
+    let case = &order.case;
+    let t = transport::find(&case.transport).expect("cases are validated");
+    let spec = channel_spec(case);
+    sys::with_cpu(case.cpus.0, || {
+        let mut eps = Vec::with_capacity(order.subscribers.len());
+        for (i, at) in order.subscribers.iter().enumerate() {
+            match t.connect(at, &spec) {
+                Ok(ep) => eps.push(ep),
+                Err(e) => {
+                    return ActiveOutcome {
+                        error: Some(format!(
+                            "publisher {} could not connect to subscriber {} at {}: {e}",
+                            order.index + 1,
+                            i + 1,
+                            at.address
+                        )),
+                        ..ActiveOutcome::default()
+                    }
+                }
+            }
+        }
+        let mut refs: Vec<&mut dyn Endpoint> = eps
+            .iter_mut()
+            .map(|e| e.as_mut() as &mut dyn Endpoint)
+            .collect();
+        session::active_to_many(&mut refs, case, &STOP, start)
+    })
+}
+
+/// Runs a pubsub case; returns every role's result (publishers, then subscribers) and the
+/// first error.
+pub fn run(case: &CaseConfig) -> (Vec<RoleResult>, Option<String>) {
+    let (outcomes, error) = if case.threads {
+        run_in_threads(case)
+    } else {
+        run_in_processes(case)
+    };
+    // The publishers saw what went wrong first-hand; a role process's exit comes after.
+    let (roles, publisher_error) = merge(case, outcomes);
+    (roles, publisher_error.or(error))
+}
+
+/// Publisher results as they are; each subscriber's channels merged into one result.
+fn merge(case: &CaseConfig, outcomes: Vec<ActiveOutcome>) -> (Vec<RoleResult>, Option<String>) {
+    let mut error = None;
+    let mut roles = Vec::new();
+    let mut per_sub: Vec<Vec<RoleResult>> = vec![Vec::new(); case.subs];
+    for (p, o) in outcomes.into_iter().enumerate() {
+        if let Some(mut mine) = o.mine {
+            mine.role = format!("publisher {}", p + 1);
+            roles.push(mine);
+        }
+        for (s, r) in o.peers.into_iter().enumerate() {
+            if let (Some(r), Some(v)) = (r, per_sub.get_mut(s)) {
+                v.push(r);
+            }
+        }
+        if error.is_none() {
+            error = o.error.map(|e| {
+                let e = e.strip_prefix("publisher: ").unwrap_or(&e);
+                format!("publisher {}: {e}", p + 1)
+            });
+        }
+    }
+    for (s, parts) in per_sub.into_iter().enumerate() {
+        if !parts.is_empty() {
+            roles.push(RoleResult::merge(&format!("subscriber {}", s + 1), parts));
+        }
+    }
+    (roles, error)
+}
+
+/// Waits for every publisher's ready signal within the timeout, then releases them all.
+fn start_together(
+    ready: &Receiver<usize>,
+    pubs: usize,
+    timeout: Duration,
+    mut release: impl FnMut(bool),
+) -> Result<(), String> {
+    let deadline = crate::deadline::Deadline::after(timeout);
+    for _ in 0..pubs {
+        if ready.recv_timeout(deadline.remaining_nonzero()).is_err() {
+            release(false);
+            return Err(format!(
+                "not every publisher was ready within {timeout:?}: raise --timeout, or see why below"
+            ));
+        }
+    }
+    release(true);
+    Ok(())
+}
+
+fn run_in_threads(case: &CaseConfig) -> (Vec<ActiveOutcome>, Option<String>) {
+    let t = transport::find(&case.transport).expect("cases are validated");
+    let spec = channel_spec(case);
+    let mut listeners = Vec::new();
+    for _ in 0..case.subs {
+        match t.listen(&spec) {
+            Ok(l) => listeners.push(l),
+            Err(e) => return (vec![], Some(format!("a subscriber could not listen: {e}"))),
+        }
+    }
+    let subscribers: Vec<Rendezvous> = listeners.iter().map(|l| l.rendezvous()).collect();
+    let (ready_tx, ready_rx) = bounded::<usize>(case.pubs);
+    let mut go = Vec::new();
+    std::thread::scope(|scope| {
+        let mut subs = Vec::new();
+        for (s, listener) in listeners.into_iter().enumerate() {
+            let spec = spec.clone();
+            let (cpu, pubs) = (case.cpus.1, case.pubs);
+            subs.push(scope.spawn(move || {
+                if let Some(c) = cpu {
+                    let _ = sys::pin_current_thread(c);
+                }
+                super::serve_peers(listener, &spec, pubs)
+                    .into_iter()
+                    .find_map(Result::err)
+                    .map(|e| format!("subscriber {}: {e}", s + 1))
+            }));
+        }
+        let mut pubs = Vec::new();
+        for index in 0..case.pubs {
+            let (go_tx, go_rx) = bounded::<bool>(1);
+            go.push(go_tx);
+            let ready_tx = ready_tx.clone();
+            let order = PublishOrder {
+                case: case.clone(),
+                subscribers: subscribers.clone(),
+                index,
+            };
+            pubs.push(scope.spawn(move || {
+                publish(&order, &mut || {
+                    let _ = ready_tx.send(index);
+                    match go_rx.recv_timeout(order.case.timeout * 2) {
+                        Ok(true) => Ok(()),
+                        _ => Err("the publishers did not start together".into()),
+                    }
+                })
+            }));
+        }
+        let started = start_together(&ready_rx, case.pubs, case.timeout, |ok| {
+            for g in &go {
+                let _ = g.send(ok);
+            }
+        });
+        let outcomes: Vec<ActiveOutcome> = pubs
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| ActiveOutcome {
+                    error: Some("a publisher thread panicked".into()),
+                    ..ActiveOutcome::default()
+                })
+            })
+            .collect();
+        let sub_error = subs.into_iter().find_map(|h| {
+            h.join()
+                .unwrap_or(Some("a subscriber thread panicked".into()))
+        });
+        (outcomes, started.err().or(sub_error))
+    })
+}
+
+/// A publisher process: `msgperf publish`, ordered and released over its stdin.
+struct PublisherProcess {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    outcome: Receiver<Option<ActiveOutcome>>,
+    stderr: Receiver<String>,
+}
+
+/// The line a publisher prints when it is connected and waits for `go`.
+pub const READY: &str = "msgperf-publisher-ready";
+
+impl PublisherProcess {
+    fn spawn(order: &PublishOrder, ready: Sender<usize>) -> Result<Self, String> {
+        let mut cmd = Command::new(super::peer::own_executable()?);
+        cmd.arg("publish")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        sys::child_dies_with_parent(&mut cmd);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("could not start a publisher process: {e}"))?;
+        let mut stdin = child.stdin.take().expect("piped");
+        let line = serde_json::to_string(order).expect("orders serialize");
+        writeln!(stdin, "{line}").map_err(|e| format!("could not brief a publisher: {e}"))?;
+        let stdout = child.stdout.take().expect("piped");
+        let (out_tx, out_rx) = bounded(1);
+        let index = order.index;
+        std::thread::spawn(move || {
+            let mut outcome = None;
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.trim() == READY {
+                    let _ = ready.send(index);
+                } else if let Ok(o) = serde_json::from_str::<ActiveOutcome>(&line) {
+                    outcome = Some(o);
+                }
+            }
+            let _ = out_tx.send(outcome);
+        });
+        let mut err = child.stderr.take().expect("piped");
+        let (err_tx, err_rx) = bounded(1);
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = err.read_to_string(&mut s);
+            let _ = err_tx.send(s);
+        });
+        Ok(PublisherProcess {
+            child,
+            stdin: Some(stdin),
+            outcome: out_rx,
+            stderr: err_rx,
+        })
+    }
+
+    fn tell(&mut self, what: &str) {
+        if let Some(s) = self.stdin.as_mut() {
+            let _ = writeln!(s, "{what}").and_then(|_| s.flush());
+        }
+    }
+
+    /// Waits for the outcome; Ctrl-C meanwhile is passed on as `stop`.
+    fn outcome(&mut self, bound: Duration) -> ActiveOutcome {
+        let deadline = crate::deadline::Deadline::after(bound);
+        let mut stopped = false;
+        let got = loop {
+            match self.outcome.recv_timeout(Duration::from_millis(50)) {
+                Ok(o) => break o,
+                Err(_) if deadline.expired() => break None,
+                Err(_) => {}
+            }
+            if !stopped && STOP.load(Ordering::Relaxed) {
+                stopped = true;
+                self.tell("stop");
+            }
+        };
+        self.stdin = None;
+        let status = sys::reap(self.child.id(), Duration::from_secs(2));
+        let _ = self.child.try_wait();
+        got.unwrap_or_else(|| {
+            let err = self
+                .stderr
+                .recv_timeout(Duration::from_secs(1))
+                .unwrap_or_default();
+            let why = err
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("exit status {status:?}"));
+            ActiveOutcome {
+                error: Some(format!(
+                    "publisher process pid {} gave no result: {why}",
+                    self.child.id()
+                )),
+                ..ActiveOutcome::default()
+            }
+        })
+    }
+}
+
+impl Drop for PublisherProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.try_wait();
+        }
+    }
+}
+
+fn run_in_processes(case: &CaseConfig) -> (Vec<ActiveOutcome>, Option<String>) {
+    let mut subs = Vec::new();
+    for s in 0..case.subs {
+        match PeerProcess::spawn(case) {
+            Ok(p) => subs.push(p),
+            Err(e) => return (vec![], Some(format!("subscriber {}: {e}", s + 1))),
+        }
+    }
+    let subscribers: Vec<Rendezvous> = subs.iter().map(|p| p.rendezvous.clone()).collect();
+    let (ready_tx, ready_rx) = bounded::<usize>(case.pubs);
+    let mut pubs = Vec::new();
+    for index in 0..case.pubs {
+        let order = PublishOrder {
+            case: case.clone(),
+            subscribers: subscribers.clone(),
+            index,
+        };
+        match PublisherProcess::spawn(&order, ready_tx.clone()) {
+            Ok(p) => pubs.push(p),
+            Err(e) => return (vec![], Some(format!("publisher {}: {e}", index + 1))),
+        }
+    }
+    // A hung role is killed: the case's length plus room for set-up and the end exchange.
+    let bound = case.warmup + case.duration.unwrap_or(Duration::ZERO) + case.timeout * 3;
+    let _watchdogs: Vec<Watchdog> = pubs
+        .iter()
+        .map(|p| p.child.id())
+        .chain(subs.iter().map(|s| s.pid()))
+        .filter(|_| case.duration.is_some())
+        .map(|pid| Watchdog::arm(pid, bound))
+        .collect();
+    let started = start_together(&ready_rx, case.pubs, case.timeout, |ok| {
+        for p in pubs.iter_mut() {
+            p.tell(if ok { "go" } else { "abort" });
+        }
+    });
+    let outcomes: Vec<ActiveOutcome> = pubs.iter_mut().map(|p| p.outcome(bound)).collect();
+    let grace = case.timeout.min(Duration::from_secs(5));
+    let sub_error = subs.iter_mut().enumerate().find_map(|(s, p)| {
+        p.finish(grace)
+            .map(|e| format!("subscriber {}: {e}", s + 1))
+    });
+    (outcomes, started.err().or(sub_error))
+}
+
+/// `msgperf publish`: the publisher process's side. Reads its order, connects, says ready,
+/// waits for `go`, publishes (a `stop` line or a closed stdin is Ctrl-C), prints its outcome.
+pub fn publisher_main() -> Result<(), String> {
+    let (lines_tx, lines) = bounded::<String>(4);
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines().map_while(Result::ok) {
+            if line.trim() == "stop" {
+                STOP.store(true, Ordering::SeqCst);
+            }
+            if lines_tx.send(line).is_err() {
+                return;
+            }
+        }
+        // The controller is gone: stop publishing.
+        STOP.store(true, Ordering::SeqCst);
+    });
+    let first = lines
+        .recv_timeout(Duration::from_secs(10))
+        .map_err(|_| "no order on stdin: `msgperf publish` is started by `msgperf run pubsub`")?;
+    let order: PublishOrder =
+        serde_json::from_str(&first).map_err(|e| format!("the order does not parse: {e}"))?;
+    let timeout = order.case.timeout;
+    let outcome = publish(&order, &mut || {
+        say(READY);
+        match lines.recv_timeout(timeout * 2).as_deref().map(str::trim) {
+            Ok("go") => Ok(()),
+            _ => Err("released without `go`: another publisher failed to start".into()),
+        }
+    });
+    say(&serde_json::to_string(&outcome).expect("outcomes serialize"));
+    Ok(())
+}
+
+/// One line to the controller, at once.
+fn say(line: &str) {
+    let mut o = std::io::stdout().lock();
+    let _ = writeln!(o, "{line}").and_then(|_| o.flush());
+}

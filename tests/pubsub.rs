@@ -1,0 +1,306 @@
+//! Publish/subscribe: P publishers to S subscribers with exact counts on every transport that
+//! can carry it, per-subscriber results merged without loss, losses counted (not hangs) under
+//! a slow subscriber in best-effort mode, back-pressure in reliable mode, and clean failure.
+
+mod support;
+
+use msgperf::exec::Runner;
+use msgperf::plan::{self, Delivery};
+use msgperf::report::summary::summarize;
+use msgperf::result::{CaseResult, RoleResult};
+use msgperf::transport::REGISTRY;
+use serde_json::Value;
+use std::time::Duration;
+use support::*;
+
+fn role<'a>(c: &'a CaseResult, name: &str) -> &'a RoleResult {
+    c.roles
+        .iter()
+        .find(|r| r.role == name)
+        .unwrap_or_else(|| panic!("no role `{name}` in {:?}", c.roles.iter().map(|r| &r.role)))
+}
+
+/// Every copy of every message arrived once, in order, and every figure adds up.
+fn check_exact(c: &CaseResult, pubs: usize, subs: usize, count: u64) {
+    let what = format!("{} {pubs}x{subs}", c.config.transport);
+    assert_eq!(c.error, None, "{what}");
+    assert_eq!(c.roles.len(), pubs + subs, "{what}: every role reports");
+    for p in 1..=pubs {
+        let r = role(c, &format!("publisher {p}"));
+        assert_eq!(
+            r.counters.messages_sent, count,
+            "{what}: publisher {p} sent"
+        );
+        assert!(
+            r.cpu.user_ns + r.cpu.sys_ns > 0,
+            "{what}: publisher {p} CPU"
+        );
+    }
+    let s = summarize(c);
+    for i in 1..=subs {
+        let r = role(c, &format!("subscriber {i}"));
+        let n = pubs as u64 * count;
+        assert_eq!(r.counters.messages_received, n, "{what}: subscriber {i}");
+        assert_eq!(
+            (r.counters.lost, r.counters.duplicated, r.counters.reordered),
+            (0, 0, 0),
+            "{what}: subscriber {i}"
+        );
+        assert_eq!(
+            r.histogram("one_way_ns").unwrap().len(),
+            n,
+            "{what}: subscriber {i}'s own histogram"
+        );
+        let rs = s.roles.iter().find(|x| x.role == r.role).unwrap();
+        assert_eq!(rs.latency.as_ref().unwrap().samples, n, "{what}");
+        assert!(
+            rs.cpu_user_ns_per_msg + rs.cpu_sys_ns_per_msg > 0.0,
+            "{what}"
+        );
+    }
+    // The fan-out distribution is every subscriber's histogram added, not a summary of them.
+    let d = s.latency.as_ref().expect("latency");
+    assert_eq!(d.samples, (pubs * subs) as u64 * count, "{what}: merged");
+    let max = c
+        .roles
+        .iter()
+        .filter_map(|r| r.histogram("one_way_ns"))
+        .map(|h| h.max())
+        .max()
+        .unwrap();
+    assert_eq!(
+        d.max_ns, max,
+        "{what}: the merged max is the largest of all"
+    );
+    assert!(s
+        .fan_out
+        .as_deref()
+        .unwrap()
+        .contains("a copy per subscriber"));
+}
+
+#[test]
+fn every_fan_out_transport_delivers_every_copy_in_threads() {
+    for t in REGISTRY.iter().filter(|t| t.capabilities().many_peers) {
+        let mut r = short_request("pubsub", t.name());
+        r.pubs = 2;
+        r.subs = 3;
+        r.sizes = vec![200];
+        r.count = Some(200);
+        r.delivery = Some(Delivery::Reliable);
+        // Paced, so a datagram transport is not flooded: reliable means a loss fails the case.
+        r.rates_hz = vec![Some(4000.0)];
+        let case = &plan::cases(&r).unwrap()[0];
+        let c = Runner::new(None, false).run_case(case);
+        check_exact(&c, 2, 3, 200);
+        // Paced: each delivery is either to a waiting reader or a busy one.
+        let s = summarize(&c);
+        let split = s.latency_reader_idle.as_ref().map_or(0, |d| d.samples)
+            + s.latency_reader_busy.as_ref().map_or(0, |d| d.samples);
+        assert_eq!(split, 2 * 3 * 200, "{}: idle + busy", t.name());
+        assert!(s.rate_error_pct.is_some(), "{}", t.name());
+    }
+}
+
+#[test]
+fn one_to_many_and_many_to_one_in_processes_through_the_binary() {
+    let dir = temp_dir();
+    for (pubs, subs) in [("1", "3"), ("3", "1")] {
+        let json = dir.path().join(format!("{pubs}x{subs}.json"));
+        let out = run(
+            &[
+                "run",
+                "pubsub",
+                "-t",
+                "uds,tcp,shm",
+                "--pubs",
+                pubs,
+                "--subs",
+                subs,
+                "--size",
+                "200",
+                "--count",
+                "300",
+                "--rate",
+                "2khz",
+                "--warmup",
+                "20ms",
+                "--no-floor",
+                "--checksum",
+                "--json",
+                json.to_str().unwrap(),
+            ],
+            Duration::from_secs(120),
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        assert!(stdout.contains("subscriber 1") && stdout.contains("publisher 1"));
+        let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let run: msgperf::result::RunResult = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(run.cases.len(), 3);
+        for c in &run.cases {
+            check_exact(c, pubs.parse().unwrap(), subs.parse().unwrap(), 300);
+            // Each role ran in a process of its own.
+            let mut pids: Vec<u32> = c.roles.iter().map(|r| r.pid).collect();
+            pids.sort();
+            pids.dedup();
+            assert_eq!(pids.len(), c.roles.len(), "{}", c.config.transport);
+        }
+        assert!(v["cases"][0]["summary"]["fan_out"].is_string());
+    }
+    assert!(leftovers_of(std::process::id()).is_empty());
+}
+
+#[test]
+fn a_slow_subscriber_loses_messages_in_best_effort_and_they_are_counted() {
+    // shm drops when a subscriber's ring is full; udp when its socket buffer is.
+    for t in ["shm", "udp"] {
+        let mut r = short_request("pubsub", t);
+        r.subs = 2;
+        r.sizes = vec![1000];
+        r.count = None;
+        r.duration = Some(Duration::from_millis(400));
+        r.delivery = Some(Delivery::BestEffort);
+        r.slow_subscriber = Some(Duration::from_millis(2));
+        if t == "shm" {
+            r.options.insert("capacity".into(), "64k".into());
+        }
+        let case = &plan::cases(&r).unwrap()[0];
+        assert!(!case.strict, "{t}: best-effort is not checked strictly");
+        let c = Runner::new(None, false).run_case(case);
+        assert_eq!(c.error, None, "{t}");
+        let sent = role(&c, "publisher 1").counters.messages_sent;
+        let slow = &role(&c, "subscriber 1").counters;
+        assert!(slow.lost > 0, "{t}: the slow subscriber lost nothing");
+        assert!(slow.messages_received > 0, "{t}");
+        // Every message the publisher sent in the window is either received or lost.
+        for name in ["subscriber 1", "subscriber 2"] {
+            let k = &role(&c, name).counters;
+            assert_eq!(k.messages_received + k.lost, sent, "{t}: {name}: {k:?}");
+        }
+        if t == "shm" {
+            assert!(
+                role(&c, "publisher 1").counters.send_full >= slow.lost,
+                "shm: refused copies are counted at the publisher"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_slow_subscriber_pushes_back_in_reliable_mode_and_loses_nothing() {
+    for t in ["uds", "shm"] {
+        let mut r = short_request("pubsub", t);
+        r.subs = 2;
+        r.sizes = vec![200];
+        r.count = Some(300);
+        r.delivery = Some(Delivery::Reliable);
+        r.slow_subscriber = Some(Duration::from_micros(500));
+        if t == "shm" {
+            r.options.insert("capacity".into(), "64k".into());
+        }
+        let case = &plan::cases(&r).unwrap()[0];
+        let c = Runner::new(None, false).run_case(case);
+        check_exact(&c, 1, 2, 300);
+        // The slow one took its time on each message, so the publisher waited on it.
+        let slow = role(&c, "subscriber 1");
+        assert!(
+            slow.measured_ns >= 300 * 500_000 * 9 / 10,
+            "{t}: {} ns",
+            slow.measured_ns
+        );
+    }
+}
+
+#[test]
+fn pubsub_refuses_what_a_transport_cannot_do_with_the_fix() {
+    let e = |args: &[&str]| {
+        let mut all = vec!["run"];
+        all.extend_from_slice(args);
+        let out = run(&all, Duration::from_secs(20));
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        text(&out.stderr)
+    };
+    assert!(e(&["pubsub", "-t", "pipe", "--pubs", "2"]).contains("use --pubs 1, or uds"));
+    assert!(e(&["stream", "-t", "uds", "--subs", "2"]).contains("msgperf run pubsub"));
+    assert!(e(&["pubsub", "-t", "uds", "--history", "latest"]).contains("fifo only"));
+    assert!(e(&[
+        "pubsub",
+        "-t",
+        "shm",
+        "--history",
+        "latest",
+        "--delivery",
+        "reliable"
+    ])
+    .contains("--delivery best-effort"));
+    assert!(e(&["pubsub", "-t", "uds", "--confirm"]).contains("stream --confirm"));
+    assert!(e(&["pubsub", "-t", "uds", "--subs", "0"]).contains("1 or more"));
+    assert!(e(&[
+        "pubsub",
+        "-t",
+        "uds",
+        "--subs",
+        "2",
+        "--connect",
+        "127.0.0.1:1"
+    ])
+    .contains("--connect serves one publisher"));
+}
+
+#[test]
+fn a_killed_subscriber_fails_the_case_cleanly_with_no_orphans() {
+    let dir = temp_dir();
+    let json = dir.path().join("r.json");
+    let child = Server::start(&[
+        "run",
+        "pubsub",
+        "-t",
+        "uds",
+        "--subs",
+        "2",
+        "--pubs",
+        "2",
+        "--rate",
+        "1khz",
+        "--duration",
+        "60s",
+        "--timeout",
+        "2s",
+        "--no-floor",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let pid = child.id();
+    // Wait until all four roles run, then kill a subscriber (a `serve` process).
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    let sub = loop {
+        let kids = children(pid);
+        let serve = kids.iter().copied().find(|k| {
+            std::fs::read_to_string(format!("/proc/{k}/cmdline"))
+                .unwrap_or_default()
+                .contains("serve")
+        });
+        if kids.len() == 4 {
+            if let Some(s) = serve {
+                break s;
+            }
+        }
+        assert!(std::time::Instant::now() < end, "roles never started");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let kids = children(pid);
+    signal(sub, libc::SIGKILL);
+    let out = wait_output(child.take(), Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    for k in kids {
+        assert!(!alive(k), "role {k} outlived the run");
+    }
+    // What was measured is written, with the failure named.
+    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(v["cases"][0]["error"].is_string());
+    assert!(leftovers_of(pid).is_empty());
+}
