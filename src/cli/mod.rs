@@ -453,7 +453,8 @@ fn execute(
     let expected: Duration = cases
         .iter()
         .map(|c| {
-            (c.warmup + c.duration.unwrap_or(Duration::from_secs(1))) * if floor { 2 } else { 1 }
+            let floored = floor && c.rate_hz.is_none();
+            (c.warmup + c.duration.unwrap_or(Duration::from_secs(1))) * if floored { 2 } else { 1 }
         })
         .sum();
     let mut run = RunResult {

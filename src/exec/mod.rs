@@ -53,7 +53,8 @@ impl Runner {
     }
 
     pub fn run_case(&mut self, case: &CaseConfig) -> CaseResult {
-        let floor = if self.measure_floor {
+        // A paced case moves what its schedule says: no floor ratio applies to it.
+        let floor = if self.measure_floor && case.rate_hz.is_none() {
             self.floor(case)
         } else {
             None
