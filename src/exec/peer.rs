@@ -24,90 +24,55 @@ pub fn own_executable() -> Result<std::path::PathBuf, String> {
     }
 }
 
-pub struct PeerProcess {
+/// A msgperf process playing a role: dies with its parent, its stderr kept for the error
+/// message, killed if still running when dropped.
+pub struct RoleProcess {
     child: Child,
-    pub rendezvous: Rendezvous,
     stderr: Receiver<String>,
 }
 
-impl PeerProcess {
-    pub fn spawn(case: &CaseConfig) -> Result<Self, String> {
+impl RoleProcess {
+    /// Starts `msgperf ARGS` with stdout piped (returned) and stdin as given.
+    pub fn spawn(
+        args: &[String],
+        stdin: Stdio,
+    ) -> Result<(Self, std::process::ChildStdout), String> {
         let mut cmd = Command::new(own_executable()?);
-        cmd.args([
-            "serve",
-            "--once",
-            "--announce",
-            "--transport",
-            &case.transport,
-        ]);
-        cmd.args(["--timeout", &format!("{}ms", case.timeout.as_millis())]);
-        cmd.args(["--max-message", &case.size_bytes.to_string()]);
-        if case.pubs > 1 {
-            cmd.args(["--peers", &case.pubs.to_string()]);
-        }
-        if case.wait == Wait::Poll {
-            cmd.arg("--poll");
-        }
-        if let Some(c) = case.cpus.1 {
-            cmd.args(["--pin", &c.to_string()]);
-        }
-        for (k, v) in &case.options {
-            cmd.args(["--opt", &format!("{k}={v}")]);
-        }
-        cmd.stdin(Stdio::null())
+        cmd.args(args)
+            .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         sys::child_dies_with_parent(&mut cmd);
         let mut child = cmd
             .spawn()
-            .map_err(|e| format!("could not start the peer process: {e}"))?;
+            .map_err(|e| format!("could not start a {} process: {e}", args[0]))?;
         let stdout = child.stdout.take().expect("piped");
         let mut stderr = child.stderr.take().expect("piped");
-        let (line_tx, line_rx) = bounded(1);
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = line_tx.send(line);
-        });
         let (err_tx, err_rx) = bounded(1);
         std::thread::spawn(move || {
             let mut s = String::new();
             let _ = stderr.read_to_string(&mut s);
             let _ = err_tx.send(s);
         });
-        let mut peer = PeerProcess {
-            child,
-            rendezvous: Rendezvous {
-                transport: String::new(),
-                address: String::new(),
+        Ok((
+            RoleProcess {
+                child,
+                stderr: err_rx,
             },
-            stderr: err_rx,
-        };
-        let line = line_rx.recv_timeout(case.timeout).unwrap_or_default();
-        match line
-            .trim()
-            .strip_prefix(ANNOUNCE)
-            .map(|j| serde_json::from_str::<Rendezvous>(j.trim()))
-        {
-            Some(Ok(rv)) => {
-                peer.rendezvous = rv;
-                Ok(peer)
-            }
-            _ => {
-                let why = peer.finish(Duration::from_secs(1));
-                Err(format!(
-                    "the peer process did not start: {}",
-                    why.unwrap_or_else(|| "it printed no rendezvous".into())
-                ))
-            }
-        }
+            stdout,
+        ))
     }
 
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
 
-    /// Waits for the peer to exit (killing it after `grace`); returns why it failed, if it did.
+    pub fn stdin(&mut self) -> Option<std::process::ChildStdin> {
+        self.child.stdin.take()
+    }
+
+    /// Waits for the process to exit (killing it after `grace`); returns why it failed, if it
+    /// did, with the last line it wrote to stderr.
     pub fn finish(&mut self, grace: Duration) -> Option<String> {
         let status = match sys::reap(self.child.id(), grace) {
             Some(0) => None,
@@ -134,12 +99,79 @@ impl PeerProcess {
     }
 }
 
-impl Drop for PeerProcess {
+impl Drop for RoleProcess {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
             let _ = self.child.kill();
             let _ = self.child.try_wait();
         }
+    }
+}
+
+/// The passive role (a subscriber, with `--peers`) in a `serve --once` process.
+pub struct PeerProcess {
+    process: RoleProcess,
+    pub rendezvous: Rendezvous,
+}
+
+impl PeerProcess {
+    pub fn spawn(case: &CaseConfig) -> Result<Self, String> {
+        let mut args: Vec<String> = ["serve", "--once", "--announce", "--transport"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        args.push(case.transport.clone());
+        args.extend([
+            "--timeout".into(),
+            format!("{}ms", case.timeout.as_millis()),
+        ]);
+        args.extend(["--max-message".into(), case.size_bytes.to_string()]);
+        if case.pubs > 1 {
+            args.extend(["--peers".into(), case.pubs.to_string()]);
+        }
+        if case.wait == Wait::Poll {
+            args.push("--poll".into());
+        }
+        if let Some(c) = case.cpus.1 {
+            args.extend(["--pin".into(), c.to_string()]);
+        }
+        for (k, v) in &case.options {
+            args.extend(["--opt".into(), format!("{k}={v}")]);
+        }
+        let (mut process, stdout) = RoleProcess::spawn(&args, Stdio::null())?;
+        let (line_tx, line_rx) = bounded(1);
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = line_tx.send(line);
+        });
+        let line = line_rx.recv_timeout(case.timeout).unwrap_or_default();
+        match line
+            .trim()
+            .strip_prefix(ANNOUNCE)
+            .map(|j| serde_json::from_str::<Rendezvous>(j.trim()))
+        {
+            Some(Ok(rendezvous)) => Ok(PeerProcess {
+                process,
+                rendezvous,
+            }),
+            _ => {
+                let why = process.finish(Duration::from_secs(1));
+                Err(format!(
+                    "the peer process did not start: {}",
+                    why.unwrap_or_else(|| "it printed no rendezvous".into())
+                ))
+            }
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// Waits for the peer to exit (killing it after `grace`); returns why it failed, if it did.
+    pub fn finish(&mut self, grace: Duration) -> Option<String> {
+        self.process.finish(grace)
     }
 }
 

@@ -12,7 +12,7 @@
 //!            ◄── each publisher's outcome (its own result and one per subscriber), as JSON
 //! ```
 
-use super::peer::{PeerProcess, Watchdog};
+use super::peer::{PeerProcess, RoleProcess, Watchdog};
 use super::session::{self, ActiveOutcome};
 use super::{channel_spec, STOP};
 use crate::result::{CaseConfig, RoleResult};
@@ -20,8 +20,8 @@ use crate::sys;
 use crate::transport::{self, Endpoint, Rendezvous, TransportError};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{ChildStdin, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -262,10 +262,9 @@ fn run_in_threads(case: &CaseConfig) -> (Vec<ActiveOutcome>, Option<String>) {
 
 /// A publisher process: `msgperf publish`, ordered and released over its stdin.
 struct PublisherProcess {
-    child: Child,
+    process: RoleProcess,
     stdin: Option<ChildStdin>,
     outcome: Receiver<Option<ActiveOutcome>>,
-    stderr: Receiver<String>,
 }
 
 /// The line a publisher prints when it is connected and waits for `go`.
@@ -273,19 +272,10 @@ pub const READY: &str = "msgperf-publisher-ready";
 
 impl PublisherProcess {
     fn spawn(order: &PublishOrder, ready: Sender<usize>) -> Result<Self, String> {
-        let mut cmd = Command::new(super::peer::own_executable()?);
-        cmd.arg("publish")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        sys::child_dies_with_parent(&mut cmd);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("could not start a publisher process: {e}"))?;
-        let mut stdin = child.stdin.take().expect("piped");
+        let (mut process, stdout) = RoleProcess::spawn(&["publish".into()], Stdio::piped())?;
+        let mut stdin = process.stdin().expect("piped");
         let line = serde_json::to_string(order).expect("orders serialize");
         writeln!(stdin, "{line}").map_err(|e| format!("could not brief a publisher: {e}"))?;
-        let stdout = child.stdout.take().expect("piped");
         let (out_tx, out_rx) = bounded(1);
         let index = order.index;
         std::thread::spawn(move || {
@@ -299,18 +289,10 @@ impl PublisherProcess {
             }
             let _ = out_tx.send(outcome);
         });
-        let mut err = child.stderr.take().expect("piped");
-        let (err_tx, err_rx) = bounded(1);
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = err.read_to_string(&mut s);
-            let _ = err_tx.send(s);
-        });
         Ok(PublisherProcess {
-            child,
+            process,
             stdin: Some(stdin),
             outcome: out_rx,
-            stderr: err_rx,
         })
     }
 
@@ -336,36 +318,15 @@ impl PublisherProcess {
             }
         };
         self.stdin = None;
-        let status = sys::reap(self.child.id(), Duration::from_secs(2));
-        let _ = self.child.try_wait();
-        got.unwrap_or_else(|| {
-            let err = self
-                .stderr
-                .recv_timeout(Duration::from_secs(1))
-                .unwrap_or_default();
-            let why = err
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .map(str::to_string)
-                .unwrap_or_else(|| format!("exit status {status:?}"));
-            ActiveOutcome {
-                error: Some(format!(
-                    "publisher process pid {} gave no result: {why}",
-                    self.child.id()
-                )),
-                ..ActiveOutcome::default()
-            }
+        let failed = self.process.finish(Duration::from_secs(2));
+        got.unwrap_or_else(|| ActiveOutcome {
+            error: Some(format!(
+                "publisher process pid {} gave no result: {}",
+                self.process.pid(),
+                failed.unwrap_or_else(|| "it exited without one".into())
+            )),
+            ..ActiveOutcome::default()
         })
-    }
-}
-
-impl Drop for PublisherProcess {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.try_wait();
-        }
     }
 }
 
@@ -395,7 +356,7 @@ fn run_in_processes(case: &CaseConfig) -> (Vec<ActiveOutcome>, Option<String>) {
     let bound = case.warmup + case.duration.unwrap_or(Duration::ZERO) + case.timeout * 3;
     let _watchdogs: Vec<Watchdog> = pubs
         .iter()
-        .map(|p| p.child.id())
+        .map(|p| p.process.pid())
         .chain(subs.iter().map(|s| s.pid()))
         .filter(|_| case.duration.is_some())
         .map(|pid| Watchdog::arm(pid, bound))

@@ -23,6 +23,22 @@ fn opt_us(ns: Option<f64>) -> String {
     ns.map_or("-".into(), us)
 }
 
+/// min, the percentiles (`—` where unsupported), max and mean, in microseconds.
+fn distribution_cells(d: Option<&super::summary::Distribution>) -> Vec<String> {
+    let Some(d) = d else {
+        return vec!["-".into(); 3 + PERCENTILES.len()];
+    };
+    let mut cells = vec![us(d.min_ns as f64)];
+    cells.extend(
+        d.percentiles_ns
+            .iter()
+            .map(|p| p.map_or("—".into(), |v| us(v as f64))),
+    );
+    cells.push(us(d.max_ns as f64));
+    cells.push(us(d.mean_ns));
+    cells
+}
+
 /// Lines above, below and under the header only: dense rows, easy to scan.
 pub const STYLE: &str = "  ── ══      ──    ";
 
@@ -79,20 +95,12 @@ pub fn cases_table(summaries: &[CaseSummary]) -> String {
             s.wait.clone(),
             s.latency_kind.clone(),
         ];
-        match &s.latency {
-            Some(d) => {
-                row.push(d.samples.to_string());
-                row.push(us(d.min_ns as f64));
-                row.extend(
-                    d.percentiles_ns
-                        .iter()
-                        .map(|p| p.map_or("—".into(), |v| us(v as f64))),
-                );
-                row.push(us(d.max_ns as f64));
-                row.push(us(d.mean_ns));
-            }
-            None => row.extend(std::iter::repeat_n("-".to_string(), 4 + PERCENTILES.len())),
-        }
+        row.push(
+            s.latency
+                .as_ref()
+                .map_or("-".into(), |d| d.samples.to_string()),
+        );
+        row.extend(distribution_cells(s.latency.as_ref()));
         row.push(format!("{:.0}", s.msgs_per_s));
         row.push(format!("{:.1}", s.mb_per_s));
         row.push(format!("{}/{}/{}", s.lost, s.duplicated, s.reordered));
@@ -243,19 +251,7 @@ pub fn subscribers_table(summaries: &[CaseSummary]) -> String {
                 format!("{}/{}/{}", r.lost, r.duplicated, r.reordered),
                 r.overwritten.to_string(),
             ];
-            match &r.latency {
-                Some(d) => {
-                    row.push(us(d.min_ns as f64));
-                    row.extend(
-                        d.percentiles_ns
-                            .iter()
-                            .map(|p| p.map_or("—".into(), |v| us(v as f64))),
-                    );
-                    row.push(us(d.max_ns as f64));
-                    row.push(us(d.mean_ns));
-                }
-                None => row.extend(std::iter::repeat_n("-".to_string(), 3 + PERCENTILES.len())),
-            }
+            row.extend(distribution_cells(r.latency.as_ref()));
             t.add_row(row);
         }
     }
