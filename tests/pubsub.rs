@@ -304,3 +304,33 @@ fn a_killed_subscriber_fails_the_case_cleanly_with_no_orphans() {
     assert!(v["cases"][0]["error"].is_string());
     assert!(leftovers_of(pid).is_empty());
 }
+
+#[test]
+fn readers_that_spin_on_one_cpu_are_warned_about() {
+    let out = run(
+        &[
+            "run",
+            "pubsub",
+            "-t",
+            "uds",
+            "--subs",
+            "2",
+            "--poll",
+            "--count",
+            "200",
+            "--rate",
+            "2khz",
+            "--threads",
+            "--warmup",
+            "0ms",
+            "--no-floor",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("2 reading threads busy-poll on one CPU"),
+        "{}",
+        text(&out.stdout)
+    );
+}

@@ -19,6 +19,7 @@ pub enum Warning {
         low_ns: u64,
         high_ns: u64,
         pinned: bool,
+        polling: bool,
     },
     BusyCpu {
         cpus: String,
@@ -42,6 +43,10 @@ pub enum Warning {
         target: f64,
         achieved: f64,
     },
+    /// Several readers spin on one CPU: they take turns in scheduler time slices.
+    SpinnersShareCpu {
+        readers: usize,
+    },
 }
 
 impl fmt::Display for Warning {
@@ -50,9 +55,11 @@ impl fmt::Display for Warning {
             Warning::FewSamples { samples } => write!(f, "only {samples} samples: tail percentiles are not shown; measure longer with --duration or --count"),
             Warning::SlowStart { ratio } => write!(f, "the first 100 ms were {ratio:.1}x slower than the rest: discard them with --warmup 1s"),
             Warning::Wide { p99_over_p50 } => write!(f, "p99 is {p99_over_p50:.0}x p50: a very wide distribution; pin the roles (--placement) and stop other programs"),
-            Warning::Bimodal { low_ns, high_ns, pinned } => {
+            Warning::Bimodal { low_ns, high_ns, pinned, polling } => {
                 let (lo, hi) = (*low_ns as f64 / 1e3, *high_ns as f64 / 1e3);
-                if *pinned {
+                if *polling {
+                    write!(f, "two modes, near {lo:.1} us and {hi:.1} us: some messages waited for a CPU that another role held")
+                } else if *pinned {
                     write!(f, "two modes, near {lo:.1} us and {hi:.1} us: some messages found the reader awake, others had to wake it; compare with --poll")
                 } else {
                     write!(f, "two modes, near {lo:.1} us and {hi:.1} us: the roles may have moved between CPUs; pin them with --placement")
@@ -60,6 +67,7 @@ impl fmt::Display for Warning {
             }
             Warning::BusyCpu { cpus, pct } => write!(f, "other programs used {pct:.0}% of CPUs {cpus} during the case: stop them or pin elsewhere with --pin"),
             Warning::NearClock { figure_ns, clock_ns } => write!(f, "the figure ({figure_ns} ns) is within 10x of the clock's resolution or read cost ({clock_ns:.0} ns): treat it as approximate"),
+            Warning::SpinnersShareCpu { readers } => write!(f, "{readers} reading threads busy-poll on one CPU, so they take turns in scheduler time slices (milliseconds): use blocking reads (drop --poll, or --opt wait=block or spin-yield)"),
             Warning::Losses { lost, pct } => write!(f, "{lost} messages lost ({pct:.2}% of those sent to the readers): the transport dropped them or a best-effort queue was full; lower the rate, or use --delivery reliable on a transport that pushes back"),
             Warning::CpuMoved { role, cpus } => write!(f, "the {role} ran on CPUs {cpus:?}: it migrated; pin it with --placement"),
             Warning::Unpinned => write!(f, "roles were not pinned (--placement any): results flip between same-CPU and cross-CPU figures from run to run"),
@@ -121,6 +129,14 @@ pub fn for_case(case: &CaseResult, s: &CaseSummary, env: &Environment) -> Vec<Wa
             lost: s.lost,
             pct: s.lost as f64 * 100.0 / (s.lost + received).max(1) as f64,
         });
+    }
+    let cfg = &case.config;
+    let spins = cfg.wait == crate::result::Wait::Poll
+        || cfg.options.get("wait").is_some_and(|w| w == "spin");
+    // Each subscriber reads each publisher's channel on a thread of its own.
+    let readers = cfg.pubs * cfg.subs;
+    if spins && cfg.fans_out() && readers > 1 && cfg.cpus.1.is_some() {
+        w.push(Warning::SpinnersShareCpu { readers });
     }
     if case.config.placement != Placement::Any {
         for r in &case.roles {
@@ -185,6 +201,7 @@ fn latency_warnings(case: &CaseResult, d: &Distribution, env: &Environment, w: &
                     low_ns,
                     high_ns,
                     pinned: case.config.placement != Placement::Any,
+                    polling: case.config.wait == crate::result::Wait::Poll,
                 });
             }
             break;
