@@ -4,8 +4,9 @@
 Ping-pong of 64 B messages for every wait strategy and buffer mode (roles on two CPUs, and on
 one), then streams of 64 B and 64 KiB, copying and zero-copy. Prints a Markdown table with the
 median and p99 round trip, the CPU each round trip costs both roles, and the ratios to the
-floors: the hardware's cache-line ping-pong (`msgperf floor`), shm's own plain loop with the same
-wait strategy (the futex ping-pong for `block`), and memcpy bandwidth for streams.
+floors: the hardware's (`msgperf floor`: cache-line ping-pong for round trips, one CPU's memcpy
+bandwidth for streams) and shm's own plain loop with the same wait strategy (a flag each way for
+round trips, the futex ping-pong for `block`; for streams four slots with one copy in and one out).
 Then shm against iceoryx2 (built with the `iceoryx2` feature), same workload, wait strategy,
 placement and processes, both writing and reading every payload byte, with the ratio.
 Usage: bench/shm_options.py [--duration 1]
@@ -34,17 +35,19 @@ def main():
     msgperf = os.path.join(root, "target", "release", "msgperf")
     floor = sh([msgperf, "floor", "-t", "shm", "--placement", "cross-cpu", "--duration", a.duration + "s"])
     cache_line_us = float(re.search(r"cache-line ping-pong\s+8\s+\S+\s+\S+\s+\d+\s+\S+\s+(\S+)", floor).group(1))
-    print(f"hardware floor: cache-line ping-pong p50 {cache_line_us:.2f} us (cross-cpu)\n")
-    print("| case | cpus | p50 [us] | p99 [us] | msgs/s | MB/s | CPU [us/msg, both roles] | vs shm floor | vs cache line |")
+    memcpy_mb = float(re.search(r"memcpy\s+64k\s+.*?(\d+\.\d)\s*$", floor, re.M).group(1))
+    print(f"hardware floor: cache-line ping-pong p50 {cache_line_us:.2f} us (cross-cpu), memcpy {memcpy_mb:.0f} MB/s (one CPU)\n")
+    print("| case | cpus | p50 [us] | p99 [us] | msgs/s | MB/s | CPU [us/msg, both roles] | vs shm floor | vs hardware |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for placement in ("cross-cpu", "same-cpu"):
         waits = "spin,spin-yield,block" if placement == "cross-cpu" else "spin-yield,block"
         for c in run(msgperf, "pingpong", 64, placement, ["buffer=queue,latest", "wait=" + waits], a.duration):
-            row(c, cache_line_us)
+            row(c, cache_line_us, memcpy_mb)
     for size in (64, 65536):
         for c in run(msgperf, "stream", size, "cross-cpu", ["zero-copy=false,true"], a.duration):
-            row(c, None)
-    print("\nround trips: vs floor = p50 / floor p50 (lower is better); streams: MB/s / memcpy MB/s.")
+            row(c, None, memcpy_mb)
+    print("\nround trips: p50 / floor p50 (lower is better), the hardware's being the cache-line ping-pong;"
+          " streams: MB/s / floor MB/s (higher is better), the hardware's being one CPU's memcpy.")
     print("\n| shm vs iceoryx2 | shm p50 [us] | iceoryx2 p50 [us] | shm / iceoryx2 | shm msgs/s | iceoryx2 msgs/s | shm / iceoryx2 |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for wait in ("spin", "spin-yield", "block"):
@@ -58,14 +61,17 @@ def main():
         print(f'| stream {size} B (spin-yield) | - | - | - | {shm["msgs_per_s"]:.0f} | {iox["msgs_per_s"]:.0f} | {shm["msgs_per_s"] / iox["msgs_per_s"]:.2f}x |')
     print("\nBoth zero-copy, both processes, both writing and checking every payload byte; p50 lower is better, msgs/s higher.")
 
-def row(c, cache_line_us):
+def row(c, cache_line_us, memcpy_mb):
     s = c["summary"]
     d = s["latency"]
     cpu = sum(r["cpu_user_ns_per_msg"] + r["cpu_sys_ns_per_msg"] for r in s["roles"]) / 1e3
     p = d["percentiles_ns"]
     rtt = s["latency_kind"] == "round trip"
     name = f'{c["config"]["workload"]} {s["size_bytes"]} B {s["options"]}'
-    vs_cl = f'{p[0] / 1e3 / cache_line_us:.2f}x' if rtt and cache_line_us and s["cpus"] != "0/0" else "-"
+    if rtt:
+        vs_cl = f'{p[0] / 1e3 / cache_line_us:.2f}x' if cache_line_us and s["cpus"] != "0/0" else "-"
+    else:
+        vs_cl = f'{s["mb_per_s"] / memcpy_mb:.2f}x' 
     print(f'| {name} | {s["cpus"]} | {p[0] / 1e3:.2f} | {(p[2] or 0) / 1e3:.2f} | {s["msgs_per_s"]:.0f} | {s["mb_per_s"]:.0f} | '
           f'{cpu:.2f} | {s["vs_floor"]:.2f}x | {vs_cl} |')
 

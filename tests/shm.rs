@@ -268,3 +268,26 @@ fn killing_either_side_leaves_no_segment() {
         .collect();
     assert!(after.is_empty(), "left in /dev/shm: {after:?}");
 }
+
+#[test]
+fn the_stream_floor_is_a_plain_ring_between_the_same_roles() {
+    for wait in ["spin-yield", "block"] {
+        for threads in [true, false] {
+            let mut r = request("stream", &[("wait", wait)]);
+            r.sizes = vec![4096];
+            r.threads = threads;
+            r.count = None;
+            r.duration = Some(Duration::from_millis(100));
+            let case = &plan::cases(&r).unwrap()[0];
+            let f = Runner::new(None, true)
+                .floor(case)
+                .unwrap_or_else(|| panic!("{wait}: no stream floor"));
+            assert!(
+                f.samples > 10 && f.bytes_per_s > 0.0 && f.msgs_per_s > 0.0,
+                "{wait} threads={threads}: {f:?}"
+            );
+            let expect = f.msgs_per_s * 4096.0;
+            assert!((f.bytes_per_s - expect).abs() / expect < 1e-6, "{f:?}");
+        }
+    }
+}
