@@ -291,3 +291,16 @@ fn the_stream_floor_is_a_plain_ring_between_the_same_roles() {
         }
     }
 }
+
+#[test]
+fn a_ring_smaller_than_two_messages_grows_to_carry_them() {
+    for size in [8192usize, 65536, 100_000] {
+        let mut r = request("stream", &[("capacity", "4k")]);
+        r.sizes = vec![size];
+        r.count = Some(2_000);
+        let case = &plan::cases(&r).unwrap()[0];
+        let c = Runner::new(None, false).run_case(case);
+        assert_eq!(c.error, None, "{size} B");
+        assert_eq!(c.roles[1].counters.messages_received, 2_000, "{size} B");
+    }
+}

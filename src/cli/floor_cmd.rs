@@ -164,6 +164,6 @@ pub fn floor(a: FloorArgs) -> Exit {
             }
         }
     }
-    print_out(&format!("{t}\nThe plainest loop each transport allows, with no framing and no histogram: raw read/write on the descriptors; for shm a flag each way and a copy (streams: four slots, one copy in and one out), with the wait strategy of --opt wait; memcpy is one CPU copying, which a stream between two CPUs cannot reach; for inproc one buffer handed back and forth. `run` divides by the same loop at the same size and placement.\n"));
+    print_out(&format!("{t}\nThe plainest loop each transport allows, with no framing and no histogram: raw read/write on the descriptors; for shm a flag each way and a copy (streams: a ring of slots as large as shm's, one copy in and one out), with the wait strategy of --opt wait; memcpy is one CPU copying, which a stream between two CPUs cannot reach; for inproc one buffer handed back and forth. `run` divides by the same loop at the same size and placement.\n"));
     Ok(0)
 }

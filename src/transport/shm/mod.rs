@@ -283,7 +283,7 @@ impl Config {
         // Room for the largest message the channel will carry, twice (a queue message may
         // take at most half the ring).
         let ring_bytes = ring_bytes
-            .max(2 * (spec.max_message + 8))
+            .max(2 * (spec.max_message + 8).next_multiple_of(ring::CELL))
             .next_multiple_of(ring::CELL);
         Ok(Config {
             mode: if spec.option("buffer") == Some("latest") {
