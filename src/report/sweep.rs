@@ -81,7 +81,7 @@ pub fn render(sweeps: &[Sweep]) -> String {
             });
         let _ = writeln!(
             out,
-            "sweep {}: {} points; p99 from intended send time is lowest ({:.1} us) at {:.0} Hz; {knee}; saturation {:.0} msgs/s.",
+            "sweep {}: {} points; p99 from intended send time is lowest ({:.1} us) at {:.0} Hz; {knee}; saturation {:.0} msgs/s delivered (all readers).",
             s.label, s.points, s.best_p99_ns as f64 / 1e3, s.best_at_hz, s.saturation_msgs_per_s
         );
     }
