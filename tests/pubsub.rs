@@ -334,3 +334,66 @@ fn readers_that_spin_on_one_cpu_are_warned_about() {
         text(&out.stdout)
     );
 }
+
+#[test]
+fn ctrl_c_stops_every_publisher_and_keeps_every_role_result() {
+    let dir = temp_dir();
+    let json = dir.path().join("r.json");
+    let child = Server::start(&[
+        "run",
+        "pubsub",
+        "-t",
+        "shm",
+        "--pubs",
+        "2",
+        "--subs",
+        "2",
+        "--rate",
+        "1khz",
+        "--duration",
+        "60s",
+        "--opt",
+        "wait=block",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let pid = child.id();
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    while children(pid).len() < 4 {
+        assert!(std::time::Instant::now() < end, "roles never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let kids = children(pid);
+    std::thread::sleep(Duration::from_millis(800));
+    signal(pid, libc::SIGINT);
+    let out = wait_output(child.take(), Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["interrupted"], true);
+    let case = &v["cases"][0];
+    assert_eq!(
+        case["error"],
+        Value::Null,
+        "a clean stop: {}",
+        case["error"]
+    );
+    let roles: Vec<&str> = case["roles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["publisher 1", "publisher 2", "subscriber 1", "subscriber 2"]
+    );
+    for r in case["summary"]["roles"].as_array().unwrap() {
+        if r["role"].as_str().unwrap().starts_with("subscriber") {
+            assert!(r["received"].as_u64().unwrap() > 100, "{r}");
+            assert_eq!(r["lost"], 0, "{r}");
+        }
+    }
+    for k in kids {
+        assert!(!alive(k), "role {k} outlived the run");
+    }
+}
