@@ -11,6 +11,8 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -38,7 +40,17 @@ static int a_r, a_w, b_r, b_w, dgram;
 static void make(const char *t) {
     int p1[2], p2[2], sv[2];
     if (!strcmp(t, "pipe")) {
-        if (pipe(p1) || pipe(p2)) exit(2);
+        /* FIFOs, as msgperf's pipe transport uses (opened, then unlinked). */
+        char d[] = "/tmp/plain_loop_XXXXXX", f1[64], f2[64];
+        if (!mkdtemp(d)) exit(2);
+        snprintf(f1, sizeof f1, "%s/a", d);
+        snprintf(f2, sizeof f2, "%s/b", d);
+        if (mkfifo(f1, 0600) || mkfifo(f2, 0600)) exit(2);
+        p1[0] = open(f1, O_RDONLY | O_NONBLOCK); p1[1] = open(f1, O_WRONLY);
+        p2[0] = open(f2, O_RDONLY | O_NONBLOCK); p2[1] = open(f2, O_WRONLY);
+        if (p1[0] < 0 || p1[1] < 0 || p2[0] < 0 || p2[1] < 0) exit(2);
+        fcntl(p1[0], F_SETFL, 0); fcntl(p2[0], F_SETFL, 0);
+        unlink(f1); unlink(f2); rmdir(d);
         a_r = p1[0]; b_w = p1[1]; b_r = p2[0]; a_w = p2[1];
     } else if (!strcmp(t, "uds")) {
         if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) exit(2);

@@ -10,7 +10,7 @@ use crate::deadline::Deadline;
 use crate::sys;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -79,8 +79,20 @@ impl Transport for Pipe {
     fn floor(&self) -> Option<&'static dyn Floor> {
         static FLOOR: FdFloor = FdFloor {
             make_pair: || {
-                let (r1, w1) = std::io::pipe()?;
-                let (r2, w2) = std::io::pipe()?;
+                // FIFOs like the transport's own (a FIFO's inode costs a little more than an
+                // anonymous pipe's), opened and unlinked here, then plain descriptors.
+                let dir = super::private_dir()?;
+                let fifo = |name: &str| -> std::io::Result<(OwnedFd, OwnedFd)> {
+                    let p = dir.join(name);
+                    sys::mkfifo(&p)?;
+                    let r = open_read(&p).map_err(std::io::Error::other)?;
+                    let w = OpenOptions::new().write(true).open(&p)?;
+                    sys::set_nonblocking(r.as_raw_fd(), false)?;
+                    Ok((r.into(), w.into()))
+                };
+                let made = fifo("a").and_then(|a| Ok((a, fifo("b")?)));
+                let _ = std::fs::remove_dir_all(&dir);
+                let ((r1, w1), (r2, w2)) = made?;
                 Ok((
                     FdSide {
                         read: r1.into(),
