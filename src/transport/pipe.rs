@@ -95,12 +95,12 @@ impl Transport for Pipe {
                 let ((r1, w1), (r2, w2)) = made?;
                 Ok((
                     FdSide {
-                        read: r1.into(),
-                        write: Some(w2.into()),
+                        read: r1,
+                        write: Some(w2),
                     },
                     FdSide {
-                        read: r2.into(),
-                        write: Some(w1.into()),
+                        read: r2,
+                        write: Some(w1),
                     },
                 ))
             },
