@@ -248,18 +248,17 @@ fn pubsub_refuses_what_a_transport_cannot_do_with_the_fix() {
     .contains("--connect serves one publisher"));
 }
 
-#[test]
-fn a_killed_subscriber_fails_the_case_cleanly_with_no_orphans() {
-    let dir = temp_dir();
-    let json = dir.path().join("r.json");
-    let child = Server::start(&[
+/// A 60-second 2x2 pubsub run writing `json`, once all four role processes run.
+fn long_pubsub(transport: &str, json: &std::path::Path) -> (Server, Vec<u32>) {
+    let json = json.to_str().unwrap();
+    let mut args = vec![
         "run",
         "pubsub",
         "-t",
-        "uds",
-        "--subs",
-        "2",
+        transport,
         "--pubs",
+        "2",
+        "--subs",
         "2",
         "--rate",
         "1khz",
@@ -267,30 +266,41 @@ fn a_killed_subscriber_fails_the_case_cleanly_with_no_orphans() {
         "60s",
         "--timeout",
         "2s",
-        "--no-floor",
         "--json",
-        json.to_str().unwrap(),
-    ]);
-    let pid = child.id();
-    // Wait until all four roles run, then kill a subscriber (a `serve` process).
+        json,
+    ];
+    if transport == "shm" {
+        args.extend(["--opt", "wait=block"]);
+    }
+    let child = Server::start(&args);
     let end = std::time::Instant::now() + Duration::from_secs(20);
-    let sub = loop {
-        let kids = children(pid);
-        let serve = kids.iter().copied().find(|k| {
-            std::fs::read_to_string(format!("/proc/{k}/cmdline"))
-                .unwrap_or_default()
-                .contains("serve")
-        });
+    loop {
+        let kids = children(child.id());
         if kids.len() == 4 {
-            if let Some(s) = serve {
-                break s;
-            }
+            return (child, kids);
         }
         assert!(std::time::Instant::now() < end, "roles never started");
         std::thread::sleep(Duration::from_millis(50));
-    };
+    }
+}
+
+#[test]
+fn a_killed_subscriber_fails_the_case_cleanly_with_no_orphans() {
+    let dir = temp_dir();
+    let json = dir.path().join("r.json");
+    let (child, kids) = long_pubsub("uds", &json);
+    let pid = child.id();
+    // Kill a subscriber (a `serve` process).
+    let sub = kids
+        .iter()
+        .copied()
+        .find(|k| {
+            std::fs::read_to_string(format!("/proc/{k}/cmdline"))
+                .unwrap_or_default()
+                .contains("serve")
+        })
+        .expect("a subscriber process");
     std::thread::sleep(Duration::from_millis(500));
-    let kids = children(pid);
     signal(sub, libc::SIGKILL);
     let out = wait_output(child.take(), Duration::from_secs(60));
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
@@ -339,31 +349,8 @@ fn readers_that_spin_on_one_cpu_are_warned_about() {
 fn ctrl_c_stops_every_publisher_and_keeps_every_role_result() {
     let dir = temp_dir();
     let json = dir.path().join("r.json");
-    let child = Server::start(&[
-        "run",
-        "pubsub",
-        "-t",
-        "shm",
-        "--pubs",
-        "2",
-        "--subs",
-        "2",
-        "--rate",
-        "1khz",
-        "--duration",
-        "60s",
-        "--opt",
-        "wait=block",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
+    let (child, kids) = long_pubsub("shm", &json);
     let pid = child.id();
-    let end = std::time::Instant::now() + Duration::from_secs(20);
-    while children(pid).len() < 4 {
-        assert!(std::time::Instant::now() < end, "roles never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let kids = children(pid);
     std::thread::sleep(Duration::from_millis(800));
     signal(pid, libc::SIGINT);
     let out = wait_output(child.take(), Duration::from_secs(30));
