@@ -265,6 +265,7 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
     };
     let sum = |f: fn(&RoleResult) -> u64| case.roles.iter().map(f).sum::<u64>();
     let dist = |key: &str| merged(case, key).map(|h| Distribution::of(&h));
+    let wire = wire_per_msg(case);
     // Each publisher's schedule reaches each subscriber.
     let deliveries_per_tick = (cfg.pubs * cfg.subs) as f64;
     CaseSummary {
@@ -314,8 +315,8 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
         }),
         latency_reader_idle: dist("one_way_reader_idle_ns"),
         latency_reader_busy: dist("one_way_reader_busy_ns"),
-        wire_bytes_per_msg: wire_per_msg(case).map(|w| w.0),
-        wire_overhead_bytes_per_msg: wire_per_msg(case).map(|w| w.0 - w.1),
+        wire_bytes_per_msg: wire.map(|w| w.0),
+        wire_overhead_bytes_per_msg: wire.map(|w| w.0 - w.1),
         latency_from_intended: dist("one_way_from_intended_ns"),
         send_lag: dist("send_lag_ns"),
         roles: case.roles.iter().map(role_summary).collect(),

@@ -23,6 +23,14 @@ fn opt_us(ns: Option<f64>) -> String {
     ns.map_or("-".into(), us)
 }
 
+/// The headers of [`distribution_cells`].
+fn distribution_header() -> Vec<String> {
+    let mut h = vec!["min [us]".to_string()];
+    h.extend(PERCENTILES.iter().map(|(_, name)| format!("{name} [us]")));
+    h.extend(["max [us]".into(), "mean [us]".into()]);
+    h
+}
+
 /// min, the percentiles (`—` where unsupported), max and mean, in microseconds.
 fn distribution_cells(d: Option<&super::summary::Distribution>) -> Vec<String> {
     let Some(d) = d else {
@@ -65,21 +73,10 @@ pub fn cases_table(summaries: &[CaseSummary]) -> String {
         "wait",
         "latency",
         "samples",
-        "min [us]",
     ];
-    let pct: Vec<String> = PERCENTILES
-        .iter()
-        .map(|(_, name)| format!("{name} [us]"))
-        .collect();
-    header.extend(pct.iter().map(String::as_str));
-    header.extend([
-        "max [us]",
-        "mean [us]",
-        "msgs/s",
-        "MB/s",
-        "lost/dup/reord",
-        "vs floor",
-    ]);
+    let dist = distribution_header();
+    header.extend(dist.iter().map(String::as_str));
+    header.extend(["msgs/s", "MB/s", "lost/dup/reord", "vs floor"]);
     let mut t = table(&header);
     for (i, s) in summaries.iter().enumerate() {
         let mut row = vec![
@@ -230,14 +227,9 @@ pub fn subscribers_table(summaries: &[CaseSummary]) -> String {
         "received",
         "lost/dup/reord",
         "overwritten",
-        "min [us]",
     ];
-    let pct: Vec<String> = PERCENTILES
-        .iter()
-        .map(|(_, name)| format!("{name} [us]"))
-        .collect();
-    header.extend(pct.iter().map(String::as_str));
-    header.extend(["max [us]", "mean [us]"]);
+    let dist = distribution_header();
+    header.extend(dist.iter().map(String::as_str));
     let mut t = table(&header);
     for (i, s) in summaries.iter().enumerate() {
         if s.fan_out.is_none() {
