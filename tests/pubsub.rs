@@ -7,7 +7,7 @@ mod support;
 use msgperf::exec::Runner;
 use msgperf::plan::{self, Delivery};
 use msgperf::report::summary::summarize;
-use msgperf::result::{CaseResult, RoleResult};
+use msgperf::result::{CaseResult, FanOut, RoleResult};
 use msgperf::transport::REGISTRY;
 use serde_json::Value;
 use std::time::Duration;
@@ -72,17 +72,34 @@ fn check_exact(c: &CaseResult, pubs: usize, subs: usize, count: u64) {
         d.max_ns, max,
         "{what}: the merged max is the largest of all"
     );
-    assert!(s
-        .fan_out
-        .as_deref()
+    // A transport with a native fan-out used it, and the results say which way it went.
+    let native = msgperf::transport::find(&c.config.transport)
         .unwrap()
-        .contains("a copy per subscriber"));
+        .capabilities_with(&c.config.options)
+        .native_fan_out;
+    let (kind, says) = if native {
+        (FanOut::Shared, "one shared write per message")
+    } else {
+        (FanOut::Copy, "a copy per subscriber")
+    };
+    assert_eq!(c.fan_out, Some(kind), "{what}");
+    assert!(s.fan_out.as_deref().unwrap().contains(says), "{what}");
 }
 
 #[test]
 fn every_fan_out_transport_delivers_every_copy_in_threads() {
-    for t in REGISTRY.iter().filter(|t| t.capabilities().many_peers) {
-        let mut r = short_request("pubsub", t.name());
+    let mut cases: Vec<(&str, Option<&str>)> = REGISTRY
+        .iter()
+        .filter(|t| t.capabilities().many_peers)
+        .map(|t| (t.name(), None))
+        .collect();
+    // shm both ways: its shared ring, and a channel per subscriber.
+    cases.push(("shm", Some("copy")));
+    for (name, fan_out) in cases {
+        let mut r = short_request("pubsub", name);
+        if let Some(f) = fan_out {
+            r.options.insert("fan-out".into(), f.into());
+        }
         r.pubs = 2;
         r.subs = 3;
         r.sizes = vec![200];
@@ -97,8 +114,8 @@ fn every_fan_out_transport_delivers_every_copy_in_threads() {
         let s = summarize(&c);
         let split = s.latency_reader_idle.as_ref().map_or(0, |d| d.samples)
             + s.latency_reader_busy.as_ref().map_or(0, |d| d.samples);
-        assert_eq!(split, 2 * 3 * 200, "{}: idle + busy", t.name());
-        assert!(s.rate_error_pct.is_some(), "{}", t.name());
+        assert_eq!(split, 2 * 3 * 200, "{name}: idle + busy");
+        assert!(s.rate_error_pct.is_some(), "{name}");
     }
 }
 
@@ -153,9 +170,13 @@ fn one_to_many_and_many_to_one_in_processes_through_the_binary() {
 
 #[test]
 fn a_slow_subscriber_loses_messages_in_best_effort_and_they_are_counted() {
-    // shm drops when a subscriber's ring is full; udp when its socket buffer is.
-    for t in ["shm", "udp"] {
+    // shm drops when the shared ring (or with fan-out=copy, a subscriber's own ring) is
+    // full; udp when a subscriber's socket buffer is.
+    for (t, fan_out) in [("shm", "shared"), ("shm", "copy"), ("udp", "")] {
         let mut r = short_request("pubsub", t);
+        if !fan_out.is_empty() {
+            r.options.insert("fan-out".into(), fan_out.into());
+        }
         r.subs = 2;
         r.sizes = vec![1000];
         r.count = None;
@@ -169,7 +190,13 @@ fn a_slow_subscriber_loses_messages_in_best_effort_and_they_are_counted() {
         assert!(!case.strict, "{t}: best-effort is not checked strictly");
         let c = Runner::new(None, false).run_case(case);
         assert_eq!(c.error, None, "{t}");
-        let sent = role(&c, "publisher 1").counters.messages_sent;
+        let p = &role(&c, "publisher 1").counters;
+        // A copy counts as sent if any subscriber took it; a refused write to a shared ring
+        // reached no one, and is counted apart.
+        let sent = match fan_out {
+            "shared" => p.messages_sent + p.send_full,
+            _ => p.messages_sent,
+        };
         let slow = &role(&c, "subscriber 1").counters;
         assert!(slow.lost > 0, "{t}: the slow subscriber lost nothing");
         assert!(slow.messages_received > 0, "{t}");
@@ -182,6 +209,15 @@ fn a_slow_subscriber_loses_messages_in_best_effort_and_they_are_counted() {
             assert!(
                 role(&c, "publisher 1").counters.send_full >= slow.lost,
                 "shm: refused copies are counted at the publisher"
+            );
+        }
+        if fan_out == "shared" {
+            // One ring: what the slow one held back, the fast one lost too.
+            let fast = &role(&c, "subscriber 2").counters;
+            assert_eq!(fast.lost, slow.lost, "shm shared: {fast:?}");
+            assert_eq!(
+                p.send_full, slow.lost,
+                "shm shared: each refusal is one loss"
             );
         }
     }
@@ -286,9 +322,17 @@ fn long_pubsub(transport: &str, json: &std::path::Path) -> (Server, Vec<u32>) {
 
 #[test]
 fn a_killed_subscriber_fails_the_case_cleanly_with_no_orphans() {
+    // uds: its channel closes; shm: its place in the shared ring holds the publisher back
+    // until the publisher sees that its process is gone.
+    for t in ["uds", "shm"] {
+        killed_subscriber(t);
+    }
+}
+
+fn killed_subscriber(t: &str) {
     let dir = temp_dir();
     let json = dir.path().join("r.json");
-    let (child, kids) = long_pubsub("uds", &json);
+    let (child, kids) = long_pubsub(t, &json);
     let pid = child.id();
     // Kill a subscriber (a `serve` process).
     let sub = kids
@@ -303,11 +347,11 @@ fn a_killed_subscriber_fails_the_case_cleanly_with_no_orphans() {
     std::thread::sleep(Duration::from_millis(500));
     signal(sub, libc::SIGKILL);
     let out = wait_output(child.take(), Duration::from_secs(60));
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{t}: {}", text(&out.stderr));
     let err = text(&out.stderr);
-    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert_eq!(err.trim().lines().count(), 1, "{t}: one line: {err}");
     for k in kids {
-        assert!(!alive(k), "role {k} outlived the run");
+        assert!(!alive(k), "{t}: role {k} outlived the run");
     }
     // What was measured is written, with the failure named.
     let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();

@@ -222,6 +222,10 @@ struct ServeArgs {
     /// With --once: serve this many peers at once (a subscriber of several publishers).
     #[arg(long, default_value_t = 1)]
     peers: usize,
+    /// Join these fan-outs instead of listening (a subscriber of publishers with a native
+    /// fan-out; used when msgperf starts its own subscribers).
+    #[arg(long, hide = true, requires = "once")]
+    join: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -529,6 +533,7 @@ fn serve(a: ServeArgs) -> Exit {
         once: a.once,
         announce: a.announce,
         peers: a.peers.max(1),
+        join: a.join.clone(),
     };
     let announce = a.announce;
     exec::serve(&o, |r| {
@@ -564,6 +569,7 @@ fn transports_table(markdown: bool) -> String {
         "reliable".into(),
         "max message [B]".into(),
         "processes".into(),
+        "fan-out".into(),
         "options".into(),
     ]];
     for t in transport::REGISTRY {
@@ -582,6 +588,12 @@ fn transports_table(markdown: bool) -> String {
                 "yes"
             } else {
                 "threads only"
+            }
+            .into(),
+            if c.native_fan_out {
+                "one shared write"
+            } else {
+                "a copy per reader"
             }
             .into(),
             if opts.is_empty() {

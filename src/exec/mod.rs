@@ -9,7 +9,7 @@ pub mod peer;
 pub mod pubsub;
 pub mod session;
 
-use crate::result::{CaseConfig, CaseResult, FloorResult, RoleResult, Wait, WireCount};
+use crate::result::{CaseConfig, CaseResult, FanOut, FloorResult, RoleResult, Wait, WireCount};
 use crate::sys;
 use crate::transport::{self, ChannelSpec, FloorRoles, Rendezvous};
 use crate::workload::{self, message};
@@ -86,6 +86,13 @@ impl Runner {
             error,
             interrupted: stop_requested(),
             wire,
+            fan_out: case.fans_out().then(|| {
+                if pubsub::native(case) {
+                    FanOut::Shared
+                } else {
+                    FanOut::Copy
+                }
+            }),
             other_load_pct: if cpus.is_empty() {
                 None
             } else {
@@ -200,7 +207,7 @@ fn run_in_threads(case: &CaseConfig) -> (Vec<RoleResult>, Option<String>) {
 }
 
 fn run_in_processes(case: &CaseConfig) -> (Vec<RoleResult>, Option<String>) {
-    let mut peer = match peer::PeerProcess::spawn(case) {
+    let mut peer = match peer::PeerProcess::spawn(case, &[]) {
         Ok(p) => p,
         Err(e) => return (vec![], Some(e)),
     };
@@ -236,6 +243,8 @@ pub struct ServeOptions {
     pub announce: bool,
     /// With `once`: serve this many peers at once (a subscriber of several publishers).
     pub peers: usize,
+    /// With `once`: join these fan-outs (native fan-out) instead of listening.
+    pub join: Vec<String>,
 }
 
 /// Accepts `peers` peers on one listener and serves each one's case on its own thread (a
@@ -269,6 +278,35 @@ pub fn serve_peers(
     out
 }
 
+/// Joins each publisher's fan-out at `at` and serves each one's case on its own thread (a
+/// subscriber of publishers with a native fan-out); returns each one's outcome.
+pub fn serve_joined(
+    t: &dyn transport::Transport,
+    at: &[Rendezvous],
+    spec: &ChannelSpec,
+) -> Vec<Result<(CaseConfig, RoleResult), String>> {
+    let mut eps = Vec::new();
+    for a in at {
+        match t.connect(a, spec) {
+            Ok(ep) => eps.push(ep),
+            Err(e) => return vec![Err(format!("could not join {}: {e}", a.address))],
+        }
+    }
+    std::thread::scope(|scope| {
+        let served: Vec<_> = eps
+            .into_iter()
+            .map(|mut ep| scope.spawn(move || session::passive(&mut *ep, spec.poll, spec.timeout)))
+            .collect();
+        served
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a serving thread panicked".into()))
+            })
+            .collect()
+    })
+}
+
 pub fn serve(
     o: &ServeOptions,
     mut report: impl FnMut(Result<(CaseConfig, RoleResult), String>),
@@ -281,6 +319,20 @@ pub fn serve(
                 sys::allowed_cpus()
             )
         })?;
+    }
+    if !o.join.is_empty() {
+        let at: Vec<Rendezvous> = o
+            .join
+            .iter()
+            .map(|a| Rendezvous {
+                transport: o.transport.clone(),
+                address: a.clone(),
+            })
+            .collect();
+        let results = serve_joined(t, &at, &o.spec);
+        let failed = results.iter().find_map(|r| r.as_ref().err().cloned());
+        results.into_iter().for_each(&mut report);
+        return failed.map_or(Ok(()), Err);
     }
     let mut listener = t
         .listen(&o.spec)

@@ -108,14 +108,16 @@ impl Drop for RoleProcess {
     }
 }
 
-/// The passive role (a subscriber, with `--peers`) in a `serve --once` process.
+/// The passive role (a subscriber, with `--peers`) in a `serve --once` process: it listens,
+/// or joins the fan-outs at `join` (a subscriber of publishers with a native fan-out).
 pub struct PeerProcess {
     process: RoleProcess,
+    /// Where it listens (none when it joined).
     pub rendezvous: Rendezvous,
 }
 
 impl PeerProcess {
-    pub fn spawn(case: &CaseConfig) -> Result<Self, String> {
+    pub fn spawn(case: &CaseConfig, join: &[Rendezvous]) -> Result<Self, String> {
         let mut args: Vec<String> = ["serve", "--once", "--announce", "--transport"]
             .iter()
             .map(|s| s.to_string())
@@ -138,7 +140,16 @@ impl PeerProcess {
         for (k, v) in &case.options {
             args.extend(["--opt".into(), format!("{k}={v}")]);
         }
+        for at in join {
+            args.extend(["--join".into(), at.address.clone()]);
+        }
         let (mut process, stdout) = RoleProcess::spawn(&args, Stdio::null())?;
+        if !join.is_empty() {
+            return Ok(PeerProcess {
+                process,
+                rendezvous: join[0].clone(),
+            });
+        }
         let (line_tx, line_rx) = bounded(1);
         std::thread::spawn(move || {
             let mut line = String::new();

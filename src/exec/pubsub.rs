@@ -1,23 +1,27 @@
 //! Publish/subscribe: P publishers and S subscribers, each a process (or a thread with
-//! `--threads`). Every subscriber listens and takes a channel from every publisher; every
-//! publisher opens one channel per subscriber and writes each message to each of them in turn
-//! ([`FanOut`]: a copy per subscriber, said so in the results). Each channel runs the usual
-//! session, so a subscriber's result per publisher comes back in-band to that publisher; the
-//! controller merges them per subscriber (histograms added, not percentiles averaged).
+//! `--threads`). Where the transport has a native fan-out (shm), each publisher makes one and
+//! writes each message once; every subscriber joins every publisher's. Elsewhere every
+//! subscriber listens and takes a channel from every publisher, and a publisher writes each
+//! message to each channel in turn ([`CopyFanOut`]). The results say which. Each
+//! publisher-subscriber pair runs the usual session, so a subscriber's result per publisher
+//! comes back in-band to that publisher; the controller merges them per subscriber
+//! (histograms added, not percentiles averaged).
 //!
 //! ```text
-//! controller ── spawns ──► S subscribers (`serve --once --peers P`)
-//!            ── spawns ──► P publishers (`publish`): order on stdin, `ready` on stdout
-//!            ◄── ready ×P, then `go` to all: they start together (bounded by --timeout)
-//!            ◄── each publisher's outcome (its own result and one per subscriber), as JSON
+//! copy:   controller ── spawns ──► S subscribers (`serve --once --peers P`), their addresses
+//!                    ── spawns ──► P publishers (`publish`): order on stdin
+//! native: controller ── spawns ──► P publishers (`publish`): order on stdin, their topics
+//!                    ── spawns ──► S subscribers (`serve --once --join TOPIC...`)
+//! both:   controller ◄── ready ×P, then `go` to all: they start together (bounded by --timeout)
+//!                    ◄── each publisher's outcome (its own result and one per subscriber)
 //! ```
 
-use super::peer::{PeerProcess, RoleProcess, Watchdog};
+use super::peer::{PeerProcess, RoleProcess, Watchdog, ANNOUNCE};
 use super::session::{self, ActiveOutcome};
 use super::{channel_spec, STOP};
 use crate::result::{CaseConfig, RoleResult};
 use crate::sys;
-use crate::transport::{self, Endpoint, Rendezvous, TransportError};
+use crate::transport::{self, CopyFanOut, Endpoint, MulticastListener, Rendezvous};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
@@ -25,67 +29,15 @@ use std::process::{ChildStdin, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-/// A publisher's endpoints as one: each message goes to every subscriber in turn.
-pub struct FanOut<'a, 'b> {
-    eps: &'a mut [&'b mut dyn Endpoint],
-    /// Copies a subscriber's full queue refused (best-effort): that subscriber lost them.
-    pub refused: u64,
-    /// The subscriber whose channel failed, if one did.
-    pub failed_at: Option<usize>,
+/// Whether the case's transport has a native fan-out: then each publisher makes one, and the
+/// subscribers join it.
+pub fn native(case: &CaseConfig) -> bool {
+    transport::find(&case.transport)
+        .is_ok_and(|t| t.capabilities_with(&case.options).native_fan_out)
 }
 
-impl<'a, 'b> FanOut<'a, 'b> {
-    pub fn new(eps: &'a mut [&'b mut dyn Endpoint]) -> Self {
-        FanOut {
-            eps,
-            refused: 0,
-            failed_at: None,
-        }
-    }
-
-    fn each(
-        &mut self,
-        mut send: impl FnMut(&mut dyn Endpoint) -> Result<(), TransportError>,
-    ) -> Result<(), TransportError> {
-        for (i, ep) in self.eps.iter_mut().enumerate() {
-            match send(*ep) {
-                Ok(()) => {}
-                Err(TransportError::Full) => self.refused += 1,
-                Err(e) => {
-                    self.failed_at = Some(i);
-                    return Err(e);
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Endpoint for FanOut<'_, '_> {
-    fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
-        self.each(|ep| ep.send(msg))
-    }
-    fn send_with(
-        &mut self,
-        len: usize,
-        build: &mut dyn FnMut(&mut [u8]),
-    ) -> Result<(), TransportError> {
-        self.each(|ep| ep.send_with(len, build))
-    }
-    fn recv(&mut self, _buf: &mut [u8]) -> Result<usize, TransportError> {
-        Err(TransportError::Unsupported(
-            "a publisher's fan-out only writes".into(),
-        ))
-    }
-    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, TransportError> {
-        self.recv(buf).map(Some)
-    }
-    fn set_recv_timeout(&mut self, timeout: Duration) -> Result<(), TransportError> {
-        self.each(|ep| ep.set_recv_timeout(timeout))
-    }
-}
-
-/// What a publisher is told: the case, where the subscribers are, and which one it is.
+/// What a publisher is told: the case, where the subscribers are (none with a native
+/// fan-out: they join the publisher's), and which one it is.
 #[derive(Serialize, Deserialize)]
 pub struct PublishOrder {
     pub case: CaseConfig,
@@ -93,15 +45,36 @@ pub struct PublishOrder {
     pub index: usize,
 }
 
-/// One publisher: connects to every subscriber, waits at `start`, publishes, ends each channel.
+/// A publisher's native fan-out, made before the subscribers start.
+fn make_topic(case: &CaseConfig, index: usize) -> Result<Box<dyn MulticastListener>, String> {
+    let t = transport::find(&case.transport)?;
+    t.multicast(&channel_spec(case), case.subs)
+        .map_err(|e| format!("publisher {}: could not make its fan-out: {e}", index + 1))
+}
+
+/// One publisher: waits for every subscriber to join its `topic` (native fan-out) or connects
+/// to every subscriber, waits at `start`, publishes, ends each subscriber's session.
 pub fn publish(
     order: &PublishOrder,
+    topic: Option<Box<dyn MulticastListener>>,
     start: &mut dyn FnMut() -> Result<(), String>,
 ) -> ActiveOutcome {
     let case = &order.case;
     let t = transport::find(&case.transport).expect("cases are validated");
     let spec = channel_spec(case);
     sys::with_cpu(case.cpus.0, || {
+        if let Some(mut topic) = topic {
+            return match topic.accept_all(&spec) {
+                Ok(mut fan) => session::active_to_many(&mut *fan, case, &STOP, start),
+                Err(e) => ActiveOutcome {
+                    error: Some(format!(
+                        "publisher {}: not every subscriber joined its fan-out: {e}",
+                        order.index + 1
+                    )),
+                    ..ActiveOutcome::default()
+                },
+            };
+        }
         let mut eps = Vec::with_capacity(order.subscribers.len());
         for (i, at) in order.subscribers.iter().enumerate() {
             match t.connect(at, &spec) {
@@ -119,11 +92,11 @@ pub fn publish(
                 }
             }
         }
-        let mut refs: Vec<&mut dyn Endpoint> = eps
+        let refs: Vec<&mut dyn Endpoint> = eps
             .iter_mut()
             .map(|e| e.as_mut() as &mut dyn Endpoint)
             .collect();
-        session::active_to_many(&mut refs, case, &STOP, start)
+        session::active_to_many(&mut CopyFanOut::new(refs), case, &STOP, start)
     })
 }
 
@@ -190,36 +163,65 @@ fn start_together(
     Ok(())
 }
 
+/// Where each subscriber meets its publishers: its own listener (copy), or its place in every
+/// publisher's fan-out (native).
+enum Meeting {
+    Listen(Box<dyn transport::Listener>),
+    Join(Vec<Rendezvous>),
+}
+
 fn run_in_threads(case: &CaseConfig) -> (Vec<ActiveOutcome>, Option<String>) {
     let t = transport::find(&case.transport).expect("cases are validated");
     let spec = channel_spec(case);
-    let mut listeners = Vec::new();
-    for _ in 0..case.subs {
-        match t.listen(&spec) {
-            Ok(l) => listeners.push(l),
-            Err(e) => return (vec![], Some(format!("a subscriber could not listen: {e}"))),
+    let mut meetings = Vec::new();
+    let mut topics = Vec::new();
+    let mut subscribers = Vec::new();
+    if native(case) {
+        for p in 0..case.pubs {
+            match make_topic(case, p) {
+                Ok(l) => topics.push(Some(l)),
+                Err(e) => return (vec![], Some(e)),
+            }
         }
+        for s in 0..case.subs {
+            let at = topics.iter().flatten().map(|l| l.rendezvous_for(s));
+            meetings.push(Meeting::Join(at.collect()));
+        }
+    } else {
+        for _ in 0..case.subs {
+            match t.listen(&spec) {
+                Ok(l) => {
+                    subscribers.push(l.rendezvous());
+                    meetings.push(Meeting::Listen(l));
+                }
+                Err(e) => return (vec![], Some(format!("a subscriber could not listen: {e}"))),
+            }
+        }
+        topics.resize_with(case.pubs, || None);
     }
-    let subscribers: Vec<Rendezvous> = listeners.iter().map(|l| l.rendezvous()).collect();
     let (ready_tx, ready_rx) = bounded::<usize>(case.pubs);
     let mut go = Vec::new();
     std::thread::scope(|scope| {
         let mut subs = Vec::new();
-        for (s, listener) in listeners.into_iter().enumerate() {
+        for (s, meeting) in meetings.into_iter().enumerate() {
             let spec = spec.clone();
             let (cpu, pubs) = (case.cpus.1, case.pubs);
             subs.push(scope.spawn(move || {
                 if let Some(c) = cpu {
                     let _ = sys::pin_current_thread(c);
                 }
-                super::serve_peers(listener, &spec, pubs)
+                let served = match meeting {
+                    Meeting::Listen(l) => super::serve_peers(l, &spec, pubs),
+                    Meeting::Join(at) => super::serve_joined(t, &at, &spec),
+                };
+                served
                     .into_iter()
                     .find_map(Result::err)
                     .map(|e| format!("subscriber {}: {e}", s + 1))
             }));
         }
         let mut pubs = Vec::new();
-        for index in 0..case.pubs {
+        for (index, topic) in topics.into_iter().enumerate() {
             let (go_tx, go_rx) = bounded::<bool>(1);
             go.push(go_tx);
             let ready_tx = ready_tx.clone();
@@ -229,7 +231,7 @@ fn run_in_threads(case: &CaseConfig) -> (Vec<ActiveOutcome>, Option<String>) {
                 index,
             };
             pubs.push(scope.spawn(move || {
-                publish(&order, &mut || {
+                publish(&order, topic, &mut || {
                     let _ = ready_tx.send(index);
                     match go_rx.recv_timeout(order.case.timeout * 2) {
                         Ok(true) => Ok(()),
@@ -264,6 +266,8 @@ fn run_in_threads(case: &CaseConfig) -> (Vec<ActiveOutcome>, Option<String>) {
 struct PublisherProcess {
     process: RoleProcess,
     stdin: Option<ChildStdin>,
+    /// Where each subscriber joins its fan-out (native fan-out only).
+    topic: Receiver<Vec<Rendezvous>>,
     outcome: Receiver<Option<ActiveOutcome>>,
 }
 
@@ -277,12 +281,17 @@ impl PublisherProcess {
         let line = serde_json::to_string(order).expect("orders serialize");
         writeln!(stdin, "{line}").map_err(|e| format!("could not brief a publisher: {e}"))?;
         let (out_tx, out_rx) = bounded(1);
+        let (topic_tx, topic_rx) = bounded(1);
         let index = order.index;
         std::thread::spawn(move || {
             let mut outcome = None;
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 if line.trim() == READY {
                     let _ = ready.send(index);
+                } else if let Some(at) = line.trim().strip_prefix(ANNOUNCE) {
+                    if let Ok(at) = serde_json::from_str(at.trim()) {
+                        let _ = topic_tx.send(at);
+                    }
                 } else if let Ok(o) = serde_json::from_str::<ActiveOutcome>(&line) {
                     outcome = Some(o);
                 }
@@ -292,6 +301,7 @@ impl PublisherProcess {
         Ok(PublisherProcess {
             process,
             stdin: Some(stdin),
+            topic: topic_rx,
             outcome: out_rx,
         })
     }
@@ -331,14 +341,18 @@ impl PublisherProcess {
 }
 
 fn run_in_processes(case: &CaseConfig) -> (Vec<ActiveOutcome>, Option<String>) {
+    let native = native(case);
     let mut subs = Vec::new();
-    for s in 0..case.subs {
-        match PeerProcess::spawn(case) {
-            Ok(p) => subs.push(p),
-            Err(e) => return (vec![], Some(format!("subscriber {}: {e}", s + 1))),
+    let mut subscribers = Vec::new();
+    if !native {
+        for s in 0..case.subs {
+            match PeerProcess::spawn(case, &[]) {
+                Ok(p) => subs.push(p),
+                Err(e) => return (vec![], Some(format!("subscriber {}: {e}", s + 1))),
+            }
         }
+        subscribers = subs.iter().map(|p| p.rendezvous.clone()).collect();
     }
-    let subscribers: Vec<Rendezvous> = subs.iter().map(|p| p.rendezvous.clone()).collect();
     let (ready_tx, ready_rx) = bounded::<usize>(case.pubs);
     let mut pubs = Vec::new();
     for index in 0..case.pubs {
@@ -350,6 +364,31 @@ fn run_in_processes(case: &CaseConfig) -> (Vec<ActiveOutcome>, Option<String>) {
         match PublisherProcess::spawn(&order, ready_tx.clone()) {
             Ok(p) => pubs.push(p),
             Err(e) => return (vec![], Some(format!("publisher {}: {e}", index + 1))),
+        }
+    }
+    if native {
+        // Each publisher's fan-out, as each subscriber joins it.
+        let deadline = crate::deadline::Deadline::after(case.timeout);
+        let mut places: Vec<Vec<Rendezvous>> = vec![Vec::new(); case.subs];
+        for (p, publisher) in pubs.iter_mut().enumerate() {
+            match publisher.topic.recv_timeout(deadline.remaining_nonzero()) {
+                Ok(at) if at.len() == case.subs => {
+                    places.iter_mut().zip(at).for_each(|(v, a)| v.push(a))
+                }
+                _ => {
+                    let why = publisher.outcome(Duration::from_secs(1)).error;
+                    return (
+                        vec![],
+                        why.or(Some(format!("publisher {} made no fan-out", p + 1))),
+                    );
+                }
+            }
+        }
+        for (s, at) in places.iter().enumerate() {
+            match PeerProcess::spawn(case, at) {
+                Ok(p) => subs.push(p),
+                Err(e) => return (vec![], Some(format!("subscriber {}: {e}", s + 1))),
+            }
         }
     }
     // A hung role is killed: the case's length plus room for set-up and the end exchange.
@@ -397,7 +436,20 @@ pub fn publisher_main() -> Result<(), String> {
     let order: PublishOrder =
         serde_json::from_str(&first).map_err(|e| format!("the order does not parse: {e}"))?;
     let timeout = order.case.timeout;
-    let outcome = publish(&order, &mut || {
+    let topic = if native(&order.case) {
+        let topic = make_topic(&order.case, order.index)?;
+        let places: Vec<Rendezvous> = (0..order.case.subs)
+            .map(|s| topic.rendezvous_for(s))
+            .collect();
+        say(&format!(
+            "{ANNOUNCE} {}",
+            serde_json::to_string(&places).expect("rendezvous serialize")
+        ));
+        Some(topic)
+    } else {
+        None
+    };
+    let outcome = publish(&order, topic, &mut || {
         say(READY);
         match lines.recv_timeout(timeout * 2).as_deref().map(str::trim) {
             Ok("go") => Ok(()),

@@ -13,11 +13,10 @@
 //! The Ready answer is the start barrier: the passive role has allocated and pinned everything
 //! before it answers.
 
-use super::pubsub::FanOut;
 use crate::deadline::Deadline;
 use crate::measure::Recorder;
 use crate::result::{CaseConfig, RoleResult, SCHEMA_VERSION};
-use crate::transport::{Endpoint, TransportError};
+use crate::transport::{CopyFanOut, Endpoint, Multicast, OneReader, TransportError};
 use crate::workload::message::{self, CONTROL, HEADER};
 use crate::workload::{self, RoleError};
 use serde::{Deserialize, Serialize};
@@ -85,23 +84,24 @@ pub struct ActiveOutcome {
 
 /// Runs the active role of `case` over `ep`: hello, the workload, END, the peer's result.
 pub fn active(ep: &mut dyn Endpoint, case: &CaseConfig, stop: &AtomicBool) -> ActiveOutcome {
-    active_to_many(&mut [ep], case, stop, &mut || Ok(()))
+    active_to_many(&mut CopyFanOut::new(vec![ep]), case, stop, &mut || Ok(()))
 }
 
 /// Runs the active role to several peers at once (a publisher and its subscribers): hello
 /// to each, then `start` (the barrier of all publishers), the workload writing every message
-/// to each peer in turn, then END to each and each peer's result.
+/// to all of them, then END to each and each peer's result.
 pub fn active_to_many(
-    eps: &mut [&mut dyn Endpoint],
+    fan: &mut dyn Multicast,
     case: &CaseConfig,
     stop: &AtomicBool,
     start: &mut dyn FnMut() -> Result<(), String>,
 ) -> ActiveOutcome {
     let w = workload::find(&case.workload).expect("cases are validated");
     let mut buf = vec![0u8; message::CONTROL_MAX];
-    let many = eps.len() > 1;
+    let readers = fan.readers();
+    let many = readers > 1;
     let name = |i: usize| name_of(w, many, i);
-    for (i, ep) in eps.iter_mut().enumerate() {
+    for i in 0..readers {
         // Only the first reader is the slow one.
         let mut hello_case = case.clone();
         if i > 0 {
@@ -111,8 +111,11 @@ pub fn active_to_many(
             version: SCHEMA_VERSION,
             case: Box::new(hello_case),
         };
-        let ready =
-            send_control(*ep, &hello).and_then(|_| recv_control(*ep, &mut buf, case.timeout));
+        let ep = &mut OneReader {
+            fan: &mut *fan,
+            reader: i,
+        };
+        let ready = send_control(ep, &hello).and_then(|_| recv_control(ep, &mut buf, case.timeout));
         match ready {
             Ok(Control::Ready) => {}
             Ok(Control::Refused(why)) => {
@@ -126,14 +129,9 @@ pub fn active_to_many(
         return failed(e);
     }
     let mut rec = Recorder::new();
-    let (run, refused, failed_at) = if many {
-        let mut fan = FanOut::new(eps);
-        let run = w.active(&mut fan, case, &mut rec, stop);
-        (run, fan.refused, fan.failed_at)
-    } else {
-        (w.active(&mut *eps[0], case, &mut rec, stop), 0, None)
-    };
-    rec.counters.send_full += refused;
+    let run = w.active(fan.to_all(), case, &mut rec, stop);
+    let failed_at = fan.failed_reader().filter(|_| many);
+    rec.counters.send_full += fan.refused();
     let peer_gone = matches!(run, Err(RoleError::Transport(TransportError::PeerClosed)));
     let (sent, mut error) = match run {
         Ok(sent) => (sent, None),
@@ -147,10 +145,14 @@ pub fn active_to_many(
     };
     let mut mine = rec.finish(w.roles()[0], error.clone());
     mine.sent_total = sent.next;
-    let mut peers = Vec::with_capacity(eps.len());
-    for (i, ep) in eps.iter_mut().enumerate() {
+    let mut peers = Vec::with_capacity(readers);
+    for i in 0..readers {
         // After a dead peer the others still get END, so they end within their timeout.
-        let peer = end(*ep, sent, case, &mut buf);
+        let ep = &mut OneReader {
+            fan: &mut *fan,
+            reader: i,
+        };
+        let peer = end(ep, sent, case, &mut buf);
         match &peer {
             Some(p) if error.is_none() => {
                 error = p.error.as_ref().map(|e| format!("{}: {e}", name(i)))

@@ -307,10 +307,12 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
             .rate_hz
             .filter(|_| msgs_per_s > 0.0)
             .map(|r| (msgs_per_s / deliveries_per_tick - r) / r * 100.0),
-        fan_out: cfg.fans_out().then(|| {
+        fan_out: case.fan_out.map(|f| {
             format!(
-                "{} publisher(s) x {} subscriber(s), a copy per subscriber",
-                cfg.pubs, cfg.subs
+                "{} publisher(s) x {} subscriber(s), {}",
+                cfg.pubs,
+                cfg.subs,
+                f.label()
             )
         }),
         latency_reader_idle: dist("one_way_reader_idle_ns"),

@@ -306,8 +306,19 @@ pub fn notes(run: &RunResult, summaries: &[CaseSummary]) -> String {
     );
     let _ = writeln!(out, "percentiles: `—` where the samples cannot support one (pN needs 10 samples beyond it: p99.99 needs 100000).");
     let _ = writeln!(out, "vs floor: round trips p50 / floor p50 (1.00x = the plain loop; lower is better); streams MB/s / floor MB/s (higher is better).");
-    if let Some(f) = summaries.iter().find_map(|s| s.fan_out.as_ref()) {
-        let _ = writeln!(out, "pubsub: {f} (each publisher writes every message once to each subscriber's channel, in turn); latency merges every subscriber's histogram, msgs/s counts deliveries, a rate is per publisher, cpus are the publishers'/subscribers' CPU.");
+    let fan_outs: Vec<&String> = summaries
+        .iter()
+        .filter_map(|s| s.fan_out.as_ref())
+        .collect();
+    if !fan_outs.is_empty() {
+        let mut how = Vec::new();
+        if fan_outs.iter().any(|f| f.contains("native")) {
+            how.push("a native fan-out writes every message once, into one ring that every subscriber reads");
+        }
+        if fan_outs.iter().any(|f| f.contains("copy")) {
+            how.push("a copy per subscriber: each publisher writes every message to each subscriber's channel, in turn");
+        }
+        let _ = writeln!(out, "pubsub: {}; latency merges every subscriber's histogram, msgs/s counts deliveries, a rate is per publisher, cpus are the publishers'/subscribers' CPU.", how.join("; "));
     }
     if summaries.iter().any(|s| s.latency_reader_idle.is_some()) {
         let _ = writeln!(out, "reader idle/busy: paced messages sent while the reader was already waiting (a blocking reader had to be woken) or before it asked (busy: the steady-state figure).");

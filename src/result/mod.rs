@@ -161,6 +161,28 @@ pub struct CaseResult {
     /// (all of it, so other loopback traffic would count too).
     #[serde(default)]
     pub wire: Option<WireCount>,
+    /// How each publisher reached its subscribers (pubsub with more than two roles).
+    #[serde(default)]
+    pub fan_out: Option<FanOut>,
+}
+
+/// How a publisher reaches several subscribers.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum FanOut {
+    /// The transport's native fan-out: each message written once, read by every subscriber.
+    Shared,
+    /// A channel per subscriber, and a copy of each message written to each.
+    Copy,
+}
+
+impl FanOut {
+    pub fn label(self) -> &'static str {
+        match self {
+            FanOut::Shared => "one shared write per message (native fan-out)",
+            FanOut::Copy => "a copy per subscriber",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]

@@ -18,6 +18,7 @@
 //! - A message longer than the receiver's buffer is [`TransportError::TooLarge`], never a silent
 //!   truncation.
 
+mod fanout;
 mod floor;
 mod framing;
 #[cfg(feature = "iceoryx2")]
@@ -30,6 +31,7 @@ mod udp;
 mod uds;
 mod uds_dgram;
 
+pub use fanout::{CopyFanOut, Multicast, MulticastListener, OneReader};
 pub use floor::{memcpy_bandwidth, spin_pingpong, Floor, FloorFigure, FloorKind, FloorRoles};
 
 use serde::{Deserialize, Serialize};
@@ -89,6 +91,18 @@ pub trait Transport: Sync {
         at: &Rendezvous,
         spec: &ChannelSpec,
     ) -> Result<Box<dyn Endpoint>, TransportError>;
+    /// A native fan-out for `readers` readers, who join it with `connect`; only transports
+    /// whose capabilities say `native_fan_out` make one (the others get [`CopyFanOut`]).
+    fn multicast(
+        &self,
+        _spec: &ChannelSpec,
+        _readers: usize,
+    ) -> Result<Box<dyn MulticastListener>, TransportError> {
+        Err(TransportError::Unsupported(format!(
+            "transport `{}` has no native fan-out",
+            self.name()
+        )))
+    }
     /// The plainest loop of this transport, which every ratio divides by.
     fn floor(&self) -> Option<&'static dyn Floor> {
         None
@@ -243,6 +257,8 @@ pub struct Capabilities {
     pub zero_copy: bool,
     /// One listener serves several peers at once (several publishers to one subscriber).
     pub many_peers: bool,
+    /// One write reaches many readers ([`Transport::multicast`]), not a copy per reader.
+    pub native_fan_out: bool,
 }
 
 /// Errors a transport reports, each one the caller can act on.

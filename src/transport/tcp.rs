@@ -36,6 +36,7 @@ impl Transport for Tcp {
             latest_value: false,
             zero_copy: false,
             many_peers: true,
+            native_fan_out: false,
         }
     }
 

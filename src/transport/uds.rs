@@ -28,6 +28,7 @@ impl Transport for Uds {
             latest_value: false,
             zero_copy: false,
             many_peers: true,
+            native_fan_out: false,
         }
     }
 

@@ -1,33 +1,38 @@
 //! `shm`: msgperf's own shared-memory transport. A segment in /dev/shm holds two rings, one per
-//! direction (see `ring.rs`); the file is removed as soon as the peer has mapped it, so nothing
-//! is left behind even if both sides are killed afterwards.
+//! direction (see `ring.rs`), or for a topic (native fan-out, `topic.rs`) one ring that every
+//! reader reads and one per reader for its answers. The file is removed as soon as every peer
+//! has mapped it, so nothing is left behind even if all sides are killed afterwards.
 //!
 //! Options: `buffer=queue|latest` (FIFO ring, or a newest-value slot that writes overwrite),
 //! `wait=spin|spin-yield|block` (busy poll, poll then yield the CPU, or sleep on a futex until
 //! woken), `zero-copy=true` (messages built and read in place), `capacity=256k` (bytes of each
-//! ring), `full=wait|fail` (a full queue makes the writer wait, or fail and count it).
+//! ring), `full=wait|fail` (a full queue makes the writer wait, or fail and count it),
+//! `fan-out=shared|copy` (pubsub: one shared ring, or a channel per subscriber).
 
 #![allow(unsafe_code)]
 
+mod endpoint;
 mod floor;
 pub mod ring;
+mod topic;
 
 use super::{
-    Capabilities, ChannelSpec, Endpoint, Floor, Listener, OptionSpec, Rendezvous, Transport,
-    TransportError,
+    Capabilities, ChannelSpec, Endpoint, Floor, Listener, MulticastListener, OptionSpec,
+    Rendezvous, Transport, TransportError,
 };
 use crate::deadline::Deadline;
+use endpoint::{Peer, RingReader, RingWriter, ShmEndpoint};
 use memmap2::MmapRaw;
 use ring::{
-    Header, Ring, ATTACHED, ATTACHER_CLOSED, CREATOR_CLOSED, MAGIC, MODE_LATEST, MODE_QUEUE,
-    VERSION,
+    Header, Ring, ATTACHED, ATTACHER_CLOSED, CREATOR_CLOSED, MAGIC, MAX_READERS, MODE_LATEST,
+    MODE_QUEUE, VERSION,
 };
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub struct Shm;
 
@@ -48,6 +53,7 @@ impl Transport for Shm {
             OptionSpec { key: "zero-copy", default: "false", about: "build and read messages in place in the segment (queue only)", values: &["true", "false"] },
             OptionSpec { key: "capacity", default: "256k", about: "bytes of each ring (grown to twice the largest message); a message may take up to half of it", values: &[] },
             OptionSpec { key: "full", default: "wait", about: "a full queue makes the writer wait, or fail (counted as send_full)", values: &["wait", "fail"] },
+            OptionSpec { key: "fan-out", default: "shared", about: "pubsub: one ring that every subscriber reads (queue only), or a channel and a copy per subscriber", values: &["shared", "copy"] },
         ]
     }
     fn capabilities(&self) -> Capabilities {
@@ -66,6 +72,7 @@ impl Transport for Shm {
             latest_value: latest,
             zero_copy: !latest && o.get("zero-copy").is_some_and(|z| z == "true"),
             many_peers: true,
+            native_fan_out: !latest && o.get("fan-out").is_none_or(|f| f == "shared"),
         }
     }
 
@@ -73,25 +80,39 @@ impl Transport for Shm {
         let cfg = Config::from(spec)?;
         let path = match &spec.listen_at {
             Some(n) => segment_path(n),
-            None => {
-                use std::sync::atomic::AtomicU32;
-                static N: AtomicU32 = AtomicU32::new(0);
-                PathBuf::from(SHM_DIR).join(format!(
-                    "msgperf-{}-{}",
-                    std::process::id(),
-                    N.fetch_add(1, Ordering::Relaxed)
-                ))
-            }
+            None => fresh_path(),
         };
         remove_if_stale(&path);
-        let mut l = ShmListener {
+        // Made now, so that a peer may attach as soon as the rendezvous is known.
+        let created = Some(create_segment(&path, &cfg, 0)?);
+        Ok(Box::new(ShmListener { path, cfg, created }))
+    }
+
+    fn multicast(
+        &self,
+        spec: &ChannelSpec,
+        readers: usize,
+    ) -> Result<Box<dyn MulticastListener>, TransportError> {
+        let cfg = Config::from(spec)?;
+        if cfg.mode == MODE_LATEST {
+            return Err(TransportError::Unsupported(
+                "shm's shared fan-out is a queue: use --opt buffer=queue, or --opt fan-out=copy"
+                    .into(),
+            ));
+        }
+        if !(1..=MAX_READERS).contains(&readers) {
+            return Err(TransportError::Unsupported(format!(
+                "shm's shared ring takes 1 to {MAX_READERS} readers, not {readers}: use --opt fan-out=copy"
+            )));
+        }
+        let path = fresh_path();
+        let map = Some(create_segment(&path, &cfg, readers)?);
+        Ok(Box::new(topic::TopicListener {
             path,
             cfg,
-            created: None,
-        };
-        // Made now, so that a peer may attach as soon as the rendezvous is known.
-        l.created = Some(l.create()?);
-        Ok(Box::new(l))
+            readers,
+            map,
+        }))
     }
 
     fn connect(
@@ -100,13 +121,18 @@ impl Transport for Shm {
         spec: &ChannelSpec,
     ) -> Result<Box<dyn Endpoint>, TransportError> {
         let cfg = Config::from(spec)?;
-        let path = segment_path(&at.address);
+        // A topic's reader k joins at `PATH#k`.
+        let (name, slot) = match at.address.rsplit_once('#') {
+            Some((n, k)) if k.parse::<usize>().is_ok() => (n, k.parse().ok()),
+            _ => (at.address.as_str(), None),
+        };
+        let path = segment_path(name);
         let deadline = Deadline::after(spec.timeout);
         // A server offers one segment at a time and a fresh one as soon as a peer took it:
         // a connector that lost the race for it, or came while it was being replaced, retries.
         let mut replacing = Deadline::after(Duration::from_millis(200));
         loop {
-            match attach(&path, &cfg, spec, &deadline) {
+            match attach(&path, slot, &cfg, spec, &deadline) {
                 Err(TransportError::AddressInUse(_)) if !deadline.expired() => {
                     replacing = Deadline::after(Duration::from_millis(200));
                 }
@@ -139,6 +165,7 @@ impl Transport for Shm {
 /// Opens, checks and attaches to the segment at `path`, once.
 fn attach(
     path: &Path,
+    slot: Option<usize>,
     cfg: &Config,
     spec: &ChannelSpec,
     deadline: &Deadline,
@@ -187,11 +214,15 @@ fn attach(
         )));
     }
     let ring_bytes = h.ring_bytes.load(Ordering::Acquire) as usize;
-    if map.len() < ring::segment_bytes(ring_bytes) {
+    let readers = h.readers.load(Ordering::Acquire) as usize;
+    if readers > MAX_READERS || map.len() < ring::segment_bytes(ring_bytes, 1 + readers.max(1)) {
         return Err(TransportError::Corrupt(format!(
             "segment {} is shorter than its header says",
             path.display()
         )));
+    }
+    if readers > 0 {
+        return join_topic(map, path, slot, *cfg, spec, readers);
     }
     if h.state
         .compare_exchange(0, ATTACHED, Ordering::SeqCst, Ordering::SeqCst)
@@ -203,17 +234,130 @@ fn attach(
         )));
     }
     h.attacher_pid.store(std::process::id(), Ordering::SeqCst);
-    let peer = h.creator_pid.load(Ordering::SeqCst);
-    ShmEndpoint::new(
-        map,
-        1,
-        *cfg,
-        spec.timeout,
+    let peer = Peer {
+        closed: CREATOR_CLOSED,
+        pid: h.creator_pid.load(Ordering::SeqCst),
+    };
+    Ok(Box::new(pair_side(map, 1, *cfg, spec.timeout, peer)))
+}
+
+/// Joins a topic as reader `slot` (or the first free one): reads ring 0 as its reader `k`,
+/// answers on ring `1 + k`.
+fn join_topic(
+    map: MmapRaw,
+    path: &Path,
+    slot: Option<usize>,
+    cfg: Config,
+    spec: &ChannelSpec,
+    readers: usize,
+) -> Result<Box<dyn Endpoint>, TransportError> {
+    let h = header(&map);
+    let me = std::process::id();
+    let claim = |k: usize| {
+        h.reader_pids[k]
+            .compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    };
+    let k = match slot {
+        Some(k) if k < readers && claim(k) => Some(k),
+        Some(_) => None,
+        None => (0..readers).find(|&k| claim(k)),
+    }
+    .ok_or_else(|| {
+        TransportError::Unsupported(format!(
+            "topic {} has no free reader place {}(it takes {readers})",
+            path.display(),
+            slot.map(|k| format!("#{k} ")).unwrap_or_default()
+        ))
+    })?;
+    let ring_bytes = h.ring_bytes.load(Ordering::Acquire) as usize;
+    // SAFETY: the segment was checked to hold 1 + readers rings; `map` outlives them (both
+    // live in the endpoint).
+    let (shared, answers) = unsafe {
+        (
+            Ring::new(map.as_mut_ptr(), 0, ring_bytes),
+            Ring::new(map.as_mut_ptr(), 1 + k, ring_bytes),
+        )
+    };
+    // Active before it counts as joined: the writer waits for it from its first message.
+    let rx = RingReader::join(shared, k);
+    h.joined.fetch_add(1, Ordering::SeqCst);
+    let peer = Peer {
+        closed: CREATOR_CLOSED,
+        pid: h.creator_pid.load(Ordering::SeqCst),
+    };
+    Ok(Box::new(ShmEndpoint {
+        tx: RingWriter::new(answers),
+        rx,
+        cfg,
+        timeout: spec.timeout,
         peer,
-        ATTACHER_CLOSED,
-        CREATOR_CLOSED,
-    )
-    .map(|e| Box::new(e) as Box<dyn Endpoint>)
+        my_closed: ring::reader_closed(k),
+        map,
+    }))
+}
+
+/// A pair's side 0 (creator) or 1 (attacher): writes ring `side`, reads the other.
+fn pair_side(map: MmapRaw, side: usize, cfg: Config, timeout: Duration, peer: Peer) -> ShmEndpoint {
+    let ring_bytes = header(&map).ring_bytes.load(Ordering::Acquire) as usize;
+    // SAFETY: the mapping was checked to hold both rings and lives in the endpoint as long as
+    // they do.
+    let (tx, rx) = unsafe {
+        (
+            Ring::new(map.as_mut_ptr(), side, ring_bytes),
+            Ring::new(map.as_mut_ptr(), 1 - side, ring_bytes),
+        )
+    };
+    ShmEndpoint {
+        tx: RingWriter::new(tx),
+        rx: RingReader::join(rx, 0),
+        cfg,
+        timeout,
+        peer,
+        my_closed: if side == 0 {
+            CREATOR_CLOSED
+        } else {
+            ATTACHER_CLOSED
+        },
+        map,
+    }
+}
+
+/// A fresh segment path of this process.
+fn fresh_path() -> PathBuf {
+    use std::sync::atomic::AtomicU32;
+    static N: AtomicU32 = AtomicU32::new(0);
+    PathBuf::from(SHM_DIR).join(format!(
+        "msgperf-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+/// Creates a segment at `path`: a pair (`readers == 0`) or a topic for `readers` readers.
+fn create_segment(path: &Path, cfg: &Config, readers: usize) -> Result<MmapRaw, TransportError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => {
+                TransportError::AddressInUse(path.display().to_string())
+            }
+            _ => e.into(),
+        })?;
+    file.set_len(ring::segment_bytes(cfg.ring_bytes, 1 + readers.max(1)) as u64)?;
+    let map = MmapRaw::map_raw(&file)?;
+    let h = header(&map);
+    h.version.store(VERSION, Ordering::Relaxed);
+    h.mode.store(cfg.mode, Ordering::Relaxed);
+    h.ring_bytes.store(cfg.ring_bytes as u64, Ordering::Relaxed);
+    h.readers.store(readers as u32, Ordering::Relaxed);
+    h.creator_pid.store(std::process::id(), Ordering::Relaxed);
+    h.magic.store(MAGIC, Ordering::Release);
+    Ok(map)
 }
 
 /// A name (`demo`) or a path: names live in /dev/shm as `msgperf-NAME`.
@@ -248,14 +392,14 @@ fn header(map: &MmapRaw) -> &Header {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum WaitKind {
+pub(super) enum WaitKind {
     Spin,
     SpinYield,
     Block,
 }
 
 #[derive(Clone, Copy, Debug)]
-struct Config {
+pub(super) struct Config {
     mode: u32,
     wait: WaitKind,
     ring_bytes: usize,
@@ -281,9 +425,9 @@ impl Config {
                 })?,
         };
         // Room for the largest message the channel will carry, twice (a queue message may
-        // take at most half the ring).
+        // take at most half the ring), with its cell of address in a topic.
         let ring_bytes = ring_bytes
-            .max(2 * (spec.max_message + 8).next_multiple_of(ring::CELL))
+            .max(2 * (spec.max_message + 8 + ring::CELL).next_multiple_of(ring::CELL))
             .next_multiple_of(ring::CELL);
         Ok(Config {
             mode: if spec.option("buffer") == Some("latest") {
@@ -309,33 +453,6 @@ struct ShmListener {
     created: Option<MmapRaw>,
 }
 
-impl ShmListener {
-    fn create(&self) -> Result<MmapRaw, TransportError> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&self.path)
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::AlreadyExists => {
-                    TransportError::AddressInUse(self.path.display().to_string())
-                }
-                _ => e.into(),
-            })?;
-        file.set_len(ring::segment_bytes(self.cfg.ring_bytes) as u64)?;
-        let map = MmapRaw::map_raw(&file)?;
-        let h = header(&map);
-        h.version.store(VERSION, Ordering::Relaxed);
-        h.mode.store(self.cfg.mode, Ordering::Relaxed);
-        h.ring_bytes
-            .store(self.cfg.ring_bytes as u64, Ordering::Relaxed);
-        h.creator_pid.store(std::process::id(), Ordering::Relaxed);
-        h.magic.store(MAGIC, Ordering::Release);
-        Ok(map)
-    }
-}
-
 impl Listener for ShmListener {
     fn rendezvous(&self) -> Rendezvous {
         Rendezvous {
@@ -346,7 +463,7 @@ impl Listener for ShmListener {
 
     fn accept(&mut self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
         if self.created.is_none() {
-            self.created = Some(self.create()?);
+            self.created = Some(create_segment(&self.path, &self.cfg, 0)?);
         }
         let deadline = Deadline::after(spec.timeout);
         let map = self.created.as_ref().expect("created above");
@@ -363,17 +480,12 @@ impl Listener for ShmListener {
         // segment at once, ready for the next peer of a server.
         let _ = std::fs::remove_file(&self.path);
         let map = self.created.take().expect("created above");
-        self.created = self.create().ok();
-        let peer = header(&map).attacher_pid.load(Ordering::SeqCst);
-        Ok(Box::new(ShmEndpoint::new(
-            map,
-            0,
-            self.cfg,
-            spec.timeout,
-            peer,
-            CREATOR_CLOSED,
-            ATTACHER_CLOSED,
-        )?))
+        self.created = create_segment(&self.path, &self.cfg, 0).ok();
+        let peer = Peer {
+            closed: ATTACHER_CLOSED,
+            pid: header(&map).attacher_pid.load(Ordering::SeqCst),
+        };
+        Ok(Box::new(pair_side(map, 0, self.cfg, spec.timeout, peer)))
     }
 }
 
@@ -381,273 +493,6 @@ impl Drop for ShmListener {
     fn drop(&mut self) {
         if self.created.is_some() {
             let _ = std::fs::remove_file(&self.path);
-        }
-    }
-}
-
-/// One side of a shm channel: writes ring `side`, reads ring `1 - side` as reader 0.
-struct ShmEndpoint {
-    /// Keeps the segment mapped while the rings point into it.
-    map: MmapRaw,
-    tx: Ring,
-    rx: Ring,
-    cfg: Config,
-    timeout: Duration,
-    /// Where the next message is written, and the slowest reader's position as last seen.
-    w: u64,
-    min_reader: u64,
-    /// Where the next message is read, and the writer's position as last seen.
-    r: u64,
-    written: u64,
-    /// Latest mode: the version of the last message read.
-    seen: u64,
-    peer_pid: u32,
-    my_closed: u32,
-    peer_closed: u32,
-}
-
-/// How long spin-yield spins before it starts yielding.
-const SPIN_BUDGET: Duration = Duration::from_micros(2);
-
-impl ShmEndpoint {
-    fn new(
-        map: MmapRaw,
-        side: usize,
-        cfg: Config,
-        timeout: Duration,
-        peer_pid: u32,
-        my_closed: u32,
-        peer_closed: u32,
-    ) -> Result<Self, TransportError> {
-        let ring_bytes = header(&map).ring_bytes.load(Ordering::Acquire) as usize;
-        // SAFETY: the mapping was checked to hold both rings and lives in `map` as long as they.
-        let (tx, rx) = unsafe {
-            (
-                Ring::new(map.as_mut_ptr(), side, ring_bytes),
-                Ring::new(map.as_mut_ptr(), 1 - side, ring_bytes),
-            )
-        };
-        rx.ctl().readers[0].0.active.store(1, Ordering::SeqCst);
-        let r = rx.ctl().readers[0].0.seq.load(Ordering::SeqCst);
-        Ok(ShmEndpoint {
-            map,
-            tx,
-            rx,
-            cfg,
-            timeout,
-            w: 0,
-            min_reader: 0,
-            r,
-            written: 0,
-            seen: 0,
-            peer_pid,
-            my_closed,
-            peer_closed,
-        })
-    }
-
-    fn peer_gone(&self) -> bool {
-        if header(&self.map).state.load(Ordering::Acquire) & self.peer_closed != 0 {
-            return true;
-        }
-        self.peer_pid != 0 && !crate::sys::process_alive(self.peer_pid)
-    }
-
-    /// Waits until `ready()` with the configured strategy, within the timeout, noticing a dead
-    /// peer. `futex` is what the other side wakes (block mode).
-    fn wait(
-        &self,
-        futex: &ring::Futex,
-        ready: &mut dyn FnMut() -> bool,
-    ) -> Result<(), TransportError> {
-        // The common case (the message is already there) pays no clock read.
-        if ready() {
-            return Ok(());
-        }
-        let start = Instant::now();
-        let mut next_check = Duration::from_millis(5);
-        let mut spins: u32 = 0;
-        loop {
-            if ready() {
-                return Ok(());
-            }
-            spins = spins.wrapping_add(1);
-            match self.cfg.wait {
-                WaitKind::Spin => std::hint::spin_loop(),
-                WaitKind::SpinYield if spins < 64 || start.elapsed() < SPIN_BUDGET => {
-                    std::hint::spin_loop()
-                }
-                WaitKind::SpinYield => std::thread::yield_now(),
-                WaitKind::Block => ring::sleep_until(futex, Duration::from_millis(20), ready),
-            }
-            // Time and the peer's life are checked every few milliseconds, not every spin.
-            if self.cfg.wait == WaitKind::Block || spins.is_multiple_of(1024) {
-                let waited = start.elapsed();
-                if waited >= next_check {
-                    next_check = waited + Duration::from_millis(5);
-                    if ready() {
-                        return Ok(());
-                    }
-                    if self.peer_gone() {
-                        return Err(TransportError::PeerClosed);
-                    }
-                    if waited >= self.timeout {
-                        return Err(TransportError::Timeout(self.timeout));
-                    }
-                }
-            }
-        }
-    }
-
-    fn block(&self) -> bool {
-        self.cfg.wait == WaitKind::Block
-    }
-
-    fn queue_has_data(rx: &Ring, r: u64) -> bool {
-        rx.write_pos() > r
-    }
-
-    fn latest_is_new(rx: &Ring, seen: u64) -> bool {
-        let v = rx.latest_version();
-        v.is_multiple_of(2) && v != seen && v != 0
-    }
-}
-
-impl Endpoint for ShmEndpoint {
-    fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
-        self.send_with(msg.len(), &mut |slot| slot.copy_from_slice(msg))
-    }
-
-    fn send_with(
-        &mut self,
-        len: usize,
-        build: &mut dyn FnMut(&mut [u8]),
-    ) -> Result<(), TransportError> {
-        let latest = self.cfg.mode == MODE_LATEST;
-        let max = self.tx.max_message(latest);
-        if len > max {
-            return Err(TransportError::TooLarge { len, max });
-        }
-        if len < 4 {
-            return Err(TransportError::Corrupt(format!(
-                "a {len} B message cannot hold its 4-byte length"
-            )));
-        }
-        if latest {
-            self.tx.write_latest(build, len, self.block());
-            return Ok(());
-        }
-        let w = self.w;
-        let (start, end) = self.tx.place(w, len);
-        if !self.tx.has_space(end, self.min_reader) {
-            self.min_reader = self.tx.min_reader(w);
-            if !self.tx.has_space(end, self.min_reader) {
-                if self.cfg.full_fail {
-                    return Err(TransportError::Full);
-                }
-                let tx = &self.tx;
-                self.wait(&tx.ctl().space.0, &mut || {
-                    tx.has_space(end, tx.min_reader(w))
-                })?;
-                self.min_reader = self.tx.min_reader(w);
-            }
-        }
-        build(self.tx.record_for_write(w, start, len));
-        self.tx.seal(start, len);
-        self.tx.publish(end, self.block());
-        self.w = end;
-        Ok(())
-    }
-
-    fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {
-        if self.cfg.mode == MODE_LATEST {
-            loop {
-                let (rx, seen) = (&self.rx, self.seen);
-                self.wait(&rx.ctl().data.0, &mut || Self::latest_is_new(rx, seen))?;
-                match self.rx.read_latest(buf) {
-                    Ok(Some((n, v))) => {
-                        self.seen = v;
-                        return Ok(n);
-                    }
-                    Ok(None) => continue,
-                    Err(len) => {
-                        return Err(TransportError::TooLarge {
-                            len,
-                            max: buf.len(),
-                        })
-                    }
-                }
-            }
-        }
-        let mut out = Ok(0);
-        self.recv_with(&mut |m| {
-            out = if m.len() > buf.len() {
-                Err(TransportError::TooLarge {
-                    len: m.len(),
-                    max: buf.len(),
-                })
-            } else {
-                buf[..m.len()].copy_from_slice(m);
-                Ok(m.len())
-            }
-        })?;
-        out
-    }
-
-    fn recv_with(&mut self, read: &mut dyn FnMut(&[u8])) -> Result<usize, TransportError> {
-        if self.cfg.mode == MODE_LATEST {
-            return Err(TransportError::Unsupported(
-                "latest-value reads copy out under a seqlock; zero-copy needs --opt buffer=queue"
-                    .into(),
-            ));
-        }
-        let r = self.r;
-        if self.written <= r {
-            self.written = self.rx.write_pos();
-            if self.written <= r {
-                let rx = &self.rx;
-                self.wait(&rx.ctl().data.0, &mut || Self::queue_has_data(rx, r))?;
-                self.written = self.rx.write_pos();
-            }
-        }
-        let (msg, next) = self.rx.record_for_read(r);
-        let n = msg.len();
-        read(msg);
-        self.rx.release(0, next, self.block());
-        self.r = next;
-        Ok(n)
-    }
-
-    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, TransportError> {
-        let ready = if self.cfg.mode == MODE_LATEST {
-            Self::latest_is_new(&self.rx, self.seen)
-        } else {
-            Self::queue_has_data(&self.rx, self.r)
-        };
-        if ready {
-            return self.recv(buf).map(Some);
-        }
-        // Only the flag here (polling loops call this millions of times); a peer that died
-        // without setting it is noticed by the caller's timeout.
-        if header(&self.map).state.load(Ordering::Acquire) & self.peer_closed != 0 {
-            return Err(TransportError::PeerClosed);
-        }
-        Ok(None)
-    }
-}
-
-impl Drop for ShmEndpoint {
-    fn drop(&mut self) {
-        header(&self.map)
-            .state
-            .fetch_or(self.my_closed, Ordering::SeqCst);
-        self.rx.ctl().readers[0].0.active.store(0, Ordering::SeqCst);
-        // A peer asleep on either ring must notice that we left.
-        for r in [&self.tx, &self.rx] {
-            for f in [&r.ctl().data.0, &r.ctl().space.0] {
-                f.word.fetch_add(1, Ordering::SeqCst);
-                ring::futex_wake(&f.word);
-            }
         }
     }
 }

@@ -2,10 +2,13 @@
 //! rooms: it reads and writes memory that another process maps too.
 //!
 //! ```text
-//! segment:  Header (one page) | Ring 0 (creator -> attacher) | Ring 1 (attacher -> creator)
+//! pair:     Header (one page) | Ring 0 (creator -> attacher) | Ring 1 (attacher -> creator)
+//! topic:    Header | Ring 0 (writer -> every reader) | Ring 1+k (reader k -> writer), k < readers
 //! ring:     write_pos | reader cursors x MAX_READERS | data futex | space futex | seqlock | cells
 //! record:   the message itself (its first 4 bytes are its length, as the transport contract
-//!           says), in 64-byte cells; a padding record to the ring's end starts with u32::MAX
+//!           says), in 64-byte cells; a padding record to the ring's end starts with u32::MAX;
+//!           a record for one reader only starts with a cell [u32::MAX - 1, reader, length]
+//!           and holds the message in the cells after it (the other readers skip it)
 //! ```
 //! Every counter sits on its own 128-byte line so that the writer and the readers do not
 //! false-share. Queue mode: positions count 64-byte cells; a message takes the cells it needs,
@@ -21,7 +24,7 @@ use std::time::Duration;
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"MSGPERF1");
 /// Bumped whenever the layout changes: an older or newer msgperf refuses the segment.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 pub const MAX_READERS: usize = 8;
 pub const HEADER_BYTES: usize = 4096;
 const LINE: usize = 128;
@@ -29,6 +32,8 @@ const LINE: usize = 128;
 pub const CELL: usize = 64;
 /// Marks a record that pads to the end of the ring (no message is 4 GiB long).
 const PAD: u32 = u32::MAX;
+/// Marks a record for one reader of a topic.
+const TO_ONE: u32 = u32::MAX - 1;
 
 pub const MODE_QUEUE: u32 = 0;
 pub const MODE_LATEST: u32 = 1;
@@ -37,6 +42,11 @@ pub const MODE_LATEST: u32 = 1;
 pub const ATTACHED: u32 = 1;
 pub const CREATOR_CLOSED: u32 = 2;
 pub const ATTACHER_CLOSED: u32 = 4;
+
+/// The `Header::state` bit that topic reader `k` sets when it leaves.
+pub fn reader_closed(k: usize) -> u32 {
+    1 << (8 + k)
+}
 
 #[repr(C)]
 pub struct Header {
@@ -49,6 +59,12 @@ pub struct Header {
     pub creator_pid: AtomicU32,
     pub attacher_pid: AtomicU32,
     pub state: AtomicU32,
+    /// A topic's readers (one writer to many); 0 for a two-way pair.
+    pub readers: AtomicU32,
+    /// Readers that have joined the topic so far.
+    pub joined: AtomicU32,
+    /// Each topic reader's process, claimed by the reader as it joins.
+    pub reader_pids: [AtomicU32; MAX_READERS],
 }
 
 #[repr(C, align(128))]
@@ -86,9 +102,17 @@ fn ctl_bytes() -> usize {
     std::mem::size_of::<RingCtl>().div_ceil(LINE) * LINE
 }
 
-/// A segment whose rings hold `ring_bytes` of cells each (a multiple of CELL).
-pub fn segment_bytes(ring_bytes: usize) -> usize {
-    HEADER_BYTES + 2 * (ctl_bytes() + ring_bytes)
+/// A segment of `rings` rings that hold `ring_bytes` of cells each (a multiple of CELL).
+pub fn segment_bytes(ring_bytes: usize, rings: usize) -> usize {
+    HEADER_BYTES + rings * (ctl_bytes() + ring_bytes)
+}
+
+/// What a reader finds at its position.
+pub enum Record<'a> {
+    /// A message for it, in place, and the position after it.
+    Mine(&'a [u8], u64),
+    /// A message for another reader, to skip: the position after it.
+    Other(u64),
 }
 
 /// A view of one ring in a mapped segment. The mapping outlives it (the endpoint owns both).
@@ -105,7 +129,7 @@ unsafe impl Send for Ring {}
 
 impl Ring {
     /// # Safety
-    /// `base` must point at a mapped segment of `segment_bytes(ring_bytes)` bytes that stays
+    /// `base` must point at a mapped segment of `segment_bytes(ring_bytes, n)` bytes, n > index, that stays
     /// mapped while the ring is used.
     pub unsafe fn new(base: *mut u8, index: usize, ring_bytes: usize) -> Ring {
         let start = base.add(HEADER_BYTES + index * (ctl_bytes() + ring_bytes));
@@ -145,9 +169,9 @@ impl Ring {
     }
 
     /// Queue mode: where a message of `len` bytes written at `w` starts (after padding to the
-    /// ring's end if it would wrap) and where it ends.
-    pub fn place(&self, w: u64, len: usize) -> (u64, u64) {
-        let need = cells(len);
+    /// ring's end if it would wrap) and where it ends; `to` one reader only, or every reader.
+    pub fn place(&self, w: u64, len: usize, to: Option<usize>) -> (u64, u64) {
+        let need = cells(len) + u64::from(to.is_some());
         let room = self.cap - w % self.cap;
         let start = if need > room { w + room } else { w };
         (start, start + need)
@@ -161,7 +185,7 @@ impl Ring {
     /// The caller must have space up to its end, and calls `seal` once it is built.
     // The cells are shared memory that the protocol, not a borrow, gives to the writer.
     #[allow(clippy::mut_from_ref)]
-    pub fn record_for_write(&self, w: u64, start: u64, len: usize) -> &mut [u8] {
+    pub fn record_for_write(&self, w: u64, start: u64, len: usize, to: Option<usize>) -> &mut [u8] {
         // SAFETY: no reader reads past `write_pos`, and the writer owns these cells until it
         // publishes them.
         unsafe {
@@ -170,15 +194,24 @@ impl Ring {
                 c.write(PAD);
                 c.add(1).write((start - w) as u32);
             }
-            std::slice::from_raw_parts_mut(self.cell(start), len)
+            let mut at = start;
+            if let Some(reader) = to {
+                let c = self.cell(start) as *mut u32;
+                c.write(TO_ONE);
+                c.add(1).write(reader as u32);
+                c.add(2).write(len as u32);
+                at += 1;
+            }
+            std::slice::from_raw_parts_mut(self.cell(at), len)
         }
     }
 
-    /// Queue mode: writes the record's length into its first four bytes, whatever the builder
-    /// wrote there, so a reader can always find the next record.
-    pub fn seal(&self, start: u64, len: usize) {
+    /// Queue mode: writes the message's length into its first four bytes, whatever the
+    /// builder wrote there, so a reader can always find the next record.
+    pub fn seal(&self, start: u64, len: usize, to: Option<usize>) {
+        let at = start + u64::from(to.is_some());
         // SAFETY: as in `record_for_write`.
-        unsafe { (self.cell(start) as *mut u32).write_unaligned(len as u32) };
+        unsafe { (self.cell(at) as *mut u32).write_unaligned(len as u32) };
     }
 
     /// Queue mode: makes everything up to `end` visible to readers.
@@ -193,9 +226,11 @@ impl Ring {
         self.ctl().write_pos.0.load(Ordering::Acquire)
     }
 
-    /// Queue mode: the message at `r` (skipping padding), in place, and the position after it.
-    /// Valid until the reader releases that position. The caller checked `r < write_pos`.
-    pub fn record_for_read(&self, mut r: u64) -> (&[u8], u64) {
+    /// Queue mode: the record at `r` (skipping padding) as reader `me` finds it; a message is
+    /// in place, valid until the reader releases its position. The caller checked
+    /// `r < write_pos`.
+    pub fn record_for_read(&self, mut r: u64, me: usize) -> Record<'_> {
+        let max = self.max_message(false);
         // SAFETY: published records are not rewritten until every active reader released them.
         unsafe {
             let mut head = (self.cell(r) as *const u32).read();
@@ -203,8 +238,18 @@ impl Ring {
                 r += (self.cell(r) as *const u32).add(1).read() as u64;
                 head = (self.cell(r) as *const u32).read();
             }
-            let len = (head as usize).min(self.max_message(false));
-            (
+            if head == TO_ONE {
+                let c = self.cell(r) as *const u32;
+                let reader = c.add(1).read() as usize;
+                let len = (c.add(2).read() as usize).min(max);
+                let next = r + 1 + cells(len);
+                if reader != me {
+                    return Record::Other(next);
+                }
+                return Record::Mine(std::slice::from_raw_parts(self.cell(r + 1), len), next);
+            }
+            let len = (head as usize).min(max);
+            Record::Mine(
                 std::slice::from_raw_parts(self.cell(r), len),
                 r + cells(len),
             )
@@ -373,7 +418,7 @@ mod tests {
 
     /// A segment in anonymous shared memory, for tests between threads.
     fn segment(ring_bytes: usize) -> SharedAnon {
-        SharedAnon::new(segment_bytes(ring_bytes)).unwrap()
+        SharedAnon::new(segment_bytes(ring_bytes, 2)).unwrap()
     }
 
     /// Bytes 0..4 are the length (the ring's), 8..16 the sequence, then a pattern.
@@ -395,7 +440,8 @@ mod tests {
     }
 
     /// One writer, three readers, a small ring and messages of varied sizes (so records wrap
-    /// with padding): every reader sees every message, once, in order, whole.
+    /// with padding), every fifth one for one reader only: every reader sees every message
+    /// for all and each one for it, once, in order, whole, and none for another reader.
     #[test]
     fn queue_delivers_everything_to_every_reader_under_stress() {
         // Four threads on a 2-CPU machine: waits yield, or the spinners starve each other.
@@ -404,6 +450,7 @@ mod tests {
         let m = segment(RING);
         let base = m.ptr as usize;
         let size = |seq: u64| 16 + (seq * 37 % 700) as usize;
+        let to = |seq: u64| seq.is_multiple_of(5).then_some((seq / 5 % 3) as usize);
         for i in 0..3 {
             unsafe { Ring::new(base as *mut u8, 0, RING) }.ctl().readers[i]
                 .0
@@ -415,33 +462,51 @@ mod tests {
                 std::thread::spawn(move || {
                     let r = unsafe { Ring::new(base as *mut u8, 0, RING) };
                     let mut pos = 0;
-                    for expect in 0..N {
-                        while r.write_pos() <= pos {
-                            std::thread::yield_now();
-                        }
-                        let (msg, next) = r.record_for_read(pos);
+                    let mine = (0..N).filter(|&s| to(s).is_none_or(|k| k == i));
+                    let (mut got, mut skipped) = (0u64, 0u64);
+                    for expect in mine {
+                        let (msg, next) = loop {
+                            while r.write_pos() <= pos {
+                                std::thread::yield_now();
+                            }
+                            match r.record_for_read(pos, i) {
+                                Record::Mine(msg, next) => break (msg, next),
+                                Record::Other(next) => {
+                                    skipped += 1;
+                                    r.release(i, next, false);
+                                    pos = next;
+                                }
+                            }
+                        };
                         assert_eq!(msg.len(), size(expect));
-                        assert_eq!(check(msg), expect);
+                        assert_eq!(check(msg), expect, "reader {i}");
                         r.release(i, next, false);
                         pos = next;
+                        got += 1;
                     }
+                    (got, skipped)
                 })
             })
             .collect();
         let w = unsafe { Ring::new(base as *mut u8, 0, RING) };
         let mut pos = 0;
         for seq in 0..N {
-            let (start, end) = w.place(pos, size(seq));
+            let (start, end) = w.place(pos, size(seq), to(seq));
             while !w.has_space(end, w.min_reader(pos)) {
                 std::thread::yield_now();
             }
-            pattern(seq, w.record_for_write(pos, start, size(seq)));
-            w.seal(start, size(seq));
+            pattern(seq, w.record_for_write(pos, start, size(seq), to(seq)));
+            w.seal(start, size(seq), to(seq));
             w.publish(end, false);
             pos = end;
         }
+        let addressed = N / 5;
         for r in readers {
-            r.join().unwrap();
+            let (got, skipped) = r.join().unwrap();
+            // Each reader got the messages for all and a third of the addressed ones, and
+            // skipped most of the other two thirds (the last ones may come after its end).
+            assert!(got >= N - addressed + addressed / 3, "{got}");
+            assert!(skipped >= addressed * 2 / 3 - 2, "{skipped}");
         }
     }
 
