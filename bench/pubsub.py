@@ -8,6 +8,9 @@
 2. A sweep of 6 sizes x 4 rates (uds): the time its points ask for (warm-up + duration each)
    against the wall time the whole sweep took.
 3. Rate error on shm at 1 kHz and 20 kHz.
+4. What shm's native fan-out buys: 1 publisher to 5 subscribers as fast as they go (200 B and
+   64 KiB, reliable, wait=block), one shared ring against a copy per subscriber
+   (`--opt fan-out=copy`): deliveries/s and the publisher's CPU per message.
 Usage: bench/pubsub.py [--duration 3]
 """
 import argparse, json, os, subprocess, sys, tempfile, time
@@ -31,11 +34,12 @@ def fan(msgperf, duration):
     print("| transport | pubs x subs | deliveries | lost | p50 [us] | p99 [us] | max [us] | per subscriber p50 / p99 [us] | publisher CPU [us/msg] | subscriber CPU [us/msg] |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for pubs, subs in ((1, 5), (5, 1)):
-        for t in ("uds", "tcp", "udp", "shm"):
+        for t, opts in (("uds", []), ("tcp", []), ("udp", []), ("shm", ["wait=block"]),
+                        ("shm", ["wait=block", "fan-out=copy"])):
             args = ["pubsub", "-t", t, "--pubs", str(pubs), "--subs", str(subs), "--size", "200",
                     "--rate", "1khz", "--duration", f"{duration}s", "--delivery", "reliable", "--checksum"]
-            if t == "shm":
-                args += ["--opt", "wait=block"]
+            for o in opts:
+                args += ["--opt", o]
             s = run(msgperf, args)[0]["summary"]
             d = s["latency"]
             roles = s["roles"]
@@ -45,7 +49,7 @@ def fan(msgperf, duration):
             each = ", ".join(f'{us(r["latency"]["percentiles_ns"][0])}/{us(r["latency"]["percentiles_ns"][2])}' for r in sub)
             delivered = sum(r["received"] for r in sub)
             lost = sum(r["lost"] for r in sub)
-            name = t + (" wait=block" if t == "shm" else "")
+            name = " ".join([t, *opts])
             print(f'| {name} | {pubs} x {subs} | {delivered} | {lost} | {us(d["percentiles_ns"][0])} | {us(d["percentiles_ns"][2])} | {us(d["max_ns"])} | {each} | '
                   f'{"/".join(f"{c:.1f}" for c in pub)} | {"/".join(f"{cpu(r):.1f}" for r in sub)} |')
 
@@ -69,6 +73,18 @@ def rate_error(msgperf, duration):
               f'sender lag p99 {us(s["send_lag"]["percentiles_ns"][2])} us')
 
 
+def shared_vs_copy(msgperf, duration):
+    print("\n| 1 x 5, as fast as they go | size [B] | deliveries/s | MB/s delivered | publisher CPU [us/msg] |")
+    print("| --- | --- | --- | --- | --- |")
+    for size in (200, 65536):
+        for f in ("shared", "copy"):
+            s = run(msgperf, ["pubsub", "-t", "shm", "--subs", "5", "--size", str(size), "--duration", f"{duration}s",
+                              "--delivery", "reliable", "--opt", "wait=block", "--opt", f"fan-out={f}", "--no-floor"])[0]["summary"]
+            p = next(r for r in s["roles"] if r["role"] == "publisher 1")
+            cpu = (p["cpu_user_ns_per_msg"] + p["cpu_sys_ns_per_msg"]) / 1e3
+            print(f'| shm fan-out={f} | {size} | {s["msgs_per_s"]:.0f} | {s["mb_per_s"]:.0f} | {cpu:.2f} |')
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", type=float, default=3)
@@ -78,6 +94,7 @@ def main():
     fan(msgperf, a.duration)
     sweep(msgperf, 1)
     rate_error(msgperf, a.duration)
+    shared_vs_copy(msgperf, a.duration)
 
 
 if __name__ == "__main__":

@@ -258,8 +258,13 @@ impl Ring {
 
     /// Queue mode: reader `i` is done with everything before `next`.
     pub fn release(&self, i: usize, next: u64, blocking_writer: bool) {
-        self.ctl().readers[i].0.seq.store(next, Ordering::SeqCst);
-        if blocking_writer {
+        let old = self.ctl().readers[i].0.seq.swap(next, Ordering::SeqCst);
+        // Only the slowest reader makes room: the others would wake a waiting writer for
+        // nothing. Of readers that move together, the last to move sees the minimum pass.
+        if blocking_writer
+            && self.ctl().space.0.waiters.load(Ordering::SeqCst) > 0
+            && self.min_reader(u64::MAX) > old
+        {
             wake(&self.ctl().space.0);
         }
     }
