@@ -6,9 +6,11 @@ For each OS transport and placement it runs, back to back:
   at 65507 B), each with its own floor measured in the same invocation, then bench/plain_loop.c,
   the same loop written in plain C, pinned the same way.
 It prints msgperf's median round trip / floor's and / C's, and msgperf's stream MB/s / floor's
-and / C's. Usage: bench/ratios.py [--duration 2] [--placement cross-cpu,same-cpu]
+and / C's. With --repeat N the whole sweep runs N times and each ratio is the median of the N
+(with their range), since this shared VM moves single runs by several percent.
+Usage: bench/ratios.py [--duration 2] [--placement cross-cpu,same-cpu] [--repeat 1]
 """
-import argparse, json, os, subprocess, sys, tempfile
+import argparse, json, os, statistics, subprocess, sys, tempfile
 
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(here)
@@ -21,11 +23,35 @@ def main():
     ap.add_argument("--duration", default="2")
     ap.add_argument("--placement", default="cross-cpu,same-cpu")
     ap.add_argument("--transports", default="pipe,uds,tcp,udp")
+    ap.add_argument("--repeat", type=int, default=1)
     a = ap.parse_args()
     sh(["cargo", "build", "--release", "--quiet", "--manifest-path", os.path.join(root, "Cargo.toml")])
     msgperf = os.path.join(root, "target", "release", "msgperf")
     c_loop = os.path.join(tempfile.gettempdir(), "msgperf_plain_loop")
     sh(["gcc", "-O2", "-o", c_loop, os.path.join(here, "plain_loop.c")])
+    runs = [sweep(a, msgperf, c_loop) for _ in range(a.repeat)]
+    head = ("transport", "placement", "p50 rtt [us]", "/ floor", "/ C", "stream [MB/s]", "/ floor", "/ C")
+    print(" | ".join(head))
+    print(" | ".join("---" for _ in head))
+
+    def fig(values, fmt):
+        mid = fmt.format(statistics.median(values))
+        return mid if len(values) == 1 else f"{mid} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+
+    for i, r in enumerate(runs[0]):
+        rs = [run[i] for run in runs]
+        col = lambda f: [f(x) for x in rs]
+        print(" | ".join([r["transport"], r["placement"], fig(col(lambda x: x["rtt_us"]), "{:.2f}"),
+                          fig(col(lambda x: x["rtt_us"] / x["floor_rtt_us"]), "{:.2f}x"),
+                          fig(col(lambda x: x["rtt_us"] / x["c_rtt_us"]), "{:.2f}x"),
+                          fig(col(lambda x: x["mbs"]), "{:.0f}"),
+                          fig(col(lambda x: x["mbs"] / x["floor_mbs"]), "{:.2f}x"),
+                          fig(col(lambda x: x["mbs"] / x["c_mbs"]), "{:.2f}x")]))
+    print("\nround trip: lower is better, 1.00x = the plain loop; stream: higher is better."
+          + (f" Median of {a.repeat} runs (range)." if a.repeat > 1 else ""))
+
+
+def sweep(a, msgperf, c_loop):
     rows = []
     for placement in a.placement.split(","):
         for t in a.transports.split(","):
@@ -44,14 +70,7 @@ def main():
                 else:
                     row.update(mbs=s["mb_per_s"], floor_mbs=s["floor_mb_per_s"], c_mbs=float(c["mb_per_s"]))
             rows.append(row)
-    head = ("transport", "placement", "p50 rtt [us]", "/ floor", "/ C", "stream [MB/s]", "/ floor", "/ C")
-    print(" | ".join(head))
-    print(" | ".join("---" for _ in head))
-    for r in rows:
-        print(" | ".join([r["transport"], r["placement"], f'{r["rtt_us"]:.2f}',
-                          f'{r["rtt_us"] / r["floor_rtt_us"]:.2f}x', f'{r["rtt_us"] / r["c_rtt_us"]:.2f}x',
-                          f'{r["mbs"]:.0f}', f'{r["mbs"] / r["floor_mbs"]:.2f}x', f'{r["mbs"] / r["c_mbs"]:.2f}x']))
-    print("\nround trip: lower is better, 1.00x = the plain loop; stream: higher is better.")
+    return rows
 
 if __name__ == "__main__":
     sys.exit(main())

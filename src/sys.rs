@@ -223,18 +223,31 @@ pub fn close(fd: RawFd) {
     unsafe { libc::close(fd) };
 }
 
-/// Raw read for the floor loops: no framing, no checks beyond the return code.
+/// read(2) as a bare system call, for the transports and the floor loops alike. glibc's
+/// `read` is a cancellation point: in a process with more than one thread (msgperf's are) it
+/// wraps every call in two atomic operations for a thread cancellation msgperf never uses,
+/// which a plain single-threaded C loop does not pay.
 #[inline(always)]
 pub fn read(fd: RawFd, buf: &mut [u8]) -> isize {
     // SAFETY: buf is valid for writes of buf.len() bytes.
-    unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) }
+    unsafe { libc::syscall(libc::SYS_read, fd, buf.as_mut_ptr(), buf.len()) as isize }
 }
 
-/// Raw write for the floor loops.
+/// write(2) as a bare system call (see `read`).
 #[inline(always)]
 pub fn write(fd: RawFd, buf: &[u8]) -> isize {
     // SAFETY: buf is valid for reads of buf.len() bytes.
-    unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) }
+    unsafe { libc::syscall(libc::SYS_write, fd, buf.as_ptr(), buf.len()) as isize }
+}
+
+/// A bare system call's return as an I/O result.
+#[inline(always)]
+pub fn io_len(n: isize) -> io::Result<usize> {
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
 }
 
 /// Forks; the child runs `child` and exits with its return code without unwinding or running

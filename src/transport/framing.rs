@@ -4,8 +4,29 @@
 
 use super::{declared_len, Endpoint, TransportError};
 use crate::deadline::Deadline;
+use crate::sys;
 use std::io::{ErrorKind, Read, Write};
+use std::os::fd::AsRawFd;
 use std::time::Duration;
+
+/// A stream socket read and written with bare system calls, which skip glibc's
+/// cancellation-point wrapper (see `sys::read`).
+pub struct Bare<S>(pub S);
+
+impl<S: AsRawFd> Read for Bare<S> {
+    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+        sys::io_len(sys::read(self.0.as_raw_fd(), b))
+    }
+}
+
+impl<S: AsRawFd> Write for Bare<S> {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        sys::io_len(sys::write(self.0.as_raw_fd(), b))
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
 
 /// A framed byte stream. Bytes read past the end of a message wait in `pending`.
 pub struct Framed<S> {
@@ -154,12 +175,14 @@ pub trait DatagramIo: Send {
     fn set_read_timeout(&self, d: Option<Duration>) -> std::io::Result<()>;
 }
 
+// Connected sockets: read and write are recv and send, and as bare system calls they skip
+// glibc's cancellation-point wrapper (see `sys::read`).
 impl DatagramIo for std::net::UdpSocket {
     fn send(&self, b: &[u8]) -> std::io::Result<usize> {
-        std::net::UdpSocket::send(self, b)
+        sys::io_len(sys::write(self.as_raw_fd(), b))
     }
     fn recv(&self, b: &mut [u8]) -> std::io::Result<usize> {
-        std::net::UdpSocket::recv(self, b)
+        sys::io_len(sys::read(self.as_raw_fd(), b))
     }
     fn set_read_timeout(&self, d: Option<Duration>) -> std::io::Result<()> {
         std::net::UdpSocket::set_read_timeout(self, d)
@@ -168,10 +191,10 @@ impl DatagramIo for std::net::UdpSocket {
 
 impl DatagramIo for std::os::unix::net::UnixDatagram {
     fn send(&self, b: &[u8]) -> std::io::Result<usize> {
-        std::os::unix::net::UnixDatagram::send(self, b)
+        sys::io_len(sys::write(self.as_raw_fd(), b))
     }
     fn recv(&self, b: &mut [u8]) -> std::io::Result<usize> {
-        std::os::unix::net::UnixDatagram::recv(self, b)
+        sys::io_len(sys::read(self.as_raw_fd(), b))
     }
     fn set_read_timeout(&self, d: Option<Duration>) -> std::io::Result<()> {
         std::os::unix::net::UnixDatagram::set_read_timeout(self, d)

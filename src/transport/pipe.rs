@@ -222,13 +222,13 @@ struct PipePair {
 
 impl Read for PipePair {
     fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
-        self.r.read(b)
+        sys::io_len(sys::read(self.r.as_raw_fd(), b))
     }
 }
 
 impl Write for PipePair {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.w.write(b)
+        sys::io_len(sys::write(self.w.as_raw_fd(), b))
     }
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())

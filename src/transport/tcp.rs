@@ -2,7 +2,7 @@
 //! TCP_NODELAY on unless `--opt nodelay=false`.
 
 use super::floor::{FdFloor, FdSide};
-use super::framing::Framed;
+use super::framing::{Bare, Framed};
 use super::{
     accept_within, Capabilities, ChannelSpec, Endpoint, Floor, Listener, OptionSpec, Rendezvous,
     Transport, TransportError,
@@ -132,7 +132,7 @@ fn endpoint(s: TcpStream, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, Trans
     s.set_write_timeout(Some(spec.timeout))?;
     s.set_nonblocking(spec.poll)?;
     Ok(Box::new(Framed::new(
-        s,
+        Bare(s),
         spec.timeout,
         spec.poll,
         spec.max_message,

@@ -1,7 +1,7 @@
 //! `uds`: a unix-domain stream socket at a path in a private directory.
 
 use super::floor::{FdFloor, FdSide};
-use super::framing::Framed;
+use super::framing::{Bare, Framed};
 use super::{
     accept_within, Capabilities, ChannelSpec, Endpoint, Floor, Listener, Rendezvous, Transport,
     TransportError,
@@ -139,7 +139,7 @@ fn endpoint(s: UnixStream, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, Tran
     s.set_write_timeout(Some(spec.timeout))?;
     s.set_nonblocking(spec.poll)?;
     Ok(Box::new(Framed::new(
-        s,
+        Bare(s),
         spec.timeout,
         spec.poll,
         spec.max_message,

@@ -210,8 +210,7 @@ impl RingReader {
     /// Whether a message for this reader is there now (skipping other readers' records).
     pub fn ready(&mut self, cfg: &Config) -> bool {
         if cfg.mode == MODE_LATEST {
-            let v = self.ring.latest_version();
-            return v.is_multiple_of(2) && v != self.seen && v != 0;
+            return latest_is_new(&self.ring, self.seen);
         }
         while self.ring.write_pos() > self.r {
             match self.ring.record_for_read(self.r, self.cursor) {
@@ -240,10 +239,7 @@ impl RingReader {
                 cfg,
                 timeout,
                 &ring.ctl().data.0,
-                &mut || {
-                    let v = ring.latest_version();
-                    v.is_multiple_of(2) && v != seen && v != 0
-                },
+                &mut || latest_is_new(ring, seen),
                 gone,
             )?;
             match self.ring.read_latest(buf) {
@@ -292,6 +288,12 @@ impl RingReader {
         )?;
         out
     }
+}
+
+/// Latest mode: a whole message other than the one read last (`seen`) is there.
+fn latest_is_new(ring: &Ring, seen: u64) -> bool {
+    let v = ring.latest_version();
+    v.is_multiple_of(2) && v != seen && v != 0
 }
 
 /// Wakes whoever sleeps on either futex of `rings`: they must notice that we left.
