@@ -27,6 +27,114 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The CPU's time-stamp counter (0 where there is none; `measure::clock` only reads it where
+/// the kernel keeps time with it).
+#[inline(always)]
+pub fn tsc() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: rdtsc has no memory effects and exists on every x86_64 CPU.
+    unsafe {
+        core::arch::x86_64::_rdtsc()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    0
+}
+
+/// The interval clock, for what one process times on its own (a round trip, the time inside
+/// one call): no other process reads these figures, so the clock need not be shared. Where the
+/// kernel itself keeps time with the CPU's time-stamp counter (clocksource `tsc`, invariant and
+/// synchronized across CPUs) it reads the counter, in a fraction of clock_gettime's cost,
+/// converted to nanoseconds at a rate calibrated against CLOCK_MONOTONIC when the process first
+/// uses it, and offset so that its readings line up with `monotonic_ns` (within microseconds over a
+/// run). Elsewhere it is `monotonic_ns`.
+pub struct IntervalClock {
+    tsc: bool,
+    base_ticks: u64,
+    base_ns: u64,
+    /// Nanoseconds per tick, in 32.32 fixed point.
+    ns_per_tick: u64,
+}
+
+static INTERVAL: std::sync::OnceLock<IntervalClock> = std::sync::OnceLock::new();
+
+/// The process's interval clock, calibrated on first use.
+pub fn interval() -> &'static IntervalClock {
+    INTERVAL.get_or_init(IntervalClock::calibrate)
+}
+
+impl IntervalClock {
+    /// Now, in nanoseconds (aligned with `monotonic_ns` within the calibration's error).
+    #[inline(always)]
+    pub fn now(&self) -> u64 {
+        if !self.tsc {
+            return monotonic_ns();
+        }
+        let d = tsc().wrapping_sub(self.base_ticks);
+        self.base_ns + ((d as u128 * self.ns_per_tick as u128) >> 32) as u64
+    }
+
+    /// What it reads: `tsc` or CLOCK_MONOTONIC.
+    pub fn source(&self) -> &'static str {
+        if self.tsc {
+            "tsc"
+        } else {
+            "monotonic"
+        }
+    }
+
+    fn calibrate() -> Self {
+        let monotonic = IntervalClock {
+            tsc: false,
+            base_ticks: 0,
+            base_ns: 0,
+            ns_per_tick: 0,
+        };
+        if !tsc_keeps_time() {
+            return monotonic;
+        }
+        let (t0, n0) = paired_reading();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let (t1, n1) = paired_reading();
+        if t1 <= t0 || n1 <= n0 {
+            return monotonic;
+        }
+        IntervalClock {
+            tsc: true,
+            base_ticks: t0,
+            base_ns: n0,
+            ns_per_tick: (((n1 - n0) as u128) << 32).div_ceil((t1 - t0) as u128) as u64,
+        }
+    }
+}
+
+/// Whether the kernel keeps time with an invariant TSC: then it runs at one rate on every CPU.
+fn tsc_keeps_time() -> bool {
+    let source =
+        std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+            .unwrap_or_default();
+    let flags = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let has = |f: &str| flags.split_whitespace().any(|w| w == f);
+    cfg!(target_arch = "x86_64")
+        && source.trim() == "tsc"
+        && has("constant_tsc")
+        && has("nonstop_tsc")
+}
+
+/// A (ticks, CLOCK_MONOTONIC ns) pair read as close together as this machine allows: the
+/// monotonic reading bracketed by two counter readings, the tightest of a few tries.
+fn paired_reading() -> (u64, u64) {
+    let mut best = (u64::MAX, 0, 0);
+    for _ in 0..64 {
+        let a = tsc();
+        let n = monotonic_ns();
+        let b = tsc();
+        if b.wrapping_sub(a) < best.0 {
+            best = (b.wrapping_sub(a), a + (b.wrapping_sub(a)) / 2, n);
+        }
+    }
+    (best.1, best.2)
+}
+
 /// The resolution the kernel claims for CLOCK_MONOTONIC.
 pub fn monotonic_resolution_ns() -> u64 {
     let mut ts = libc::timespec {
