@@ -1,7 +1,6 @@
 //! The clock: CLOCK_MONOTONIC in nanoseconds, shared by all processes on a host (so one-way
 //! latency between two local processes is one subtraction), with its resolution and the cost of
-//! reading it measured on this machine, as the NML report asked of every figure; and the
-//! cheaper interval clock for what one process times on its own (round trips).
+//! reading it measured on this machine, as the NML report asked of every figure.
 
 use crate::result::ClockInfo;
 use crate::sys;
@@ -11,8 +10,6 @@ use crate::sys;
 pub fn now() -> u64 {
     sys::monotonic_ns()
 }
-
-pub use crate::sys::{interval, IntervalClock};
 
 /// Measures the clock: claimed resolution, smallest step seen, cost of one read, and the cost
 /// of recording one sample in a histogram.
@@ -29,14 +26,6 @@ pub fn calibrate() -> ClockInfo {
         last = t;
     }
     let read_cost_ns = (last - start) as f64 / READS as f64;
-    let ic = interval();
-    let t0 = now();
-    let mut sink = 0u64;
-    for _ in 0..READS {
-        sink = sink.wrapping_add(ic.now());
-    }
-    std::hint::black_box(sink);
-    let interval_read_cost_ns = (now() - t0) as f64 / READS as f64;
 
     let mut rec = super::Recorder::new();
     let t0 = now();
@@ -54,36 +43,5 @@ pub fn calibrate() -> ClockInfo {
         smallest_step_ns: if tick == u64::MAX { 0 } else { tick },
         read_cost_ns,
         record_cost_ns,
-        interval_source: ic.source().into(),
-        interval_read_cost_ns,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// How far the interval clock reads from CLOCK_MONOTONIC: the closest of a few tries (a
-    /// preemption between the two reads only spoils one try).
-    fn offset_ns() -> i64 {
-        (0..50)
-            .map(|_| interval().now() as i64 - now() as i64)
-            .min_by_key(|d| d.abs())
-            .unwrap()
-    }
-
-    #[test]
-    fn the_interval_clock_keeps_time_with_clock_monotonic() {
-        let before = offset_ns();
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        let after = offset_ns();
-        // Calibrated over 20 ms, its rate is off by parts per million: over 200 ms that is
-        // well under the 20 us allowed here (reading both clocks takes tens of ns).
-        assert!(before.abs() < 20_000, "{before} ns apart at first");
-        assert!(after.abs() < 20_000, "{after} ns apart 200 ms later");
-        eprintln!(
-            "interval clock ({}): {before} ns then {after} ns from CLOCK_MONOTONIC",
-            interval().source()
-        );
     }
 }

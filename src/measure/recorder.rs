@@ -82,8 +82,6 @@ impl Default for Recorder {
 
 impl Recorder {
     pub fn new() -> Self {
-        // Calibrated now, before any role starts timing with it.
-        super::clock::interval();
         let h =
             || Histogram::<u64>::new_with_bounds(1, HIGHEST_NS, 3).expect("valid histogram bounds");
         let mut r = Recorder {

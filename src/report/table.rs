@@ -327,16 +327,9 @@ pub fn notes(run: &RunResult, summaries: &[CaseSummary]) -> String {
         let _ = writeln!(out, "iceoryx2 vs shm: same workload, wait strategy, placement and processes; both build every message in place and check every payload byte (iceoryx2's own benchmark touches no payload).");
     }
     let c = &run.environment.clock;
-    let interval = match c.interval_source.as_str() {
-        "tsc" => format!(
-            "round trips and call times read the CPU's time-stamp counter, calibrated against it ({:.1} ns a reading)",
-            c.interval_read_cost_ns
-        ),
-        _ => "round trips and call times read it too".into(),
-    };
     let _ = writeln!(
         out,
-        "clock: CLOCK_MONOTONIC on clocksource {} ({} ns resolution, {:.1} ns a timestamp); {interval}; {:.1} ns a recorded sample.",
+        "clock: {} ({} ns resolution, {:.1} ns a timestamp, {:.1} ns a recorded sample).",
         c.source, c.resolution_ns, c.read_cost_ns, c.record_cost_ns
     );
     for (i, (case, s)) in run.cases.iter().zip(summaries).enumerate() {

@@ -49,12 +49,6 @@ pub struct ClockInfo {
     pub read_cost_ns: f64,
     /// Cost of recording one sample in a histogram.
     pub record_cost_ns: f64,
-    /// The clock round trips and call times are read with (`tsc`, or `monotonic`: see
-    /// `measure::clock::IntervalClock`), and the cost of one reading.
-    #[serde(default)]
-    pub interval_source: String,
-    #[serde(default)]
-    pub interval_read_cost_ns: f64,
 }
 
 /// Where the roles of a case run.

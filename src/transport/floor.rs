@@ -205,15 +205,14 @@ impl Floor for FdFloor {
         let mut buf = vec![0u8; size];
         let mut samples: Vec<u32> = Vec::with_capacity(MAX_SAMPLES);
         let ok = pinned(roles, || {
-            let clock = sys::interval();
-            let warm_end = clock.now() + roles.warmup.as_nanos() as u64;
+            let warm_end = sys::monotonic_ns() + roles.warmup.as_nanos() as u64;
             let end = warm_end + roles.duration.as_nanos() as u64;
             loop {
-                let t0 = clock.now();
+                let t0 = sys::monotonic_ns();
                 if !write_msg(w, &buf) || !read_msg(r, &mut buf, datagram) {
                     return false;
                 }
-                let t1 = clock.now();
+                let t1 = sys::monotonic_ns();
                 if t0 >= warm_end {
                     samples.push((t1 - t0).min(u32::MAX as u64) as u32);
                 }
@@ -356,13 +355,12 @@ pub fn spin_pingpong(roles: &FloorRoles) -> FloorFigure {
     });
     let mut samples: Vec<u32> = Vec::with_capacity(MAX_SAMPLES);
     pinned(roles, || {
-        let clock = sys::interval();
-        let warm_end = clock.now() + roles.warmup.as_nanos() as u64;
+        let warm_end = sys::monotonic_ns() + roles.warmup.as_nanos() as u64;
         let end = warm_end + roles.duration.as_nanos() as u64;
         let mut i = 0u64;
         loop {
             i += 1;
-            let t0 = clock.now();
+            let t0 = sys::monotonic_ns();
             ping.0.store(i, Ordering::Release);
             while pong.0.load(Ordering::Acquire) != i {
                 if yield_ {
@@ -371,7 +369,7 @@ pub fn spin_pingpong(roles: &FloorRoles) -> FloorFigure {
                     std::hint::spin_loop();
                 }
             }
-            let t1 = clock.now();
+            let t1 = sys::monotonic_ns();
             if t0 >= warm_end {
                 samples.push((t1 - t0).min(u32::MAX as u64) as u32);
             }

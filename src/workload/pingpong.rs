@@ -92,11 +92,10 @@ impl Workload for PingPong {
     ) -> Result<(), RoleError> {
         let mut buf = receive_buffer(case);
         let mut measuring = false;
-        let ic = clock::interval();
         loop {
-            let t0 = ic.now();
+            let t0 = clock::now();
             let n = receive(ep, &mut buf, case, rec)?;
-            let t1 = ic.now();
+            let t1 = clock::now();
             let m = &buf[..n];
             let flags = message::flags(m);
             if flags & END != 0 {
@@ -117,7 +116,7 @@ impl Workload for PingPong {
                 continue;
             }
             ep.send(m)?;
-            let t2 = ic.now();
+            let t2 = clock::now();
             if measuring {
                 rec.record_primary(Metric::RecvCall, t1 - t0, t1);
                 rec.record(Metric::SendCall, t2 - t1);
@@ -148,10 +147,8 @@ fn exchange(
 ) -> Result<u64, RoleError> {
     let flags = if record { MEASURED } else { 0 };
     let mut done = 0u64;
-    // Round trips never leave this process: the cheaper interval clock times them.
-    let ic = clock::interval();
     loop {
-        let t0 = ic.now();
+        let t0 = clock::now();
         if case.zero_copy {
             ep.send_with(case.size_bytes, &mut |slot| {
                 message::build_in_place(slot, seq, t0, flags, 0, case.checksum)
@@ -159,7 +156,7 @@ fn exchange(
         } else {
             ep.send(out.stamp(seq, t0, flags, 0))?;
         }
-        let t1 = ic.now();
+        let t1 = clock::now();
         // Wait for this round trip's reply; on an unreliable transport a lost one is counted
         // and a late one (of a round trip already counted lost) is skipped.
         let n = loop {
@@ -186,7 +183,7 @@ fn exchange(
                 Err(e) => return Err(e.into()),
             }
         };
-        let t2 = ic.now();
+        let t2 = clock::now();
         match n {
             None => rec.counters.lost += 1,
             Some((n, check)) => {

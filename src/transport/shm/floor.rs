@@ -95,13 +95,12 @@ impl Floor for ShmFloor {
         let mut buf = vec![1u8; size];
         let mut samples: Vec<u32> = Vec::with_capacity(MAX_SAMPLES);
         let ok = pinned(roles, || {
-            let clock = sys::interval();
-            let warm_end = clock.now() + roles.warmup.as_nanos() as u64;
+            let warm_end = sys::monotonic_ns() + roles.warmup.as_nanos() as u64;
             let end = warm_end + roles.duration.as_nanos() as u64;
             let mut i = 0u32;
             loop {
                 i = i.wrapping_add(1).max(1);
-                let t0 = clock.now();
+                let t0 = sys::monotonic_ns();
                 // SAFETY: inside the mapping, which outlives this loop.
                 unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), shared.ptr.add(a2b), size) };
                 let before = pong.load(Ordering::Acquire);
@@ -112,7 +111,7 @@ impl Floor for ShmFloor {
                 unsafe {
                     std::ptr::copy_nonoverlapping(shared.ptr.add(b2a), buf.as_mut_ptr(), size)
                 };
-                let t1 = clock.now();
+                let t1 = sys::monotonic_ns();
                 if t0 >= warm_end {
                     samples.push((t1 - t0).min(u32::MAX as u64) as u32);
                 }
