@@ -24,16 +24,6 @@ fn check(c: &CaseResult, count: u64) {
     assert_eq!(c.error, None, "{what}");
     assert_eq!(c.roles.len(), 2, "{what}: both roles report");
     let (active, passive) = (&c.roles[0], &c.roles[1]);
-    let s = summarize(c);
-    let d = s
-        .latency
-        .as_ref()
-        .unwrap_or_else(|| panic!("{what}: no latency"));
-    assert!(
-        d.min_ns > 0 && d.min_ns <= d.max_ns && d.mean_ns > 0.0,
-        "{what}: {d:?}"
-    );
-    assert!(s.msgs_per_s > 0.0, "{what}");
     assert!(
         active.cpu.user_ns + active.cpu.sys_ns > 0,
         "{what}: active CPU time"
@@ -43,6 +33,22 @@ fn check(c: &CaseResult, count: u64) {
         "{what}"
     );
     assert!(active.cpu.peak_rss_kib > 0, "{what}");
+    let s = summarize(c);
+    let Some(d) = s.latency.as_ref() else {
+        // A flood over udp may lose every measured message when the reader falls a socket
+        // buffer behind during the warm-up; then the losses must say so.
+        assert!(
+            !c.config.strict && s.lost == count,
+            "{what}: no latency, and {} lost",
+            s.lost
+        );
+        return;
+    };
+    assert!(
+        d.min_ns > 0 && d.min_ns <= d.max_ns && d.mean_ns > 0.0,
+        "{what}: {d:?}"
+    );
+    assert!(s.msgs_per_s > 0.0, "{what}");
     if c.config.strict {
         assert_eq!(active.counters.messages_sent, count, "{what}: sent");
         assert_eq!(

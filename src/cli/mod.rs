@@ -516,7 +516,13 @@ fn execute(
 }
 
 fn serve(a: ServeArgs) -> Exit {
-    install_ctrlc();
+    // A peer that msgperf started sits in its own process group, out of the terminal's Ctrl-C;
+    // without the handler's thread it stays single-threaded, and the kernel then skips the
+    // shared-descriptor-table reference counting on each of its reads and writes (as for the
+    // floor's forked peer).
+    if !a.announce {
+        install_ctrlc();
+    }
     let t = transport::find(&a.transport).map_err(CliError::Usage)?;
     let options = parse_opts(&a.opts)?;
     transport::validate_options(t, &options).map_err(CliError::Usage)?;
