@@ -76,7 +76,8 @@ fn check_exact(c: &CaseResult, pubs: usize, subs: usize, count: u64) {
     let native = msgperf::transport::find(&c.config.transport)
         .unwrap()
         .capabilities_with(&c.config.options)
-        .native_fan_out;
+        .native_fan_out
+        > 0;
     let (kind, says) = if native {
         (FanOut::Shared, "one shared write per message")
     } else {
@@ -271,6 +272,7 @@ fn pubsub_refuses_what_a_transport_cannot_do_with_the_fix() {
     ])
     .contains("--delivery best-effort"));
     assert!(e(&["pubsub", "-t", "uds", "--confirm"]).contains("stream --confirm"));
+    assert!(e(&["pubsub", "-t", "shm", "--subs", "9"]).contains("--opt fan-out=copy"));
     assert!(e(&["pubsub", "-t", "uds", "--subs", "0"]).contains("1 or more"));
     assert!(e(&[
         "pubsub",

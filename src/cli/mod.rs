@@ -596,12 +596,11 @@ fn transports_table(markdown: bool) -> String {
                 "threads only"
             }
             .into(),
-            if c.native_fan_out {
-                "one shared write"
+            if c.native_fan_out > 0 {
+                format!("one shared write, up to {} readers", c.native_fan_out)
             } else {
-                "a copy per reader"
-            }
-            .into(),
+                "a copy per reader".into()
+            },
             if opts.is_empty() {
                 "-".into()
             } else {

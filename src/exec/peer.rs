@@ -112,7 +112,7 @@ impl Drop for RoleProcess {
 /// or joins the fan-outs at `join` (a subscriber of publishers with a native fan-out).
 pub struct PeerProcess {
     process: RoleProcess,
-    /// Where it listens (none when it joined).
+    /// Where it listens; when it joined fan-outs, the first one it joined.
     pub rendezvous: Rendezvous,
 }
 

@@ -33,7 +33,7 @@ use std::time::Duration;
 /// subscribers join it.
 pub fn native(case: &CaseConfig) -> bool {
     transport::find(&case.transport)
-        .is_ok_and(|t| t.capabilities_with(&case.options).native_fan_out)
+        .is_ok_and(|t| t.capabilities_with(&case.options).native_fan_out > 0)
 }
 
 /// What a publisher is told: the case, where the subscribers are (none with a native

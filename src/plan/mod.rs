@@ -253,6 +253,12 @@ fn cases_of(
                 req.pubs
             ));
         }
+        if fans_out && caps.native_fan_out > 0 && req.subs > caps.native_fan_out {
+            return Err(format!(
+                "transport `{name}`'s fan-out serves up to {} subscribers, not {}: use --opt fan-out=copy, or fewer --subs",
+                caps.native_fan_out, req.subs
+            ));
+        }
         if req.connect.is_some() && !caps.cross_process {
             return Err(format!(
                 "transport `{name}` joins threads of one process: it cannot --connect to a server"

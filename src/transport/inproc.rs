@@ -45,7 +45,7 @@ impl Transport for Inproc {
             latest_value: false,
             zero_copy: false,
             many_peers: true,
-            native_fan_out: false,
+            native_fan_out: 0,
         }
     }
 

@@ -257,8 +257,8 @@ pub struct Capabilities {
     pub zero_copy: bool,
     /// One listener serves several peers at once (several publishers to one subscriber).
     pub many_peers: bool,
-    /// One write reaches many readers ([`Transport::multicast`]), not a copy per reader.
-    pub native_fan_out: bool,
+    /// Readers one write can reach ([`Transport::multicast`]); 0: none, a copy per reader.
+    pub native_fan_out: usize,
 }
 
 /// Errors a transport reports, each one the caller can act on.

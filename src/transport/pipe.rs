@@ -37,7 +37,7 @@ impl Transport for Pipe {
             latest_value: false,
             zero_copy: false,
             many_peers: false,
-            native_fan_out: false,
+            native_fan_out: 0,
         }
     }
 

@@ -36,7 +36,7 @@ impl Transport for Tcp {
             latest_value: false,
             zero_copy: false,
             many_peers: true,
-            native_fan_out: false,
+            native_fan_out: 0,
         }
     }
 

@@ -28,7 +28,7 @@ impl Transport for Uds {
             latest_value: false,
             zero_copy: false,
             many_peers: true,
-            native_fan_out: false,
+            native_fan_out: 0,
         }
     }
 

@@ -65,7 +65,7 @@ impl Transport for Iceoryx2 {
             latest_value: false,
             zero_copy: true,
             many_peers: false,
-            native_fan_out: false,
+            native_fan_out: 0,
         }
     }
 

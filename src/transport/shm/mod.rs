@@ -72,7 +72,11 @@ impl Transport for Shm {
             latest_value: latest,
             zero_copy: !latest && o.get("zero-copy").is_some_and(|z| z == "true"),
             many_peers: true,
-            native_fan_out: !latest && o.get("fan-out").is_none_or(|f| f == "shared"),
+            native_fan_out: if !latest && o.get("fan-out").is_none_or(|f| f == "shared") {
+                MAX_READERS
+            } else {
+                0
+            },
         }
     }
 
