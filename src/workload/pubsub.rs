@@ -1,7 +1,8 @@
 //! `pubsub`: P publishers and S subscribers (the publish-subscribe report's 1-to-5 and 5-to-1
 //! tests). Every publisher-to-subscriber channel carries a stream: a publisher writes each
-//! message once per subscriber (the exec room's fan-out sends the copies), and each subscriber
-//! reads and checks what every publisher sent it. This module is that channel's two ends.
+//! message once to its fan-out (the transport's own, or a copy per subscriber), and each
+//! subscriber reads and checks what every publisher sent it. This module is that channel's two
+//! ends.
 
 use super::stream::Stream;
 use super::{check_common, RoleError, Sent, Workload};

@@ -89,13 +89,6 @@ struct Topic {
 }
 
 impl Topic {
-    fn reader(&self, k: usize) -> Peer {
-        Peer {
-            closed: ring::reader_closed(k),
-            pid: header(&self.map).reader_pids[k].load(Ordering::Acquire),
-        }
-    }
-
     fn write(
         &mut self,
         len: usize,
@@ -119,15 +112,18 @@ impl Topic {
 
 /// A reader of `shared` (ring 0) that still holds the writer back but left or died, if one did.
 fn gone_reader(map: &MmapRaw, shared: &Ring, readers: usize) -> Option<usize> {
-    let h = header(map);
     (0..readers).find(|&k| {
         shared.ctl().readers[k].0.active.load(Ordering::Acquire) != 0
-            && Peer {
-                closed: ring::reader_closed(k),
-                pid: h.reader_pids[k].load(Ordering::Acquire),
-            }
-            .gone(map)
+            && reader_peer(map, k).gone(map)
     })
+}
+
+/// Reader `k` as the writer's peer: its leave bit and its process.
+fn reader_peer(map: &MmapRaw, k: usize) -> Peer {
+    Peer {
+        closed: ring::reader_closed(k),
+        pid: header(map).reader_pids[k].load(Ordering::Acquire),
+    }
 }
 
 impl Multicast for Topic {
@@ -146,7 +142,7 @@ impl Multicast for Topic {
         })
     }
     fn recv_from(&mut self, reader: usize, buf: &mut [u8]) -> Result<usize, TransportError> {
-        let peer = self.reader(reader);
+        let peer = reader_peer(&self.map, reader);
         let map = &self.map;
         let Some(answers) = self.answers.get_mut(reader) else {
             return Err(TransportError::Unsupported(format!(
