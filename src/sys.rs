@@ -195,6 +195,20 @@ pub fn process_alive(pid: u32) -> bool {
     }
 }
 
+/// How much a process has run: nanoseconds on a CPU and times it was scheduled in, summed over
+/// its threads (/proc/PID/task/*/schedstat). Both stand still only while every thread is
+/// blocked or stopped. None if the kernel does not keep them, or the process is gone.
+pub fn run_count(pid: u32) -> Option<(u64, u64)> {
+    let mut total = (0, 0);
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+        let mut fields = stat.split_whitespace().map(|f| f.parse::<u64>().ok());
+        let (on_cpu, _waited, slices) = (fields.next()??, fields.next()??, fields.next()??);
+        total = (total.0 + on_cpu, total.1 + slices);
+    }
+    Some(total)
+}
+
 /// Sends `sig` to a process.
 pub fn kill(pid: u32, sig: libc::c_int) {
     // SAFETY: kill has no memory effects; a stale pid only yields ESRCH.

@@ -12,6 +12,7 @@ fn spec(timeout_ms: u64) -> ChannelSpec {
         poll: false,
         max_message: 70_000,
         listen_at: None,
+        watched: false,
     }
 }
 

@@ -113,30 +113,43 @@ fn ctrl_c_stops_cleanly_and_writes_what_was_measured() {
 
 #[test]
 fn a_hung_peer_is_killed_by_the_watchdog() {
-    // A stopped peer neither reads nor closes its pipe: only the watchdog can end the case.
-    let child = spawn(&[
-        "run",
-        "stream",
-        "-t",
-        "pipe",
-        "--duration",
-        "500ms",
-        "--warmup",
-        "0s",
-        "--timeout",
-        "1s",
-        "--no-floor",
-        "--placement",
-        "any",
-    ]);
-    let peer = wait_for_child(child.id());
-    std::thread::sleep(Duration::from_millis(100));
-    signal(peer, libc::SIGSTOP);
-    let start = Instant::now();
-    let out = wait_output(child, Duration::from_secs(30));
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
-    assert!(start.elapsed() < Duration::from_secs(15));
-    assert!(!alive(peer));
+    // A stopped peer neither reads nor closes its end: only the watchdog can end the case. The
+    // count-bound cases have no known length, so only its stall check (the peer did not run
+    // for --timeout) bounds them; uds and pipe waits have no timer of their own here.
+    let cases: [&[&str]; 3] = [
+        &["stream", "-t", "pipe", "--duration", "500ms"],
+        &["pingpong", "-t", "uds", "--count", "1000000000"],
+        &["pingpong", "-t", "pipe", "--count", "1000000000"],
+    ];
+    for case in cases {
+        let mut args = vec!["run"];
+        args.extend_from_slice(case);
+        args.extend([
+            "--warmup",
+            "0s",
+            "--timeout",
+            "1s",
+            "--no-floor",
+            "--placement",
+            "any",
+        ]);
+        let child = spawn(&args);
+        let peer = wait_for_child(child.id());
+        std::thread::sleep(Duration::from_millis(100));
+        signal(peer, libc::SIGSTOP);
+        let start = Instant::now();
+        let out = wait_output(child, Duration::from_secs(30));
+        let stdout = text(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{case:?}: {stdout}");
+        assert!(start.elapsed() < Duration::from_secs(15), "{case:?}");
+        assert!(!alive(peer), "{case:?}");
+        if case.contains(&"--count") {
+            assert!(
+                stdout.contains("did not run for") && stdout.contains("raise --timeout"),
+                "{case:?} names the stall and its bound: {stdout}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -219,6 +219,10 @@ struct ServeArgs {
     /// Print the rendezvous as one machine-readable line (used when msgperf starts its own peer).
     #[arg(long, hide = true)]
     announce: bool,
+    /// The msgperf that started this peer kills it if it stops running for --timeout, so
+    /// blocking waits need no timer of their own (see `ChannelSpec::watched`).
+    #[arg(long, hide = true, requires = "announce")]
+    watched: bool,
     /// With --once: serve this many peers at once (a subscriber of several publishers).
     #[arg(long, default_value_t = 1)]
     peers: usize,
@@ -534,6 +538,7 @@ fn serve(a: ServeArgs) -> Exit {
             poll: a.poll,
             max_message: a.max_message.max(workload::message::CONTROL_MAX),
             listen_at: a.listen.clone().or(a.name.clone()),
+            watched: a.watched,
         },
         pin: a.pin,
         once: a.once,

@@ -32,6 +32,7 @@ pub fn channel_spec(case: &CaseConfig) -> ChannelSpec {
         poll: case.wait == Wait::Poll,
         max_message: case.size_bytes.max(message::CONTROL_MAX),
         listen_at: None,
+        watched: false,
     }
 }
 
@@ -149,9 +150,12 @@ fn outcome_roles(o: session::ActiveOutcome) -> (Vec<RoleResult>, Option<String>)
     (roles, o.error)
 }
 
-fn active_side(case: &CaseConfig, at: &Rendezvous) -> session::ActiveOutcome {
+fn active_side(case: &CaseConfig, at: &Rendezvous, watched: bool) -> session::ActiveOutcome {
     let t = transport::find(&case.transport).expect("cases are validated");
-    let spec = channel_spec(case);
+    let spec = ChannelSpec {
+        watched,
+        ..channel_spec(case)
+    };
     sys::with_cpu(case.cpus.0, || match t.connect(at, &spec) {
         Ok(mut ep) => session::active(&mut *ep, case, &STOP),
         Err(e) => session::ActiveOutcome {
@@ -195,7 +199,7 @@ fn run_in_threads(case: &CaseConfig) -> (Vec<RoleResult>, Option<String>) {
             )
         }
     };
-    let outcome = active_side(case, &at);
+    let outcome = active_side(case, &at, false);
     // The active side's endpoint is closed by now, so the passive thread ends within its timeout.
     let passive_error = match passive.join() {
         Ok(Err(e)) => Some(e),
@@ -207,16 +211,24 @@ fn run_in_threads(case: &CaseConfig) -> (Vec<RoleResult>, Option<String>) {
 }
 
 fn run_in_processes(case: &CaseConfig) -> (Vec<RoleResult>, Option<String>) {
-    let mut peer = match peer::PeerProcess::spawn(case, &[]) {
+    // A peer that stops running for --timeout is killed, which ends every wait on it; both
+    // sides' stream sockets then need no timer on each wait.
+    let watched = peer::Watchdog::can_watch();
+    let mut peer = match peer::PeerProcess::spawn(case, &[], watched) {
         Ok(p) => p,
         Err(e) => return (vec![], Some(e)),
     };
-    // Count-bound cases have no known length; their bound is each call's timeout instead.
-    let _watchdog = case
-        .duration
-        .map(|d| peer::Watchdog::arm(peer.pid(), case.warmup + d + case.timeout * 3));
-    let outcome = active_side(case, &peer.rendezvous.clone());
+    let watchdog = peer::Watchdog::arm(
+        peer.pid(),
+        watched.then_some(case.timeout),
+        case.duration.map(|d| case.warmup + d + case.timeout * 3),
+    );
+    let outcome = active_side(case, &peer.rendezvous.clone(), watched);
+    let killed = watchdog.fired();
+    // Cancelled before the peer is reaped, so that it never kills a reused pid.
+    drop(watchdog);
     let peer_error = peer.finish(case.timeout.min(Duration::from_secs(5)));
+    let peer_error = killed.or(peer_error);
     let (roles, error) = outcome_roles(outcome);
     let error = match (error, peer_error) {
         (Some(e), Some(p)) => Some(format!("{e} (peer process pid {}: {p})", peer.pid())),
@@ -230,7 +242,7 @@ fn run_connected(case: &CaseConfig, addr: &str) -> (Vec<RoleResult>, Option<Stri
         transport: case.transport.clone(),
         address: addr.to_string(),
     };
-    outcome_roles(active_side(case, &at))
+    outcome_roles(active_side(case, &at, false))
 }
 
 /// `msgperf serve`: listens, then serves one case per peer until Ctrl-C (or once).

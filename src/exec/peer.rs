@@ -6,10 +6,10 @@
 use crate::result::{CaseConfig, Wait};
 use crate::sys;
 use crate::transport::Rendezvous;
-use crossbeam_channel::{bounded, Receiver};
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The line a peer prints first, followed by its rendezvous as JSON.
 pub const ANNOUNCE: &str = "msgperf-rendezvous";
@@ -117,12 +117,16 @@ pub struct PeerProcess {
 }
 
 impl PeerProcess {
-    pub fn spawn(case: &CaseConfig, join: &[Rendezvous]) -> Result<Self, String> {
+    /// `watched`: the caller arms a stalled-peer [`Watchdog`] on it (see `ChannelSpec::watched`).
+    pub fn spawn(case: &CaseConfig, join: &[Rendezvous], watched: bool) -> Result<Self, String> {
         let mut args: Vec<String> = ["serve", "--once", "--announce", "--transport"]
             .iter()
             .map(|s| s.to_string())
             .collect();
         args.push(case.transport.clone());
+        if watched {
+            args.push("--watched".into());
+        }
         args.extend([
             "--timeout".into(),
             format!("{}ms", case.timeout.as_millis()),
@@ -186,21 +190,77 @@ impl PeerProcess {
     }
 }
 
-/// Kills a process at a deadline unless cancelled (dropped) first: bounds a peer that hangs
-/// while alive, which no read timeout of a blocking pipe would notice.
+/// Ends a peer process that hangs while alive, which a blocking read with no timer of its own
+/// would never notice: kills it when it has not run at all (no time on a CPU, not once
+/// scheduled in) for `stall`, or when `deadline` has passed, whichever is given and comes first.
+/// Watching from outside costs the peer nothing, where a timer on every blocking wait costs
+/// each wait a kernel timer. Cancelled when dropped.
 pub struct Watchdog {
-    cancel: Option<crossbeam_channel::Sender<()>>,
+    cancel: Option<Sender<()>>,
+    fired: Receiver<String>,
 }
 
 impl Watchdog {
-    pub fn arm(pid: u32, after: Duration) -> Self {
-        let (tx, rx) = bounded::<()>(1);
-        std::thread::spawn(move || {
-            if let Err(crossbeam_channel::RecvTimeoutError::Timeout) = rx.recv_timeout(after) {
-                sys::kill(pid, libc::SIGKILL);
-            }
+    pub fn arm(pid: u32, stall: Option<Duration>, deadline: Option<Duration>) -> Self {
+        let (cancel, cancelled) = bounded::<()>(1);
+        let (fired_tx, fired) = bounded(1);
+        if stall.is_none() && deadline.is_none() {
+            return Watchdog {
+                cancel: None,
+                fired,
+            };
+        }
+        // A stall is noticed within a tenth of its bound.
+        let period = stall.map_or(Duration::from_millis(100), |s| {
+            (s / 10).clamp(Duration::from_millis(10), Duration::from_secs(1))
         });
-        Watchdog { cancel: Some(tx) }
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            let mut last = (sys::run_count(pid), start);
+            let why = loop {
+                if cancelled.recv_timeout(period) != Err(RecvTimeoutError::Timeout) {
+                    return;
+                }
+                let now = Instant::now();
+                if deadline.is_some_and(|d| now - start >= d) {
+                    break format!(
+                        "still running {:.1} s after it started, past the case's length and 3x --timeout; msgperf killed it",
+                        (now - start).as_secs_f64()
+                    );
+                }
+                if let Some(stall) = stall {
+                    let count = sys::run_count(pid);
+                    if count.is_none() {
+                        return; // gone: its end of the channel says so
+                    }
+                    if count != last.0 {
+                        last = (count, now);
+                    } else if now - last.1 >= stall {
+                        break format!(
+                            "it did not run for {:.1} s: hung, so msgperf killed it (raise --timeout if it is only slow)",
+                            (now - last.1).as_secs_f64()
+                        );
+                    }
+                }
+            };
+            // Said before the kill, so that whoever sees the channel close can say why.
+            let _ = fired_tx.send(why);
+            sys::kill(pid, libc::SIGKILL);
+        });
+        Watchdog {
+            cancel: Some(cancel),
+            fired,
+        }
+    }
+
+    /// Whether the watchdog killed its process, and why.
+    pub fn fired(&self) -> Option<String> {
+        self.fired.try_recv().ok()
+    }
+
+    /// Whether this kernel lets a watchdog see that a process stopped running.
+    pub fn can_watch() -> bool {
+        sys::run_count(std::process::id()).is_some()
     }
 }
 

@@ -346,7 +346,7 @@ fn run_in_processes(case: &CaseConfig) -> (Vec<ActiveOutcome>, Option<String>) {
     let mut subscribers = Vec::new();
     if !native {
         for s in 0..case.subs {
-            match PeerProcess::spawn(case, &[]) {
+            match PeerProcess::spawn(case, &[], false) {
                 Ok(p) => subs.push(p),
                 Err(e) => return (vec![], Some(format!("subscriber {}: {e}", s + 1))),
             }
@@ -385,7 +385,7 @@ fn run_in_processes(case: &CaseConfig) -> (Vec<ActiveOutcome>, Option<String>) {
             }
         }
         for (s, at) in places.iter().enumerate() {
-            match PeerProcess::spawn(case, at) {
+            match PeerProcess::spawn(case, at, false) {
                 Ok(p) => subs.push(p),
                 Err(e) => return (vec![], Some(format!("subscriber {}: {e}", s + 1))),
             }
@@ -398,7 +398,7 @@ fn run_in_processes(case: &CaseConfig) -> (Vec<ActiveOutcome>, Option<String>) {
         .map(|p| p.process.pid())
         .chain(subs.iter().map(|s| s.pid()))
         .filter(|_| case.duration.is_some())
-        .map(|pid| Watchdog::arm(pid, bound))
+        .map(|pid| Watchdog::arm(pid, None, Some(bound)))
         .collect();
     let started = start_together(&ready_rx, case.pubs, case.timeout, |ok| {
         for p in pubs.iter_mut() {

@@ -14,7 +14,8 @@ pub enum Metric {
     OneWay = 1,
     /// Time inside one send call.
     SendCall = 2,
-    /// Time inside one receive call (including the wait for the message).
+    /// Time inside one receive call, including the wait for the message (a pingpong
+    /// responder's runs from the return of its previous send, a few ns earlier).
     RecvCall = 3,
     /// Paced sends: from the message's intended send time to arrival (coordinated omission
     /// corrected).

@@ -11,8 +11,9 @@
 //!   listener removes every file it created.
 //! - [`Transport::connect`] and [`Listener::accept`] return within the spec's timeout, with
 //!   [`TransportError::Timeout`] if the peer never came.
-//! - [`Endpoint::recv`] returns one whole message or an error within the spec's timeout; it never
-//!   returns part of a message. A peer that closed or died is [`TransportError::PeerClosed`].
+//! - [`Endpoint::recv`] returns one whole message or an error within the spec's timeout (or,
+//!   when the spec is `watched`, when the watchdog ends a peer that stopped); it never returns
+//!   part of a message. A peer that closed or died is [`TransportError::PeerClosed`].
 //! - [`Endpoint::try_recv`] never blocks for want of a message (in `--poll` mode endpoints are
 //!   opened non-blocking).
 //! - A message longer than the receiver's buffer is [`TransportError::TooLarge`], never a silent
@@ -187,6 +188,12 @@ pub struct ChannelSpec {
     pub max_message: usize,
     /// Where to listen, if the user said (`--listen`); otherwise a fresh address.
     pub listen_at: Option<String>,
+    /// A watchdog outside this process ends the session if the peer stops running for
+    /// `timeout` (msgperf started the peer and watches it), so a blocking wait needs no timer of
+    /// its own. Stream sockets then skip SO_RCVTIMEO and SO_SNDTIMEO, whose kernel timer on
+    /// every wait costs about 5% of a same-CPU unix-socket round trip. Datagram sockets keep
+    /// theirs: it is how a lost datagram is noticed.
+    pub watched: bool,
 }
 
 impl ChannelSpec {

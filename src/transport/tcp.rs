@@ -128,8 +128,10 @@ impl Listener for TcpListen {
 
 fn endpoint(s: TcpStream, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
     s.set_nodelay(spec.flag("nodelay", true))?;
-    s.set_read_timeout(Some(spec.timeout))?;
-    s.set_write_timeout(Some(spec.timeout))?;
+    if !spec.watched {
+        s.set_read_timeout(Some(spec.timeout))?;
+        s.set_write_timeout(Some(spec.timeout))?;
+    }
     s.set_nonblocking(spec.poll)?;
     Ok(Box::new(Framed::new(
         Bare(s),

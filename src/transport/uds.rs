@@ -135,8 +135,10 @@ impl Drop for UdsListener {
 }
 
 fn endpoint(s: UnixStream, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
-    s.set_read_timeout(Some(spec.timeout))?;
-    s.set_write_timeout(Some(spec.timeout))?;
+    if !spec.watched {
+        s.set_read_timeout(Some(spec.timeout))?;
+        s.set_write_timeout(Some(spec.timeout))?;
+    }
     s.set_nonblocking(spec.poll)?;
     Ok(Box::new(Framed::new(
         Bare(s),
