@@ -51,11 +51,29 @@ impl<S: Read + Write + Send> Framed<S> {
         }
     }
 
-    /// One read: `Some(n)` with n > 0, `None` if nothing is there and `wait` is false.
+    /// One read: `Some(n)` with n > 0, `None` if nothing is there and `wait` is false. The
+    /// common case is inline; the rest waits in [`Self::read_again`].
+    #[inline(always)]
     fn read_some(&mut self, buf: &mut [u8], wait: bool) -> Result<Option<usize>, TransportError> {
+        match self.io.read(buf) {
+            Ok(n) if n > 0 => Ok(Some(n)),
+            first => self.read_again(first, buf, wait),
+        }
+    }
+
+    /// What a read that brought no bytes means: the end, an error, or (interrupted, or nothing
+    /// there yet when non-blocking) another try.
+    #[cold]
+    #[inline(never)]
+    fn read_again(
+        &mut self,
+        mut got: std::io::Result<usize>,
+        buf: &mut [u8],
+        wait: bool,
+    ) -> Result<Option<usize>, TransportError> {
         let mut deadline: Option<Deadline> = None;
         loop {
-            match self.io.read(buf) {
+            match got {
                 Ok(0) => return Err(TransportError::PeerClosed),
                 Ok(n) => return Ok(Some(n)),
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -73,6 +91,7 @@ impl<S: Read + Write + Send> Framed<S> {
                 }
                 Err(e) => return Err(TransportError::from_io(e, self.timeout)),
             }
+            got = self.io.read(buf);
         }
     }
 
@@ -88,10 +107,26 @@ impl<S: Read + Write + Send> Framed<S> {
         Ok(())
     }
 
+    /// The next message. The common case, kept short since on one CPU every instruction of it
+    /// lands on the round trip: nothing pending, and one read brings exactly one message.
+    #[inline(always)]
     fn next(&mut self, buf: &mut [u8], wait: bool) -> Result<Option<usize>, TransportError> {
-        if self.pending.len() < buf.len() {
-            self.pending.resize(buf.len(), 0);
+        if self.start != self.end {
+            return self.from_pending(buf);
         }
+        let Some(have) = self.read_some(buf, wait)? else {
+            return Ok(None);
+        };
+        if have >= 4 && declared_len(buf) == have {
+            return Ok(Some(have));
+        }
+        self.complete(buf, have).map(Some)
+    }
+
+    /// A message from the bytes a previous read brought past the end of its own.
+    #[cold]
+    #[inline(never)]
+    fn from_pending(&mut self, buf: &mut [u8]) -> Result<Option<usize>, TransportError> {
         let avail = self.end - self.start;
         if avail >= 4 {
             let len = declared_len(&self.pending[self.start..]);
@@ -106,41 +141,48 @@ impl<S: Read + Write + Send> Framed<S> {
                 return Ok(Some(len));
             }
         }
-        let mut have = avail;
-        if avail > 0 {
-            buf[..avail].copy_from_slice(&self.pending[self.start..self.end]);
-            self.start = 0;
-            self.end = 0;
-        } else {
-            match self.read_some(buf, wait)? {
-                None => return Ok(None),
-                Some(n) => have = n,
-            }
-        }
-        // Part of a message is here; the rest is in flight, so wait for it even when polling.
+        buf[..avail].copy_from_slice(&self.pending[self.start..self.end]);
+        self.start = 0;
+        self.end = 0;
+        self.complete(buf, avail).map(Some)
+    }
+
+    /// `have` bytes of a message are in `buf`: reads the rest (it is in flight, so this waits
+    /// even when polling), keeping any bytes past its end for the next call.
+    #[cold]
+    #[inline(never)]
+    fn complete(&mut self, buf: &mut [u8], mut have: usize) -> Result<usize, TransportError> {
         loop {
             if have >= 4 {
                 let len = declared_len(buf);
                 Self::check_len(len, buf.len())?;
                 if have >= len {
                     let extra = have - len;
+                    if self.pending.len() < extra {
+                        self.pending.resize(buf.len(), 0);
+                    }
                     self.pending[..extra].copy_from_slice(&buf[len..have]);
                     self.start = 0;
                     self.end = extra;
-                    return Ok(Some(len));
+                    return Ok(len);
                 }
             }
             let n = self.read_some(&mut buf[have..], true)?.unwrap_or(0);
             have += n;
         }
     }
-}
 
-impl<S: Read + Write + Send> Endpoint for Framed<S> {
-    fn send(&mut self, mut msg: &[u8]) -> Result<(), TransportError> {
+    /// The rest of a send that one write did not finish.
+    #[cold]
+    #[inline(never)]
+    fn send_rest(
+        &mut self,
+        mut got: std::io::Result<usize>,
+        mut msg: &[u8],
+    ) -> Result<(), TransportError> {
         let mut deadline: Option<Deadline> = None;
-        while !msg.is_empty() {
-            match self.io.write(msg) {
+        loop {
+            match got {
                 Ok(0) => return Err(TransportError::PeerClosed),
                 Ok(n) => msg = &msg[n..],
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -155,8 +197,20 @@ impl<S: Read + Write + Send> Endpoint for Framed<S> {
                 }
                 Err(e) => return Err(TransportError::from_io(e, self.timeout)),
             }
+            if msg.is_empty() {
+                return Ok(());
+            }
+            got = self.io.write(msg);
         }
-        Ok(())
+    }
+}
+
+impl<S: Read + Write + Send> Endpoint for Framed<S> {
+    fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
+        match self.io.write(msg) {
+            Ok(n) if n == msg.len() => Ok(()),
+            first => self.send_rest(first, msg),
+        }
     }
 
     fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {
@@ -296,5 +350,102 @@ impl<D: DatagramIo> Endpoint for Datagrams<D> {
                 Err(e) => return Err(TransportError::from_io(e, self.timeout)),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::VecDeque;
+
+    /// A byte stream whose reads return the scripted chunks (or errors), one per call; writes
+    /// take at most `write_max` bytes a call.
+    struct Script {
+        reads: VecDeque<std::io::Result<Vec<u8>>>,
+        written: Vec<u8>,
+        write_max: usize,
+    }
+
+    impl Read for Script {
+        fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+            match self.reads.pop_front() {
+                None => Ok(0),
+                Some(Err(e)) => Err(e),
+                Some(Ok(chunk)) => {
+                    assert!(chunk.len() <= b.len(), "script chunk larger than the read");
+                    b[..chunk.len()].copy_from_slice(&chunk);
+                    Ok(chunk.len())
+                }
+            }
+        }
+    }
+
+    impl Write for Script {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            let n = b.len().min(self.write_max);
+            self.written.extend_from_slice(&b[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn msg(len: usize, tag: u8) -> Vec<u8> {
+        let mut m = vec![tag; len];
+        m[..4].copy_from_slice(&(len as u32).to_le_bytes());
+        m
+    }
+
+    fn framed(reads: Vec<std::io::Result<Vec<u8>>>, write_max: usize) -> Framed<Script> {
+        let io = Script {
+            reads: reads.into(),
+            written: vec![],
+            write_max,
+        };
+        Framed::new(io, Duration::from_millis(100), false, 64)
+    }
+
+    #[test]
+    fn splits_merged_and_joins_split_messages() {
+        let (a, b, c) = (msg(10, 1), msg(20, 2), msg(30, 3));
+        let merged = [&a[..], &b[..], &c[..6]].concat();
+        let interrupted = std::io::Error::from(ErrorKind::Interrupted);
+        let mut f = framed(
+            vec![
+                Ok(merged),
+                Err(interrupted),
+                Ok(c[6..7].to_vec()),
+                Ok(c[7..].to_vec()),
+                Ok(a[..3].to_vec()),
+                Ok(a[3..].to_vec()),
+            ],
+            usize::MAX,
+        );
+        let mut buf = vec![0u8; 64];
+        for want in [&a, &b, &c, &a] {
+            let n = f.recv(&mut buf).unwrap();
+            assert_eq!(&buf[..n], &want[..]);
+        }
+        assert!(matches!(f.recv(&mut buf), Err(TransportError::PeerClosed)));
+    }
+
+    #[test]
+    fn a_message_longer_than_the_buffer_is_refused() {
+        let big = msg(40, 7);
+        let mut f = framed(vec![Ok(big[..16].to_vec())], usize::MAX);
+        let mut buf = vec![0u8; 16];
+        assert!(matches!(
+            f.recv(&mut buf),
+            Err(TransportError::TooLarge { len: 40, max: 16 })
+        ));
+    }
+
+    #[test]
+    fn a_short_write_is_finished() {
+        let m = msg(50, 5);
+        let mut f = framed(vec![], 7);
+        f.send(&m).unwrap();
+        assert_eq!(f.io.written, m);
     }
 }
