@@ -112,7 +112,7 @@ impl<S: Read + Write + Send> Framed<S> {
     #[inline(always)]
     fn next(&mut self, buf: &mut [u8], wait: bool) -> Result<Option<usize>, TransportError> {
         if self.start != self.end {
-            return self.from_pending(buf);
+            return self.take_pending(buf);
         }
         let Some(have) = self.read_some(buf, wait)? else {
             return Ok(None);
@@ -126,7 +126,7 @@ impl<S: Read + Write + Send> Framed<S> {
     /// A message from the bytes a previous read brought past the end of its own.
     #[cold]
     #[inline(never)]
-    fn from_pending(&mut self, buf: &mut [u8]) -> Result<Option<usize>, TransportError> {
+    fn take_pending(&mut self, buf: &mut [u8]) -> Result<Option<usize>, TransportError> {
         let avail = self.end - self.start;
         if avail >= 4 {
             let len = declared_len(&self.pending[self.start..]);
