@@ -230,8 +230,8 @@ impl Watchdog {
                 }
                 if let Some(stall) = stall {
                     let count = sys::run_count(pid);
-                    if count.is_none() {
-                        return; // gone: its end of the channel says so
+                    if count.is_none() || !sys::process_alive(pid) {
+                        return; // ended (a zombie runs no more either): its channel says so
                     }
                     if count != last.0 {
                         last = (count, now);
