@@ -192,7 +192,8 @@ pub struct ChannelSpec {
     /// `timeout` (msgperf started the peer and watches it), so a blocking wait needs no timer of
     /// its own. Stream sockets then skip SO_RCVTIMEO and SO_SNDTIMEO, whose kernel timer on
     /// every wait costs about 5% of a same-CPU unix-socket round trip. Datagram sockets keep
-    /// theirs: it is how a lost datagram is noticed.
+    /// theirs: it is how a lost datagram is noticed, and a peer that dies leaves a datagram
+    /// reader no end of file.
     pub watched: bool,
 }
 
