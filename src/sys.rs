@@ -169,9 +169,15 @@ pub fn set_nonblocking(fd: RawFd, on: bool) -> io::Result<()> {
 
 /// Waits until `fd` is readable or `timeout_ms` passes; returns whether it is readable.
 pub fn wait_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
+    wait_ready(fd, libc::POLLIN, timeout_ms)
+}
+
+/// Waits until `fd` is ready for `events` (POLLIN, POLLOUT), or `timeout_ms` passes, or a signal
+/// comes; returns whether it is ready (or closed: the next call says so).
+pub fn wait_ready(fd: RawFd, events: libc::c_short, timeout_ms: i32) -> io::Result<bool> {
     let mut p = libc::pollfd {
         fd,
-        events: libc::POLLIN,
+        events,
         revents: 0,
     };
     // SAFETY: one valid pollfd.

@@ -153,6 +153,49 @@ fn a_hung_peer_is_killed_by_the_watchdog() {
 }
 
 #[test]
+fn a_hung_server_started_by_hand_times_out() {
+    // msgperf does not watch a server started by hand: every wait on it carries the timeout
+    // (a receive timeout on sockets, poll(2) on pipes), so a stopped server cannot hold the run.
+    for transport in ["pipe", "uds"] {
+        let dir = temp_dir();
+        let at = dir.path().join("at");
+        let server = Server::start(&["serve", "-t", transport, "--listen", at.to_str().unwrap()]);
+        let end = Instant::now() + Duration::from_secs(10);
+        while !at.exists() {
+            assert!(Instant::now() < end, "{transport}: serve never listened");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let child = spawn(&[
+            "run",
+            "pingpong",
+            "-t",
+            transport,
+            "--connect",
+            at.to_str().unwrap(),
+            "--count",
+            "1000000000",
+            "--warmup",
+            "0s",
+            "--timeout",
+            "1s",
+            "--no-floor",
+        ]);
+        std::thread::sleep(Duration::from_millis(300));
+        signal(server.id(), libc::SIGSTOP);
+        let start = Instant::now();
+        let out = wait_output(child, Duration::from_secs(30));
+        let stdout = text(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{transport}: {stdout}");
+        assert!(start.elapsed() < Duration::from_secs(15), "{transport}");
+        assert!(
+            stdout.contains("no answer within 1s"),
+            "{transport}: names the timeout: {stdout}"
+        );
+        signal(server.id(), libc::SIGCONT);
+    }
+}
+
+#[test]
 fn a_server_started_by_hand_serves_several_cases() {
     let dir = temp_dir();
     let sock = dir.path().join("s.sock");

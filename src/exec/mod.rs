@@ -171,7 +171,11 @@ fn active_side(case: &CaseConfig, at: &Rendezvous, watched: bool) -> session::Ac
 
 fn run_in_threads(case: &CaseConfig) -> (Vec<RoleResult>, Option<String>) {
     let t = transport::find(&case.transport).expect("cases are validated");
-    let spec = channel_spec(case);
+    // Each role's end closes when its thread returns, so neither waits on a peer that stopped.
+    let spec = ChannelSpec {
+        watched: true,
+        ..channel_spec(case)
+    };
     let mut listener = match t.listen(&spec) {
         Ok(l) => l,
         Err(e) => return (vec![], Some(format!("could not listen: {e}"))),
@@ -199,7 +203,7 @@ fn run_in_threads(case: &CaseConfig) -> (Vec<RoleResult>, Option<String>) {
             )
         }
     };
-    let outcome = active_side(case, &at, false);
+    let outcome = active_side(case, &at, true);
     // The active side's endpoint is closed by now, so the passive thread ends within its timeout.
     let passive_error = match passive.join() {
         Ok(Err(e)) => Some(e),

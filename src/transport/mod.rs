@@ -12,7 +12,7 @@
 //! - [`Transport::connect`] and [`Listener::accept`] return within the spec's timeout, with
 //!   [`TransportError::Timeout`] if the peer never came.
 //! - [`Endpoint::recv`] returns one whole message or an error within the spec's timeout (or,
-//!   when the spec is `watched`, when the watchdog ends a peer that stopped); it never returns
+//!   when the spec is `watched`, when msgperf ends a peer that stopped); it never returns
 //!   part of a message. A peer that closed or died is [`TransportError::PeerClosed`].
 //! - [`Endpoint::try_recv`] never blocks for want of a message (in `--poll` mode endpoints are
 //!   opened non-blocking).
@@ -188,12 +188,13 @@ pub struct ChannelSpec {
     pub max_message: usize,
     /// Where to listen, if the user said (`--listen`); otherwise a fresh address.
     pub listen_at: Option<String>,
-    /// A watchdog outside this process ends the session if the peer stops running for
-    /// `timeout` (msgperf started the peer and watches it), so a blocking wait needs no timer of
-    /// its own. Stream sockets then skip SO_RCVTIMEO and SO_SNDTIMEO, whose kernel timer on
-    /// every wait costs about 5% of a same-CPU unix-socket round trip. Datagram sockets keep
-    /// theirs: it is how a lost datagram is noticed, and a peer that dies leaves a datagram
-    /// reader no end of file.
+    /// msgperf ends the session itself if the peer stops: the peer is a thread of this process
+    /// (its end closes when it returns) or a process that msgperf started and kills if it does
+    /// not run for `timeout`. A blocking wait then needs no timer of its own: pipes block
+    /// plainly (else they wait in poll(2)), and stream sockets skip SO_RCVTIMEO and SO_SNDTIMEO,
+    /// whose kernel timer on every wait costs about 5% of a same-CPU unix-socket round trip.
+    /// Datagram sockets keep theirs: it is how a lost datagram is noticed, and a peer that dies
+    /// leaves a datagram reader no end of file.
     pub watched: bool,
 }
 

@@ -9,10 +9,11 @@ use super::{
 use crate::deadline::Deadline;
 use crate::sys;
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 pub struct Pipe;
 
@@ -202,13 +203,17 @@ fn open_write(p: &Path, deadline: Deadline, spec: &ChannelSpec) -> Result<File, 
     }
 }
 
-/// Blocking pipes have no receive timeout; a dead peer still shows as end of file, and a
-/// stuck one is bounded by the controller's watchdog.
+/// A pipe has no receive timeout. A dead peer shows as end of file; a watched one that hangs
+/// is ended by msgperf (see `ChannelSpec::watched`), so its calls simply block. Any other peer
+/// (one started by hand) might hang forever: then the descriptors are non-blocking and a call
+/// that would block waits in poll(2), within the timeout.
 fn endpoint(r: File, w: File, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
-    sys::set_nonblocking(r.as_raw_fd(), spec.poll)?;
-    sys::set_nonblocking(w.as_raw_fd(), spec.poll)?;
+    let bound = (!spec.poll && !spec.watched).then_some(spec.timeout);
+    let nonblocking = spec.poll || bound.is_some();
+    sys::set_nonblocking(r.as_raw_fd(), nonblocking)?;
+    sys::set_nonblocking(w.as_raw_fd(), nonblocking)?;
     Ok(Box::new(Framed::new(
-        PipePair { r, w },
+        PipePair { r, w, bound },
         spec.timeout,
         spec.poll,
         spec.max_message,
@@ -218,17 +223,49 @@ fn endpoint(r: File, w: File, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, T
 struct PipePair {
     r: File,
     w: File,
+    /// The longest a call may wait for its descriptor, if the descriptors are non-blocking for
+    /// a peer that msgperf does not watch (not in `--poll` mode, where the caller spins).
+    bound: Option<Duration>,
+}
+
+impl PipePair {
+    /// Runs `call` on `fd`, waiting in poll(2) for `events` while it would block, within
+    /// `bound`; past it, TimedOut.
+    fn bounded(
+        bound: Option<Duration>,
+        fd: RawFd,
+        events: libc::c_short,
+        mut call: impl FnMut() -> isize,
+    ) -> std::io::Result<usize> {
+        let mut deadline: Option<Deadline> = None;
+        loop {
+            let got = sys::io_len(call());
+            let Some(bound) = bound else { return got };
+            match got {
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    let d = deadline.get_or_insert_with(|| Deadline::after(bound));
+                    if d.expired() {
+                        return Err(ErrorKind::TimedOut.into());
+                    }
+                    sys::wait_ready(fd, events, d.remaining_nonzero().as_millis() as i32)?;
+                }
+                got => return got,
+            }
+        }
+    }
 }
 
 impl Read for PipePair {
     fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
-        sys::io_len(sys::read(self.r.as_raw_fd(), b))
+        let fd = self.r.as_raw_fd();
+        Self::bounded(self.bound, fd, libc::POLLIN, || sys::read(fd, b))
     }
 }
 
 impl Write for PipePair {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        sys::io_len(sys::write(self.w.as_raw_fd(), b))
+        let fd = self.w.as_raw_fd();
+        Self::bounded(self.bound, fd, libc::POLLOUT, || sys::write(fd, b))
     }
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
