@@ -170,3 +170,27 @@ pub fn long_run(workload: &str, transport: &str, json: Option<&std::path::Path>)
     }
     spawn(&args)
 }
+
+/// Lets a running msgperf measure for a moment, sends it Ctrl-C and checks that it stopped
+/// cleanly: exit 130, the JSON marked interrupted and its first case free of errors. Returns
+/// the output and that case.
+pub fn interrupt(
+    child: Child,
+    json: &std::path::Path,
+    limit: Duration,
+) -> (Output, serde_json::Value) {
+    std::thread::sleep(Duration::from_millis(800));
+    signal(child.id(), libc::SIGINT);
+    let out = wait_output(child, limit);
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap();
+    assert_eq!(v["interrupted"], true);
+    let case = v["cases"][0].clone();
+    assert_eq!(
+        case["error"],
+        serde_json::Value::Null,
+        "a clean stop: {}",
+        case["error"]
+    );
+    (out, case)
+}
