@@ -13,6 +13,7 @@
 
 pub mod cli;
 pub mod deadline;
+pub mod delivery;
 pub mod exec;
 pub mod measure;
 pub mod plan;

@@ -221,28 +221,34 @@ pub fn kill(pid: u32, sig: libc::c_int) {
     unsafe { libc::kill(pid as libc::pid_t, sig) };
 }
 
-/// Configures a command so that its child is killed when this process dies and does not take
-/// the terminal's Ctrl-C (the controller forwards a clean stop instead).
-pub fn child_dies_with_parent(cmd: &mut std::process::Command) {
+/// Configures a command so that its child is killed when this process dies (the thread that
+/// spawns it must live as long as the child: the signal follows the spawning thread), does not
+/// take the terminal's Ctrl-C (the runner stops it cleanly instead), and finds `fds` at
+/// descriptors 3, 4, ... (a role's control socket, a floor's ends).
+pub fn role_command(cmd: &mut std::process::Command, fds: &[RawFd]) {
     use std::os::unix::process::CommandExt;
     cmd.process_group(0);
-    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    let fds = fds.to_vec();
+    // SAFETY: between fork and exec only async-signal-safe calls are made (prctl, fcntl,
+    // dup2), on descriptors the parent holds open, and nothing is allocated.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return Err(io::Error::last_os_error());
+            }
+            // Out of the way first, so that moving one to 3 + i cannot close another.
+            let mut high = [0 as RawFd; 16];
+            for (i, &fd) in fds.iter().enumerate().take(16) {
+                high[i] = check(libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 100))?;
+            }
+            for (i, &fd) in high.iter().enumerate().take(fds.len().min(16)) {
+                // dup2 clears close-on-exec on the copy: the role inherits it.
+                check(libc::dup2(fd, 3 + i as RawFd))?;
             }
             Ok(())
         });
     }
 }
-
-/// Closes a raw descriptor (in a forked child, which owns copies it must not keep).
-pub fn close(fd: RawFd) {
-    // SAFETY: closing a descriptor number has no memory effects; a bad one yields EBADF.
-    unsafe { libc::close(fd) };
-}
-
 /// read(2) as a bare system call, for the transports and the floor loops alike. glibc's
 /// `read` is a cancellation point: in a process with more than one thread (msgperf's are) it
 /// wraps every call in two atomic operations for a thread cancellation msgperf never uses,
@@ -270,21 +276,8 @@ pub fn io_len(n: isize) -> io::Result<usize> {
     }
 }
 
-/// Forks; the child runs `child` and exits with its return code without unwinding or running
-/// destructors (the parent owns them). The child must not allocate: other threads of this
-/// process may hold the allocator's lock at the moment of the fork.
-pub fn fork_child(child: impl FnOnce() -> i32) -> io::Result<u32> {
-    // SAFETY: see above; the child only makes system calls on memory allocated before the fork.
-    let pid = check(unsafe { libc::fork() })?;
-    if pid == 0 {
-        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
-        let code = child();
-        unsafe { libc::_exit(code) };
-    }
-    Ok(pid as u32)
-}
-
-/// Waits for a forked child without blocking longer than `timeout`; kills it past that.
+/// Waits for a child without blocking longer than `timeout`; kills it past that. Returns its
+/// exit code, -signal if a signal ended it, None if it had to be killed.
 pub fn reap(pid: u32, timeout: std::time::Duration) -> Option<i32> {
     let end = std::time::Instant::now() + timeout;
     loop {
@@ -295,7 +288,7 @@ pub fn reap(pid: u32, timeout: std::time::Duration) -> Option<i32> {
             return Some(if libc::WIFEXITED(status) {
                 libc::WEXITSTATUS(status)
             } else {
-                -1
+                -libc::WTERMSIG(status)
             });
         }
         if r < 0 || std::time::Instant::now() >= end {
@@ -305,4 +298,23 @@ pub fn reap(pid: u32, timeout: std::time::Duration) -> Option<i32> {
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
+}
+
+/// The descriptors this process inherited from `first` on, up to the first that is not open
+/// (a role process's control socket and a floor side's ends).
+pub fn inherited_fds(first: RawFd) -> Vec<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let mut out = Vec::new();
+    for fd in first..first + 16 {
+        // SAFETY: F_GETFD only asks whether the descriptor is open.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+            break;
+        }
+        // Not inherited by what this process starts in turn.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        // SAFETY: the descriptor is open, was given to this process at its start, and is
+        // owned by nothing else here.
+        out.push(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) });
+    }
+    out
 }

@@ -4,15 +4,15 @@
 mod support;
 
 use msgperf::exec::Runner;
-use msgperf::plan::{self, RunRequest};
+use msgperf::plan::{self, RunOptions};
 use msgperf::report::summary::summarize;
-use msgperf::result::CaseResult;
+use msgperf::result::{CaseResult, Metric};
 use msgperf::transport::REGISTRY;
 use serde_json::Value;
 use std::time::Duration;
 use support::*;
 
-fn request(workload: &str, transport: &str) -> RunRequest {
+fn request(workload: &str, transport: &str) -> RunOptions {
     short_request(workload, transport)
 }
 
@@ -81,9 +81,9 @@ fn every_transport_runs_pingpong_and_stream_in_threads_with_exact_counts() {
 fn polling_and_confirmed_streams_count_reads_and_acknowledgements() {
     for t in ["uds", "tcp", "inproc", "pipe"] {
         let mut r = request("stream", t);
-        r.poll = true;
-        r.confirm = true;
-        r.sizes = vec![256];
+        r.poll = Some(true);
+        r.confirm = Some(true);
+        r.size = Some("256".into());
         let case = &plan::cases(&r).unwrap()[0];
         let c = Runner::new(None, false).run_case(case);
         check(&c, 300);
@@ -94,7 +94,7 @@ fn polling_and_confirmed_streams_count_reads_and_acknowledgements() {
         );
         assert!(c.roles[1].counters.read_calls >= 300, "{t}: reads counted");
         assert!(
-            writer.histogram("rtt_ns").is_some(),
+            writer.histogram(Metric::Rtt).is_some(),
             "{t}: write-to-ack round trip"
         );
     }
@@ -106,15 +106,17 @@ fn polling_and_confirmed_streams_count_reads_and_acknowledgements() {
 fn the_floor_of_every_built_in_transport_is_measured() {
     for t in REGISTRY.iter().filter(|t| t.name() != "iceoryx2") {
         let mut r = request("pingpong", t.name());
-        r.sizes = vec![64];
+        r.size = Some("64".into());
         r.count = None;
-        r.duration = Some(Duration::from_millis(100));
+        r.duration = Some("100ms".into());
         let case = &plan::cases(&r).unwrap()[0];
         let f = Runner::new(None, true)
             .floor(case)
             .unwrap_or_else(|| panic!("{}: no floor", t.name()));
+        // Any positive count: a slow machine may fit few round trips into 100 ms.
+        let (min, p50) = (f.rtt_min_ns.unwrap(), f.rtt_p50_ns.unwrap());
         assert!(
-            f.samples > 10 && f.rtt_p50_ns > 0 && f.rtt_min_ns <= f.rtt_p50_ns,
+            f.samples > 0 && p50 > 0 && min <= p50 && f.bytes_per_s.is_none(),
             "{}: {f:?}",
             t.name()
         );
@@ -163,6 +165,10 @@ fn every_process_transport_runs_both_workloads_through_the_binary() {
                 assert_eq!(roles[0]["counters"]["messages_sent"], 500, "{t} {w}");
                 assert_eq!(roles[1]["counters"]["messages_received"], 500, "{t} {w}");
                 assert_eq!(c["summary"]["latency"]["samples"], 500, "{t} {w}");
+                assert!(
+                    c["summary"]["latency"]["p50_ns"].as_u64().unwrap() > 0,
+                    "{t} {w}"
+                );
             }
         }
     }
@@ -175,8 +181,8 @@ fn every_process_transport_runs_both_workloads_through_the_binary() {
 fn paced_streams_record_latency_from_the_intended_send_time() {
     for t in ["uds", "shm", "udp"] {
         let mut r = request("stream", t);
-        r.rates_hz = vec![Some(5_000.0)];
-        r.sizes = vec![200];
+        r.rate = Some("5khz".into());
+        r.size = Some("200".into());
         r.count = Some(500);
         let case = &plan::cases(&r).unwrap()[0];
         let c = Runner::new(None, false).run_case(case);

@@ -148,12 +148,23 @@ fn json_and_csv_hold_every_figure_and_the_environment() {
     assert_eq!(cases.len(), 4);
     for c in cases {
         let s = &c["summary"];
-        assert_eq!(s["latency_kind"], "round trip");
-        let pct = s["latency"]["percentiles_ns"].as_array().unwrap();
-        assert_eq!(pct.len(), 5);
-        assert!(pct[0].as_u64().unwrap() >= s["latency"]["min_ns"].as_u64().unwrap());
+        assert_eq!(s["latency_kind"], "round-trip");
+        assert_eq!(c["latency_kind"], "round-trip", "recorded, not guessed");
+        let l = &s["latency"];
+        for p in ["p50_ns", "p90_ns", "p99_ns", "p99_9_ns", "p99_99_ns"] {
+            assert!(l.get(p).is_some(), "labelled percentile {p}");
+        }
+        assert!(l["p50_ns"].as_u64().unwrap() >= l["min_ns"].as_u64().unwrap());
         assert!(s["vs_floor"].as_f64().unwrap() > 0.0, "ratio to the floor");
         assert!(c["floor"]["rtt_p50_ns"].as_u64().unwrap() > 0);
+        assert!(
+            c["floor"]["bytes_per_s"].is_null(),
+            "null where it does not apply"
+        );
+        assert!(c["config"]["duration_ns"].as_u64().unwrap() == 150_000_000);
+        assert!(c["config"]["effective_options"].is_object());
+        assert!(c["roles"][0]["interval_ns"].as_u64().unwrap() > 0);
+        assert!(c["key"].as_str().unwrap().starts_with("pingpong/"));
         for r in s["roles"].as_array().unwrap() {
             for k in [
                 "send_call_avg_ns",
@@ -183,22 +194,44 @@ fn json_and_csv_hold_every_figure_and_the_environment() {
             "the histogram itself is kept"
         );
     }
-    let csv = std::fs::read_to_string(&csv).unwrap();
-    let mut lines = csv.lines();
+    let cases_csv = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = cases_csv.lines();
     let header = lines.next().unwrap();
     for col in [
+        "key",
         "size_bytes",
+        "rate_hz",
+        "duration_ns",
+        "count",
+        "pubs",
+        "subs",
+        "placement",
+        "effective_options",
         "p99_99_ns",
         "msgs_per_s",
         "mb_per_s",
         "vs_floor",
-        "active_cpu_user_ns_per_msg",
-        "passive_send_call_max_ns",
         "hostname",
     ] {
         assert!(header.split(',').any(|h| h == col), "csv lacks {col}");
     }
     assert_eq!(lines.count(), 4);
+    // Every role of every case, in the file beside it.
+    let roles_csv = std::fs::read_to_string(dir.path().join("r.roles.csv")).unwrap();
+    let mut lines = roles_csv.lines();
+    let header = lines.next().unwrap();
+    for col in [
+        "key",
+        "role",
+        "role_kind",
+        "cpu_user_ns_per_msg",
+        "send_call_max_ns",
+        "recv_call_avg_ns",
+        "peak_rss_kib",
+    ] {
+        assert!(header.split(',').any(|h| h == col), "roles csv lacks {col}");
+    }
+    assert_eq!(lines.count(), 8, "two roles of four cases");
 
     // The saved file renders again, with no run.
     let out = run(&["report", json.to_str().unwrap()], Duration::from_secs(20));

@@ -5,22 +5,20 @@
 mod support;
 
 use msgperf::exec::Runner;
-use msgperf::plan::{self, RunRequest};
-use msgperf::result::Placement;
+use msgperf::plan::{self, PlacementArg, RunOptions};
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use support::*;
 
-fn request(workload: &str, opts: &[(&str, &str)]) -> RunRequest {
-    RunRequest {
-        sizes: vec![64, 8192],
+fn request(workload: &str, opts: &[(&str, &str)]) -> RunOptions {
+    RunOptions {
+        size: Some("64,8k".into()),
         count: Some(50_000),
-        warmup: Duration::from_millis(10),
-        options: opts
+        warmup: Some("10ms".into()),
+        opts: opts
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect::<BTreeMap<_, _>>(),
+            .collect(),
         ..short_request(workload, "shm")
     }
 }
@@ -50,7 +48,7 @@ fn every_wait_strategy_delivers_every_message_under_load() {
                 );
                 if wait == "spin" {
                     // Two spinning threads on one CPU would only measure the scheduler.
-                    r.placement = Some(Placement::CrossCpu);
+                    r.placement = Some(PlacementArg::CrossCpu);
                     r.count = Some(20_000);
                 }
                 for case in plan::cases(&r).unwrap() {
@@ -78,7 +76,7 @@ fn every_wait_strategy_delivers_every_message_under_load() {
 fn latest_value_mode_counts_overwrites_and_never_tears_a_message() {
     let mut r = request("stream", &[("buffer", "latest")]);
     r.count = Some(200_000);
-    r.placement = Some(Placement::CrossCpu);
+    r.placement = Some(PlacementArg::CrossCpu);
     for case in plan::cases(&r).unwrap() {
         assert!(case.latest && !case.strict);
         let c = Runner::new(None, false).run_case(&case);
@@ -101,8 +99,8 @@ fn latest_value_mode_counts_overwrites_and_never_tears_a_message() {
 #[test]
 fn a_full_queue_can_fail_and_count_instead_of_waiting() {
     let mut r = request("stream", &[("full", "fail"), ("capacity", "16k")]);
-    r.sizes = vec![4096];
-    r.placement = Some(Placement::SameCpu);
+    r.size = Some("4096".into());
+    r.placement = Some(PlacementArg::SameCpu);
     r.count = Some(100_000);
     let case = &plan::cases(&r).unwrap()[0];
     assert!(!case.strict);
@@ -119,7 +117,7 @@ fn a_full_queue_can_fail_and_count_instead_of_waiting() {
 }
 
 #[test]
-fn a_foreign_segment_is_refused_by_name() {
+fn a_foreign_file_where_a_named_server_should_be_is_refused_by_name() {
     let path = "/dev/shm/msgperf-foreign-test";
     std::fs::write(path, vec![0xAB; 8192]).unwrap();
     let out = run(
@@ -140,29 +138,34 @@ fn a_foreign_segment_is_refused_by_name() {
     let _ = std::fs::remove_file(path);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out.stdout).contains("not a msgperf segment"),
+        text(&out.stderr).contains("is not a msgperf server"),
         "{}",
-        text(&out.stdout)
+        text(&out.stderr)
     );
 }
 
 #[test]
 fn leftovers_of_dead_processes_are_swept() {
-    let stale = "/dev/shm/msgperf-999999999-7";
+    let stale = "/dev/shm/msgperf-999999999-7-c0";
     std::fs::write(stale, b"left by a killed msgperf").unwrap();
+    // A named server's socket whose server died: nothing listens on it any more.
+    let dead = "/dev/shm/msgperf-swept-test";
+    drop(std::os::unix::net::UnixListener::bind(dead).unwrap());
     let out = run(&["transports"], Duration::from_secs(10));
     assert!(out.status.success());
     assert!(!std::path::Path::new(stale).exists());
+    assert!(!std::path::Path::new(dead).exists());
 }
 
 #[test]
 fn a_named_server_serves_cases_and_outlives_a_client_killed_mid_run() {
     let name = format!("t{}", std::process::id());
     let server = Server::start(&["serve", "-t", "shm", "--name", &name, "--timeout", "2s"]);
+    // A named server's control socket.
     let seg = format!("/dev/shm/msgperf-{name}");
     let end = Instant::now() + Duration::from_secs(10);
     while !std::path::Path::new(&seg).exists() {
-        assert!(Instant::now() < end, "the server never made its segment");
+        assert!(Instant::now() < end, "the server never made its socket");
         std::thread::sleep(Duration::from_millis(10));
     }
     let dir = temp_dir();
@@ -237,22 +240,22 @@ fn a_named_server_serves_cases_and_outlives_a_client_killed_mid_run() {
     );
     assert!(
         !std::path::Path::new(&seg).exists(),
-        "the segment is removed"
+        "the socket is removed"
     );
 }
 
 #[test]
 fn killing_either_side_leaves_no_segment() {
     let before = shm_files();
-    // The peer dies: the controller notices, fails the case, and nothing is left.
+    // The reader dies: the controller notices, fails the case, and nothing is left.
     let child = long_run("stream", "shm", None);
-    let peer = wait_for_child(child.id()) as i32;
+    let peer = wait_for_role(child.id(), "reader") as i32;
     std::thread::sleep(Duration::from_millis(500));
     unsafe { libc::kill(peer, libc::SIGKILL) };
     let out = wait_output(child, Duration::from_secs(20));
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
     assert!(
-        text(&out.stdout).contains("closed") || text(&out.stdout).contains("died"),
+        text(&out.stdout).contains("reader") && text(&out.stdout).contains("died"),
         "{}",
         text(&out.stdout)
     );
@@ -271,23 +274,25 @@ fn killing_either_side_leaves_no_segment() {
 
 #[test]
 fn the_stream_floor_is_a_plain_ring_between_the_same_roles() {
+    roles_run_msgperf();
     for wait in ["spin-yield", "block"] {
         for threads in [true, false] {
             let mut r = request("stream", &[("wait", wait)]);
-            r.sizes = vec![4096];
-            r.threads = threads;
+            r.size = Some("4096".into());
+            r.threads = Some(threads);
             r.count = None;
-            r.duration = Some(Duration::from_millis(100));
+            r.duration = Some("100ms".into());
             let case = &plan::cases(&r).unwrap()[0];
             let f = Runner::new(None, true)
                 .floor(case)
                 .unwrap_or_else(|| panic!("{wait}: no stream floor"));
+            let (bytes, msgs) = (f.bytes_per_s.unwrap(), f.msgs_per_s.unwrap());
             assert!(
-                f.samples > 10 && f.bytes_per_s > 0.0 && f.msgs_per_s > 0.0,
+                f.samples > 0 && bytes > 0.0 && msgs > 0.0 && f.rtt_p50_ns.is_none(),
                 "{wait} threads={threads}: {f:?}"
             );
-            let expect = f.msgs_per_s * 4096.0;
-            assert!((f.bytes_per_s - expect).abs() / expect < 1e-6, "{f:?}");
+            let expect = msgs * 4096.0;
+            assert!((bytes - expect).abs() / expect < 1e-6, "{f:?}");
         }
     }
 }
@@ -296,7 +301,7 @@ fn the_stream_floor_is_a_plain_ring_between_the_same_roles() {
 fn a_ring_smaller_than_two_messages_grows_to_carry_them() {
     for size in [8192usize, 65536, 100_000] {
         let mut r = request("stream", &[("capacity", "4k")]);
-        r.sizes = vec![size];
+        r.size = Some(size.to_string());
         r.count = Some(2_000);
         let case = &plan::cases(&r).unwrap()[0];
         let c = Runner::new(None, false).run_case(case);

@@ -1,9 +1,10 @@
 //! `msgperf floor`: each transport's plain loop, and the hardware's, with no harness.
 
 use super::{print_out, CliError, Exit};
+use crate::exec;
 use crate::plan;
-use crate::result::Placement;
-use crate::transport::{self, FloorFigure, FloorKind, FloorRoles};
+use crate::result::{FloorKind, Placement};
+use crate::transport::{self, FloorFigure, FloorRoles};
 use crate::units::{format_size, parse_duration, parse_size_list};
 use clap::Args;
 use comfy_table::Table;
@@ -80,13 +81,8 @@ pub fn floor(a: FloorArgs) -> Exit {
                    cpus: (Option<usize>, Option<usize>),
                    peer: &str,
                    f: &FloorFigure| {
-        let us = |ns: u64| {
-            if ns == 0 {
-                "-".to_string()
-            } else {
-                format!("{:.2}", ns as f64 / 1e3)
-            }
-        };
+        let us =
+            |ns: Option<u64>| ns.map_or("-".to_string(), |ns| format!("{:.2}", ns as f64 / 1e3));
         let cpus = match cpus {
             (Some(a), Some(b)) => format!("{a}/{b}"),
             _ => "-".into(),
@@ -101,12 +97,9 @@ pub fn floor(a: FloorArgs) -> Exit {
             us(f.rtt_min_ns),
             us(f.rtt_p50_ns),
             us(f.rtt_mean_ns),
-            format!("{:.0}", f.msgs_per_s),
-            if f.bytes_per_s > 0.0 {
-                format!("{:.1}", f.bytes_per_s / 1e6)
-            } else {
-                "-".into()
-            },
+            f.msgs_per_s.map_or("-".into(), |m| format!("{m:.0}")),
+            f.bytes_per_s
+                .map_or("-".into(), |b| format!("{:.1}", b / 1e6)),
         ]);
     };
     for &p in &placements {
@@ -115,7 +108,6 @@ pub fn floor(a: FloorArgs) -> Exit {
         };
         let roles = FloorRoles {
             cpus,
-            processes: !a.threads,
             warmup: Duration::from_millis(100),
             duration: a.duration,
             options: Default::default(),
@@ -138,20 +130,22 @@ pub fn floor(a: FloorArgs) -> Exit {
             );
         }
         for tr in &transports {
-            let Some(f) = tr.floor() else { continue };
-            let caps = tr.capabilities();
-            let roles = FloorRoles {
-                processes: !a.threads && caps.cross_process,
-                ..roles.clone()
-            };
-            let peer = if roles.processes { "process" } else { "thread" };
+            if tr.floor().is_none() {
+                continue;
+            }
+            let caps = tr.capabilities(&Default::default());
+            let threads = a.threads || !caps.cross_process;
+            let peer = if threads { "thread" } else { "process" };
             for (kind, list, name) in [
                 (FloorKind::RoundTrip, &sizes, "ping-pong"),
                 (FloorKind::Stream, &stream_sizes, "stream"),
             ] {
                 // A size the transport cannot carry is measured at its largest (udp: 65507 B).
                 for s in list.iter().map(|&s| s.min(caps.max_message_bytes)) {
-                    match f.measure(kind, s, &roles) {
+                    if exec::stop_requested() {
+                        return Err(CliError::Run("interrupted".into()));
+                    }
+                    match exec::measure_floor(*tr, kind, s, &roles, threads) {
                         Ok(fig) => row(tr.name(), name, s, cpus, peer, &fig),
                         Err(e) => {
                             return Err(CliError::Run(format!(
@@ -164,6 +158,6 @@ pub fn floor(a: FloorArgs) -> Exit {
             }
         }
     }
-    print_out(&format!("{t}\nThe plainest loop each transport allows, with no framing and no histogram: raw read/write on the descriptors; for shm a flag each way and a copy (streams: a ring of slots as large as shm's, one copy in and one out), with the wait strategy of --opt wait; memcpy is one CPU copying, which a stream between two CPUs cannot reach; for inproc one buffer handed back and forth. `run` divides by the same loop at the same size and placement.\n"));
+    print_out(&format!("{t}\nThe plainest loop each transport allows, with no framing and no histogram: raw read/write on the descriptors; for shm a flag each way and a copy (streams: a ring of slots as large as shm's, one copy in and one out), with the wait strategy of --opt wait; memcpy is one CPU copying, which a stream between two CPUs cannot reach; for inproc a pool of buffers, a copy in and out. `run` divides by the same loop at the same size and placement.\n"))?;
     Ok(0)
 }

@@ -1,51 +1,65 @@
-//! Room `exec`: where roles run. The active role runs on the controller's own thread (pinned
-//! for the case); the passive role runs in a child process (default) or a thread (`--threads`),
-//! or in a `msgperf serve` started by hand (`--connect`). Every path goes through the same
-//! in-band [`session`], and every wait is bounded.
+//! Room `exec`: where roles run. One way to run a case (`case.rs`): the workload's topology
+//! says which roles exist and what each opens, the transport is set up once for the case, and
+//! every role (a thread, a role process, or a `msgperf serve` started by hand) is driven through
+//! one control protocol (`control.rs`, `drive.rs`) on a channel of its own, never the one being
+//! measured. The floor runs the same way, as two roles. Every wait is bounded, and liveness is
+//! the runner's (`runner.rs`).
 
+mod case;
+pub mod control;
+mod drive;
 pub mod environment;
+mod floor;
 mod load;
-pub mod peer;
-pub mod pubsub;
-pub mod session;
+pub mod role;
+pub mod runner;
+pub mod serve;
 
-use crate::result::{CaseConfig, CaseResult, FanOut, FloorResult, RoleResult, Wait, WireCount};
+use crate::result::{CaseConfig, CaseResult, FloorResult, WireCount};
 use crate::sys;
-use crate::transport::{self, ChannelSpec, FloorRoles, Rendezvous};
-use crate::workload::{self, message};
+use crate::transport::{self, FloorRoles};
+use crate::workload;
+use control::ControlAddr;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// Set by Ctrl-C: the active role ends its case, and no further case starts.
+/// Set by Ctrl-C, SIGTERM or SIGHUP: the running case ends early, and no further case starts.
 pub static STOP: AtomicBool = AtomicBool::new(false);
 
 pub fn stop_requested() -> bool {
     STOP.load(Ordering::Relaxed)
 }
 
-/// The channel both sides of a case open.
-pub fn channel_spec(case: &CaseConfig) -> ChannelSpec {
-    ChannelSpec {
-        options: case.options.clone(),
-        timeout: case.timeout,
-        poll: case.wait == Wait::Poll,
-        max_message: case.size_bytes.max(message::CONTROL_MAX),
-        listen_at: None,
-        watched: false,
+/// The msgperf binary, to start role processes with. MSGPERF_EXE names it when the caller is
+/// not msgperf itself (the test suite).
+pub fn own_executable() -> Result<std::path::PathBuf, String> {
+    match std::env::var_os("MSGPERF_EXE") {
+        Some(p) => Ok(std::path::PathBuf::from(p)),
+        None => std::env::current_exe()
+            .map_err(|e| format!("cannot find msgperf's own executable to start a role: {e}")),
     }
+}
+
+pub use floor::measure as measure_floor;
+
+/// A line to stdout at once; a closed stdout is not this room's concern.
+fn say(s: &str) {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(s.as_bytes()).and_then(|_| o.flush());
 }
 
 /// Runs cases, measuring each one's floor in the same placement (cached per placement).
 pub struct Runner {
-    /// Where the passive role is: started per case (None) or a `msgperf serve` at this address.
-    pub connect: Option<String>,
+    /// The roles that do not drive are at this `msgperf serve` (None: msgperf starts them).
+    pub connect: Option<ControlAddr>,
     pub measure_floor: bool,
     floors: HashMap<String, Option<FloorResult>>,
 }
 
 impl Runner {
-    pub fn new(connect: Option<String>, measure_floor: bool) -> Self {
+    pub fn new(connect: Option<ControlAddr>, measure_floor: bool) -> Self {
         Runner {
             connect,
             measure_floor,
@@ -54,25 +68,44 @@ impl Runner {
     }
 
     pub fn run_case(&mut self, case: &CaseConfig) -> CaseResult {
-        // A paced case moves what its schedule says: no floor ratio applies to it.
-        let floor = if self.measure_floor && case.rate_hz.is_none() {
-            self.floor(case)
+        let w = workload::find(&case.workload).expect("cases are validated");
+        let (latency_kind, latency_metric) = w.latency(case);
+        let (floor, floor_error) = if self.measure_floor {
+            match self.measure_floor_of(case) {
+                Ok(f) => (f, None),
+                Err(e) => (None, Some(e)),
+            }
         } else {
-            None
+            (None, None)
         };
-        let network = transport::find(&case.transport).is_ok_and(|t| t.capabilities().cross_host);
+        let mut result = CaseResult {
+            key: case.key(),
+            config: case.clone(),
+            latency_kind,
+            latency_metric,
+            roles: vec![],
+            floor,
+            floor_error,
+            error: None,
+            interrupted: false,
+            other_load_pct: None,
+            wire: None,
+            fan_out: None,
+        };
+        // Interrupted during the floor: nothing is measured after the stop.
+        if stop_requested() {
+            result.interrupted = true;
+            return result;
+        }
+        let t = transport::find(&case.transport).expect("cases are validated");
+        let network = t.capabilities(&case.effective_options).cross_host;
         let wire_before = if network { load::loopback_tx() } else { None };
         let before = load::sample();
         let usage_before = sys::process_and_children_cpu_ns();
-        let (roles, error) = match &self.connect {
-            Some(addr) => run_connected(case, addr),
-            None if case.fans_out() => pubsub::run(case),
-            None if case.threads => run_in_threads(case),
-            None => run_in_processes(case),
-        };
+        let run = case::run(case, self.connect.as_ref());
         let ours = sys::process_and_children_cpu_ns().saturating_sub(usage_before);
         let after = load::sample();
-        let wire = match (wire_before, load::loopback_tx()) {
+        result.wire = match (wire_before, load::loopback_tx()) {
             (Some(b), Some(a)) if self.connect.is_none() => Some(WireCount {
                 bytes: a.0.saturating_sub(b.0),
                 packets: a.1.saturating_sub(b.1),
@@ -80,339 +113,66 @@ impl Runner {
             _ => None,
         };
         let cpus: BTreeSet<usize> = [case.cpus.0, case.cpus.1].into_iter().flatten().collect();
-        CaseResult {
-            config: case.clone(),
-            roles,
-            floor,
-            error,
-            interrupted: stop_requested(),
-            wire,
-            fan_out: case.fans_out().then(|| {
-                if pubsub::native(case) {
-                    FanOut::Shared
-                } else {
-                    FanOut::Copy
-                }
-            }),
-            other_load_pct: if cpus.is_empty() {
-                None
-            } else {
-                load::other_load_pct(&before, &after, &cpus, ours)
-            },
-        }
+        result.other_load_pct = if cpus.is_empty() {
+            None
+        } else {
+            load::other_load_pct(&before, &after, &cpus, ours)
+        };
+        result.roles = run.roles;
+        result.error = run.error;
+        result.interrupted = run.interrupted || stop_requested();
+        result.fan_out = run.fan_out;
+        result
     }
 
-    /// The transport's plain loop at this case's size and placement.
+    /// The transport's plain loop at this case's size and placement, where one compares like
+    /// with like (see `Workload::floor_kind`).
     pub fn floor(&mut self, case: &CaseConfig) -> Option<FloorResult> {
-        let t = transport::find(&case.transport).ok()?;
-        let w = workload::find(&case.workload).ok()?;
-        let f = t.floor()?;
-        let kind = w.floor_kind();
+        self.measure_floor_of(case).ok().flatten()
+    }
+
+    /// As [`Runner::floor`], saying why a floor that applies could not be measured.
+    fn measure_floor_of(&mut self, case: &CaseConfig) -> Result<Option<FloorResult>, String> {
+        let t = transport::find(&case.transport)?;
+        let w = workload::find(&case.workload)?;
+        let Some(kind) = w.floor_kind(case) else {
+            return Ok(None);
+        };
+        if t.floor().is_none() {
+            return Ok(None);
+        }
         let key = format!(
             "{}/{kind:?}/{}/{:?}/{}/{:?}",
-            case.transport, case.size_bytes, case.cpus, case.threads, case.options
+            case.transport, case.size_bytes, case.cpus, case.threads, case.effective_options
         );
         if let Some(v) = self.floors.get(&key) {
-            return v.clone();
+            return Ok(v.clone());
         }
         let roles = FloorRoles {
             cpus: case.cpus,
-            processes: !case.threads && t.capabilities_with(&case.options).cross_process,
             warmup: case.warmup,
             duration: case
                 .duration
                 .unwrap_or(Duration::from_secs(1))
                 .min(Duration::from_secs(3)),
-            options: case.options.clone(),
+            options: case.effective_options.clone(),
         };
-        let v = f
-            .measure(kind, case.size_bytes, &roles)
-            .ok()
-            .map(|f| FloorResult {
-                samples: f.samples,
-                rtt_min_ns: f.rtt_min_ns,
-                rtt_p50_ns: f.rtt_p50_ns,
-                rtt_mean_ns: f.rtt_mean_ns,
-                msgs_per_s: f.msgs_per_s,
-                bytes_per_s: f.bytes_per_s,
-            });
-        self.floors.insert(key, v.clone());
-        v
-    }
-}
-
-fn outcome_roles(o: session::ActiveOutcome) -> (Vec<RoleResult>, Option<String>) {
-    let roles = o
-        .mine
-        .into_iter()
-        .chain(o.peers.into_iter().flatten())
-        .collect();
-    (roles, o.error)
-}
-
-fn active_side(case: &CaseConfig, at: &Rendezvous, watched: bool) -> session::ActiveOutcome {
-    let t = transport::find(&case.transport).expect("cases are validated");
-    let spec = ChannelSpec {
-        watched,
-        ..channel_spec(case)
-    };
-    sys::with_cpu(case.cpus.0, || match t.connect(at, &spec) {
-        Ok(mut ep) => session::active(&mut *ep, case, &STOP),
-        Err(e) => session::ActiveOutcome {
-            mine: None,
-            peers: vec![],
-            error: Some(format!(
-                "could not connect to the peer at {}: {e}",
-                at.address
-            )),
-        },
-    })
-}
-
-fn run_in_threads(case: &CaseConfig) -> (Vec<RoleResult>, Option<String>) {
-    let t = transport::find(&case.transport).expect("cases are validated");
-    // Each role's end closes when its thread returns, so neither waits on a peer that stopped.
-    let spec = ChannelSpec {
-        watched: true,
-        ..channel_spec(case)
-    };
-    let mut listener = match t.listen(&spec) {
-        Ok(l) => l,
-        Err(e) => return (vec![], Some(format!("could not listen: {e}"))),
-    };
-    let at = listener.rendezvous();
-    let cpu = case.cpus.1;
-    let passive = std::thread::Builder::new()
-        .name("msgperf-passive".into())
-        .spawn(move || {
-            if let Some(c) = cpu {
-                let _ = sys::pin_current_thread(c);
-            }
-            let mut ep = listener
-                .accept(&spec)
-                .map_err(|e| format!("no peer connected: {e}"))?;
-            drop(listener);
-            session::passive(&mut *ep, spec.poll, spec.timeout)
-        });
-    let passive = match passive {
-        Ok(p) => p,
-        Err(e) => {
-            return (
-                vec![],
-                Some(format!("could not start the passive thread: {e}")),
-            )
-        }
-    };
-    let outcome = active_side(case, &at, true);
-    // The active side's endpoint is closed by now, so the passive thread ends within its timeout.
-    let passive_error = match passive.join() {
-        Ok(Err(e)) => Some(e),
-        Err(_) => Some("the passive thread panicked".into()),
-        Ok(Ok(_)) => None,
-    };
-    let (roles, error) = outcome_roles(outcome);
-    (roles, error.or(passive_error))
-}
-
-fn run_in_processes(case: &CaseConfig) -> (Vec<RoleResult>, Option<String>) {
-    // A peer that stops running for --timeout is killed, which ends every wait on it; both
-    // sides' stream sockets then need no timer on each wait.
-    let watched = peer::Watchdog::can_watch();
-    let mut peer = match peer::PeerProcess::spawn(case, &[], watched) {
-        Ok(p) => p,
-        Err(e) => return (vec![], Some(e)),
-    };
-    let watchdog = peer::Watchdog::arm(
-        peer.pid(),
-        watched.then_some(case.timeout),
-        case.duration.map(|d| case.warmup + d + case.timeout * 3),
-    );
-    let outcome = active_side(case, &peer.rendezvous.clone(), watched);
-    let killed = watchdog.fired();
-    // Cancelled before the peer is reaped, so that it never kills a reused pid.
-    drop(watchdog);
-    let peer_error = peer.finish(case.timeout.min(Duration::from_secs(5)));
-    let peer_error = killed.or(peer_error);
-    let (roles, error) = outcome_roles(outcome);
-    let error = match (error, peer_error) {
-        (Some(e), Some(p)) => Some(format!("{e} (peer process pid {}: {p})", peer.pid())),
-        (e, _) => e,
-    };
-    (roles, error)
-}
-
-fn run_connected(case: &CaseConfig, addr: &str) -> (Vec<RoleResult>, Option<String>) {
-    let at = Rendezvous {
-        transport: case.transport.clone(),
-        address: addr.to_string(),
-    };
-    outcome_roles(active_side(case, &at, false))
-}
-
-/// `msgperf serve`: listens, then serves one case per peer until Ctrl-C (or once).
-pub struct ServeOptions {
-    pub transport: String,
-    pub spec: ChannelSpec,
-    pub pin: Option<usize>,
-    pub once: bool,
-    /// Print the rendezvous as one machine-readable line (for a controller that started us).
-    pub announce: bool,
-    /// With `once`: serve this many peers at once (a subscriber of several publishers).
-    pub peers: usize,
-    /// With `once`: join these fan-outs (native fan-out) instead of listening.
-    pub join: Vec<String>,
-}
-
-/// Accepts `peers` peers on one listener and serves each one's case on its own thread (a
-/// subscriber of several publishers); returns each one's outcome.
-pub fn serve_peers(
-    mut listener: Box<dyn transport::Listener>,
-    spec: &ChannelSpec,
-    peers: usize,
-) -> Vec<Result<(CaseConfig, RoleResult), String>> {
-    let mut out = Vec::new();
-    std::thread::scope(|scope| {
-        let mut served = Vec::new();
-        for _ in 0..peers {
-            match listener.accept(spec) {
-                Ok(mut ep) => served
-                    .push(scope.spawn(move || session::passive(&mut *ep, spec.poll, spec.timeout))),
-                Err(e) => {
-                    out.push(Err(format!("no peer connected: {e}")));
-                    break;
-                }
-            }
-        }
-        drop(listener);
-        for h in served {
-            out.push(
-                h.join()
-                    .unwrap_or_else(|_| Err("a serving thread panicked".into())),
-            );
-        }
-    });
-    out
-}
-
-/// Joins each publisher's fan-out at `at` and serves each one's case on its own thread (a
-/// subscriber of publishers with a native fan-out); returns each one's outcome.
-pub fn serve_joined(
-    t: &dyn transport::Transport,
-    at: &[Rendezvous],
-    spec: &ChannelSpec,
-) -> Vec<Result<(CaseConfig, RoleResult), String>> {
-    let mut eps = Vec::new();
-    for a in at {
-        match t.connect(a, spec) {
-            Ok(ep) => eps.push(ep),
-            Err(e) => return vec![Err(format!("could not join {}: {e}", a.address))],
-        }
-    }
-    std::thread::scope(|scope| {
-        let served: Vec<_> = eps
-            .into_iter()
-            .map(|mut ep| scope.spawn(move || session::passive(&mut *ep, spec.poll, spec.timeout)))
-            .collect();
-        served
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("a serving thread panicked".into()))
-            })
-            .collect()
-    })
-}
-
-pub fn serve(
-    o: &ServeOptions,
-    mut report: impl FnMut(Result<(CaseConfig, RoleResult), String>),
-) -> Result<(), String> {
-    let t = transport::find(&o.transport)?;
-    if let Some(c) = o.pin {
-        sys::pin_current_thread(c).map_err(|e| {
-            format!(
-                "cannot pin to CPU {c}: {e}; pick one of {:?} with --pin",
-                sys::allowed_cpus()
-            )
-        })?;
-    }
-    if !o.join.is_empty() {
-        let at: Vec<Rendezvous> = o
-            .join
-            .iter()
-            .map(|a| Rendezvous {
-                transport: o.transport.clone(),
-                address: a.clone(),
-            })
-            .collect();
-        let results = serve_joined(t, &at, &o.spec);
-        let failed = results.iter().find_map(|r| r.as_ref().err().cloned());
-        results.into_iter().for_each(&mut report);
-        return failed.map_or(Ok(()), Err);
-    }
-    let mut listener = t
-        .listen(&o.spec)
-        .map_err(|e| format!("cannot listen: {e}"))?;
-    let at = listener.rendezvous();
-    if o.announce {
-        println!(
-            "{} {}",
-            peer::ANNOUNCE,
-            serde_json::to_string(&at).expect("rendezvous serializes")
-        );
-    } else {
-        println!(
-            "msgperf serve: {} listening at {} (Ctrl-C to stop)",
-            o.transport, at.address
-        );
-    }
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
-    loop {
-        // Wait in short slices so that Ctrl-C is noticed between peers.
-        let mut slice = o.spec.clone();
-        if !o.once {
-            slice.timeout = Duration::from_millis(250);
-        }
-        let ep = match listener.accept(&slice) {
-            Ok(ep) => ep,
-            Err(transport::TransportError::Timeout(_)) if !o.once && !stop_requested() => continue,
-            Err(e) => {
-                return if stop_requested() {
-                    Ok(())
-                } else {
-                    Err(format!("no peer connected: {e}"))
-                }
-            }
-        };
-        let mut ep = ep;
-        if o.once && o.peers > 1 {
-            // The first peer is in; the rest come on the same listener.
-            let first = std::thread::spawn({
-                let spec = o.spec.clone();
-                move || session::passive(&mut *ep, spec.poll, spec.timeout)
-            });
-            let mut results = serve_peers(listener, &o.spec, o.peers - 1);
-            results.insert(
-                0,
-                first
-                    .join()
-                    .unwrap_or_else(|_| Err("a serving thread panicked".into())),
-            );
-            let failed = results.iter().find_map(|r| r.as_ref().err().cloned());
-            results.into_iter().for_each(&mut report);
-            return failed.map_or(Ok(()), Err);
-        }
-        if o.once {
-            drop(listener);
-            let r = session::passive(&mut *ep, o.spec.poll, o.spec.timeout);
-            let failed = r.as_ref().err().cloned();
-            report(r);
-            return failed.map_or(Ok(()), Err);
-        }
-        report(session::passive(&mut *ep, o.spec.poll, o.spec.timeout));
+        let threads = case.threads || !t.capabilities(&case.effective_options).cross_process;
+        let v = floor::measure(t, kind, case.size_bytes, &roles, threads)
+            .map_err(|e| format!("the floor of `{}` could not be measured: {e}", t.name()))?;
         if stop_requested() {
-            return Ok(());
+            return Ok(None);
         }
+        let v = Some(v).map(|f| FloorResult {
+            kind,
+            samples: f.samples,
+            rtt_min_ns: f.rtt_min_ns,
+            rtt_p50_ns: f.rtt_p50_ns,
+            rtt_mean_ns: f.rtt_mean_ns,
+            msgs_per_s: f.msgs_per_s,
+            bytes_per_s: f.bytes_per_s,
+        });
+        self.floors.insert(key, v.clone());
+        Ok(v)
     }
 }

@@ -3,6 +3,8 @@
 //! each message's intended send time includes the stall (no coordinated omission), and the
 //! sender's lag behind its schedule is a figure of its own.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 /// Time as the pacer sees it: the real monotonic clock, or a fake one in tests.
 pub trait Clock {
     fn now(&mut self) -> u64;
@@ -11,25 +13,32 @@ pub trait Clock {
 }
 
 /// The real clock: sleeps in the kernel for long waits, spins the last stretch, because a
-/// sleeping thread wakes tens of microseconds late on this kind of machine.
-pub struct RealClock;
+/// sleeping thread wakes tens of microseconds late on this kind of machine. A raised `stop`
+/// ends a wait early (within a slice), so a slow schedule does not delay the end of a case.
+pub struct RealClock<'a> {
+    pub stop: &'a AtomicBool,
+}
 
 /// Below this, waiting spins instead of sleeping.
 const SPIN_NS: u64 = 100_000;
+/// The longest sleep between looks at `stop`.
+const SLICE_NS: u64 = 50_000_000;
 
-impl Clock for RealClock {
+impl Clock for RealClock<'_> {
     fn now(&mut self) -> u64 {
         super::clock::now()
     }
     fn wait_until(&mut self, t: u64) {
         loop {
             let now = super::clock::now();
-            if now >= t {
+            if now >= t || self.stop.load(Ordering::Relaxed) {
                 return;
             }
             let left = t - now;
             if left > SPIN_NS {
-                std::thread::sleep(std::time::Duration::from_nanos(left - SPIN_NS));
+                std::thread::sleep(std::time::Duration::from_nanos(
+                    (left - SPIN_NS).min(SLICE_NS),
+                ));
             } else {
                 std::hint::spin_loop();
             }

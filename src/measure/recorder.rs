@@ -1,60 +1,10 @@
 //! The recorder: everything a role measures, preallocated when the role starts so that the
 //! measurement loop only increments counters and histogram buckets.
 
-use crate::result::{Counters, CpuUsage, EncodedHistogram, RoleResult};
+pub use crate::result::Metric;
+use crate::result::{Counters, CpuUsage, EncodedHistogram, RoleId, RoleResult};
 use crate::sys;
 use hdrhistogram::Histogram;
-
-/// What a sample measures.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Metric {
-    /// Send to reply received, on the initiator.
-    Rtt = 0,
-    /// Send timestamp in the message to arrival, on the receiver (one host clock).
-    OneWay = 1,
-    /// Time inside one send call.
-    SendCall = 2,
-    /// Time inside one receive call, including the wait for the message (a pingpong
-    /// responder's runs from the return of its previous send, a few ns earlier).
-    RecvCall = 3,
-    /// Paced sends: from the message's intended send time to arrival (coordinated omission
-    /// corrected).
-    OneWayIntended = 4,
-    /// Paced sends: how late the sender was behind its schedule.
-    SendLag = 5,
-    /// Paced sends, one-way, for messages sent while the reader was already waiting for one:
-    /// a blocking reader had to be woken.
-    OneWayReaderIdle = 6,
-    /// Paced sends, one-way, for messages sent before the reader asked for them: it was
-    /// busy, so no wake-up (the steady-state figure).
-    OneWayReaderBusy = 7,
-}
-
-impl Metric {
-    pub const ALL: [Metric; 8] = [
-        Metric::Rtt,
-        Metric::OneWay,
-        Metric::SendCall,
-        Metric::RecvCall,
-        Metric::OneWayIntended,
-        Metric::SendLag,
-        Metric::OneWayReaderIdle,
-        Metric::OneWayReaderBusy,
-    ];
-
-    pub fn key(self) -> &'static str {
-        match self {
-            Metric::Rtt => "rtt_ns",
-            Metric::OneWay => "one_way_ns",
-            Metric::SendCall => "send_call_ns",
-            Metric::RecvCall => "recv_call_ns",
-            Metric::OneWayIntended => "one_way_from_intended_ns",
-            Metric::SendLag => "send_lag_ns",
-            Metric::OneWayReaderIdle => "one_way_reader_idle_ns",
-            Metric::OneWayReaderBusy => "one_way_reader_busy_ns",
-        }
-    }
-}
 
 /// Histogram range: 1 ns to an hour, 3 significant digits (0.1% error).
 const HIGHEST_NS: u64 = 3_600_000_000_000;
@@ -73,6 +23,8 @@ pub struct Recorder {
     interval_sum: u64,
     interval_count: u64,
     interval_means: Vec<u64>,
+    /// Parts of this role that other threads measured (a subscriber's other channels).
+    absorbed: Option<RoleResult>,
 }
 
 impl Default for Recorder {
@@ -96,6 +48,7 @@ impl Recorder {
             interval_sum: 0,
             interval_count: 0,
             interval_means: Vec::with_capacity(MAX_INTERVALS),
+            absorbed: None,
         };
         r.reset();
         r
@@ -162,13 +115,25 @@ impl Recorder {
         self.start_ns
     }
 
+    /// Adds a part of this role that another thread measured (its histograms, counters, CPU
+    /// and window), taken when this recorder finishes.
+    pub fn absorb(&mut self, part: RoleResult) {
+        self.absorbed = Some(match self.absorbed.take() {
+            Some(mut a) => {
+                RoleResult::add(&mut a, part);
+                a
+            }
+            None => part,
+        });
+    }
+
     /// Closes the window: reads CPU usage and encodes the histograms that hold samples.
-    pub fn finish(mut self, role: &str, error: Option<String>) -> RoleResult {
+    pub fn finish(mut self, role: RoleId, error: Option<String>) -> RoleResult {
         let u = sys::thread_usage();
         self.note_cpu();
         let s = self.usage_start;
-        RoleResult {
-            role: role.to_string(),
+        let mut out = RoleResult {
+            role,
             pid: std::process::id(),
             cpus_seen: self.cpus.clone(),
             measured_ns: self.end_ns.saturating_sub(self.start_ns),
@@ -176,12 +141,7 @@ impl Recorder {
             histograms: Metric::ALL
                 .iter()
                 .filter(|m| !self.hists[**m as usize].is_empty())
-                .map(|m| {
-                    (
-                        m.key().to_string(),
-                        EncodedHistogram::encode(&self.hists[*m as usize]),
-                    )
-                })
+                .map(|m| (*m, EncodedHistogram::encode(&self.hists[*m as usize])))
                 .collect(),
             counters: self.counters.clone(),
             cpu: CpuUsage {
@@ -193,8 +153,13 @@ impl Recorder {
                     .saturating_sub(s.involuntary_switches),
                 peak_rss_kib: u.max_rss_kib,
             },
+            interval_ns: INTERVAL_NS,
             interval_means_ns: std::mem::take(&mut self.interval_means),
             error,
+        };
+        if let Some(part) = self.absorbed.take() {
+            RoleResult::add(&mut out, part);
         }
+        out
     }
 }

@@ -1,8 +1,13 @@
-//! Room `plan`: from what the user asked (raw options) to a validated list of cases. Every
-//! refusal happens here, before anything starts, in one line that names the fix.
+//! Room `plan`: from what the user asked ([`RunOptions`], from the command line or a scenario
+//! file) to a validated list of cases. Every refusal happens here, before anything starts, in one
+//! line that names the fix: option values, delivery the transport cannot give, what a workload
+//! cannot run.
 
-pub mod scenario;
+pub mod options;
 
+pub use options::{DeliveryArg, HistoryArg, OutputOptions, PlacementArg, RunOptions};
+
+use crate::delivery::{Delivery, History, Reliability};
 use crate::result::{CaseConfig, Placement, Wait};
 use crate::sys;
 use crate::transport;
@@ -10,94 +15,37 @@ use crate::workload;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// What `msgperf run` was asked, before validation.
-#[derive(Clone, Debug)]
-pub struct RunRequest {
-    pub workload: String,
-    pub transports: Vec<String>,
-    pub sizes: Vec<usize>,
-    pub count: Option<u64>,
-    pub duration: Option<Duration>,
-    pub warmup: Duration,
-    pub poll: bool,
-    pub confirm: bool,
-    pub checksum: bool,
-    /// Open-loop send rates, one case each (None: as fast as possible).
-    pub rates_hz: Vec<Option<f64>>,
-    pub timeout: Duration,
-    pub placement: Option<Placement>,
-    pub pin: Option<Vec<usize>>,
-    pub threads: bool,
-    pub options: BTreeMap<String, String>,
-    /// The passive role is a `msgperf serve` at this address.
-    pub connect: Option<String>,
-    /// Publishers and subscribers (pubsub).
-    pub pubs: usize,
-    pub subs: usize,
-    /// None: as the transport is (a reliable one is checked strictly, others count losses).
-    pub delivery: Option<Delivery>,
-    pub history: History,
-    /// The first subscriber spends this long on every message.
-    pub slow_subscriber: Option<Duration>,
-}
-
-/// What a slow reader does to the writer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Delivery {
-    /// Nothing may be lost: a slow reader pushes back, and any loss fails the case.
-    Reliable,
-    /// The writer never waits for a slow reader where the transport can drop; losses are
-    /// counted per reader.
-    BestEffort,
-}
-
-/// Which messages a reader gets.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum History {
-    /// Every message, in order.
-    #[default]
-    Fifo,
-    /// The newest message; older unread ones are overwritten (counted).
-    Latest,
-}
-
-impl Default for RunRequest {
-    fn default() -> Self {
-        RunRequest {
-            workload: String::new(),
-            transports: Vec::new(),
-            sizes: vec![64],
-            count: None,
-            duration: None,
-            warmup: Duration::from_millis(200),
-            poll: false,
-            confirm: false,
-            checksum: false,
-            rates_hz: vec![None],
-            timeout: Duration::from_secs(10),
-            placement: None,
-            pin: None,
-            threads: false,
-            options: BTreeMap::new(),
-            connect: None,
-            pubs: 1,
-            subs: 1,
-            delivery: None,
-            history: History::Fifo,
-            slow_subscriber: None,
-        }
-    }
-}
-
 /// The default measured window when neither `--count` nor `--duration` is given.
 pub const DEFAULT_DURATION: Duration = Duration::from_secs(3);
 
-/// CPUs of the active and the passive role (None: not pinned).
+/// Where a run's roles that do not drive are: a server's address, or its name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ControlTarget {
+    Address(String),
+    Name(String),
+}
+
+/// A server name: what `serve --name` and `run --name` accept.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "--name `{name}` is not a server name: use 1 to 64 letters, digits, `.`, `_` or `-`, not starting with `.` (e.g. --name demo)"
+        ))
+    }
+}
+
+/// CPUs of the driving roles and of the others (None: not pinned).
 pub type RoleCpus = (Option<usize>, Option<usize>);
 
-/// Resolves where the two roles run.
+/// Resolves where the roles run.
 pub fn resolve_placement(
     placement: Option<Placement>,
     pin: Option<&[usize]>,
@@ -116,11 +64,10 @@ pub fn resolve_placement(
             ([a], true) => Ok((Placement::Pinned, (Some(*a), None))),
             ([a, b], false) => Ok((Placement::Pinned, (Some(*a), Some(*b)))),
             (_, true) => {
-                Err("--pin with --connect takes one CPU (the local role's): e.g. --pin 0".into())
+                Err("--pin with --connect takes one CPU (the local roles'): e.g. --pin 0".into())
             }
             _ => Err(
-                "--pin takes two CPUs, the active role's and the passive role's: e.g. --pin 0,1"
-                    .into(),
+                "--pin takes two CPUs, the driving roles' and the others': e.g. --pin 0,1".into(),
             ),
         };
     }
@@ -147,35 +94,148 @@ pub fn resolve_placement(
     Ok((placement, cpus))
 }
 
-/// Validates a run request into cases: one per transport and size, in that order.
-pub fn cases(req: &RunRequest) -> Result<Vec<CaseConfig>, String> {
-    let w = workload::find(&req.workload)?;
-    if req.transports.is_empty() {
+/// The delivery a run asks for.
+fn delivery_of(o: &RunOptions) -> Delivery {
+    Delivery {
+        reliability: o.delivery.map(|d| match d {
+            DeliveryArg::Reliable => Reliability::Reliable,
+            DeliveryArg::BestEffort => Reliability::BestEffort,
+        }),
+        history: match o.history {
+            Some(HistoryArg::Latest) => History::KeepLast(1),
+            _ => History::KeepAll,
+        },
+        durability: Default::default(),
+    }
+}
+
+/// Validates a run into cases: one per transport, option set, size and rate, in that order.
+pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
+    let name = o.workload.as_deref().ok_or(
+        "no workload given: write e.g. `msgperf run pingpong -t uds`, or give --scenario FILE",
+    )?;
+    let w = workload::find(name)?;
+    if o.transports.is_empty() {
         return Err(
             "no transport given: add --transport, e.g. --transport uds (see `msgperf transports`)"
                 .into(),
         );
     }
-    if req.count == Some(0) {
+    if o.count == Some(0) {
         return Err("--count 0 measures nothing: give at least 1".into());
     }
-    if req.duration.is_some_and(|d| d.is_zero()) {
+    let duration = o.duration()?;
+    if duration.is_some_and(|d| d.is_zero()) {
         return Err("--duration 0 measures nothing: give e.g. --duration 5s".into());
     }
-    if req.timeout.is_zero() {
+    let timeout = o.timeout()?;
+    if timeout.is_zero() {
         return Err("--timeout 0 would give up at once: give e.g. --timeout 10s".into());
     }
-    let (placement, cpus) =
-        resolve_placement(req.placement, req.pin.as_deref(), req.connect.is_some())?;
+    if let Some(crate::plan::ControlTarget::Name(n)) = o.connect() {
+        check_name(&n)?;
+    }
+    let (sizes, rates) = (o.sizes()?, o.rates()?);
+    let (warmup, slow) = (o.warmup()?, o.slow_subscriber()?);
+    let remote = o.connect().is_some();
+    let (placement, cpus) = resolve_placement(o.placement(), o.pin.as_deref(), remote)?;
+    let delivery = delivery_of(o);
     let mut out = Vec::new();
-    for name in &req.transports {
+    for name in &o.transports {
         let t = transport::find(name)?;
-        for options in option_sets(&req.options) {
-            transport::validate_options(t, &options)?;
-            out.extend(cases_of(req, w, t, &options, placement, cpus)?);
+        for given in option_sets(&o.options()) {
+            transport::validate_options(t, &given)?;
+            let mapping = t.map_delivery(&delivery, &given)?;
+            let mut options = given.clone();
+            for (k, v) in &mapping.options {
+                match given.get(k) {
+                    Some(g) if g != v => return Err(format!(
+                        "--delivery/--history ask `{}` for --opt {k}={v}, but --opt {k}={g} was given: drop one of them",
+                        t.name()
+                    )),
+                    _ => {
+                        options.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            let effective = transport::effective_options(t, &options);
+            let caps = t.capabilities(&effective);
+            if remote && !caps.cross_process {
+                return Err(format!(
+                    "transport `{}` joins threads of one process: it cannot --connect to a server",
+                    t.name()
+                ));
+            }
+            for &size in &sizes {
+                for &rate_hz in &rates {
+                    let case = CaseConfig {
+                        workload: w.name().to_string(),
+                        transport: t.name().to_string(),
+                        options: options.clone(),
+                        effective_options: effective.clone(),
+                        delivery,
+                        delivery_mapping: mapping.settings.clone(),
+                        size_bytes: size,
+                        count: o.count,
+                        duration: if o.count.is_some() {
+                            duration
+                        } else {
+                            Some(duration.unwrap_or(DEFAULT_DURATION))
+                        },
+                        warmup,
+                        wait: if o.poll == Some(true) {
+                            Wait::Poll
+                        } else {
+                            Wait::Block
+                        },
+                        confirm: o.confirm == Some(true),
+                        checksum: o.checksum == Some(true),
+                        timeout,
+                        placement,
+                        cpus,
+                        threads: o.threads == Some(true) || !caps.cross_process,
+                        strict: mapping.strict,
+                        zero_copy: caps.zero_copy,
+                        latest: mapping.latest,
+                        rate_hz,
+                        pubs: o.pubs(),
+                        subs: o.subs(),
+                        slow_subscriber: slow,
+                    };
+                    w.check(&case, &caps)?;
+                    if remote {
+                        check_remote(w, &case, &caps)?;
+                    }
+                    out.push(case);
+                }
+            }
         }
     }
     Ok(out)
+}
+
+/// A `msgperf serve` plays one role: the case may have one that does not drive.
+fn check_remote(
+    w: &dyn workload::Workload,
+    case: &CaseConfig,
+    caps: &transport::Capabilities,
+) -> Result<(), String> {
+    let roles = w.topology(case, caps).roles;
+    let (drivers, others): (Vec<_>, Vec<_>) = roles.iter().partition(|r| r.drives);
+    if drivers.len() == 1 && others.len() == 1 {
+        return Ok(());
+    }
+    let kind = |v: &[&workload::RoleSpec], fallback: &str| {
+        v.first()
+            .map_or(fallback.to_string(), |r| r.id.kind.label().to_string())
+    };
+    Err(format!(
+        "--connect serves one {} and one {}: this case has {} and {} roles; drop --pubs/--subs, or let msgperf start the roles",
+        kind(&drivers, "driving role"),
+        kind(&others, "other role"),
+        drivers.len(),
+        others.len()
+    ))
 }
 
 /// `--opt wait=spin,block --opt buffer=queue,latest`: every combination, in order.
@@ -201,146 +261,30 @@ pub fn option_sets(options: &BTreeMap<String, String>) -> Vec<BTreeMap<String, S
     sets
 }
 
-fn cases_of(
-    req: &RunRequest,
-    w: &dyn workload::Workload,
-    t: &dyn transport::Transport,
-    options: &BTreeMap<String, String>,
-    placement: Placement,
-    cpus: RoleCpus,
-) -> Result<Vec<CaseConfig>, String> {
-    let name = t.name();
-    let mut out = Vec::new();
-    let latest = req.history == History::Latest;
-    if latest && req.delivery == Some(Delivery::Reliable) {
-        return Err("--history latest overwrites unread messages, so it cannot be --delivery reliable: use --delivery best-effort".into());
-    }
-    let best_effort = req.delivery == Some(Delivery::BestEffort) || latest;
-    let mut options = options.clone();
-    if req.delivery.is_some() || latest {
-        for (k, v) in t.delivery_options(best_effort, latest)? {
-            match options.get(&k) {
-                Some(given) if *given != v => {
-                    return Err(format!(
-                        "--delivery/--history ask `{name}` for --opt {k}={v}, but --opt {k}={given} was given: drop one of them"
-                    ))
-                }
-                _ => {
-                    options.insert(k, v);
-                }
-            }
-        }
-    }
-    let options = &options;
-    if req.pubs == 0 || req.subs == 0 {
-        return Err("--pubs and --subs take 1 or more".into());
-    }
-    let fans_out = req.pubs > 1 || req.subs > 1;
-    if fans_out && w.name() != "pubsub" {
-        return Err(format!(
-            "--pubs and --subs are for the pubsub workload, not {}: write `msgperf run pubsub ...`",
-            w.name()
-        ));
-    }
-    if fans_out && req.connect.is_some() {
-        return Err("--connect serves one publisher and one subscriber: drop --pubs/--subs, or let msgperf start the roles".into());
-    }
-    {
-        let caps = t.capabilities_with(options);
-        if req.pubs > 1 && !caps.many_peers {
-            return Err(format!(
-                "transport `{name}` connects one peer to a listener at a time, so a subscriber cannot take {} publishers: use --pubs 1, or uds, tcp, udp or shm",
-                req.pubs
-            ));
-        }
-        if fans_out && caps.native_fan_out > 0 && req.subs > caps.native_fan_out {
-            return Err(format!(
-                "transport `{name}`'s fan-out serves up to {} subscribers, not {}: use --opt fan-out=copy, or fewer --subs",
-                caps.native_fan_out, req.subs
-            ));
-        }
-        if req.connect.is_some() && !caps.cross_process {
-            return Err(format!(
-                "transport `{name}` joins threads of one process: it cannot --connect to a server"
-            ));
-        }
-        for (&size, &rate_hz) in req
-            .sizes
-            .iter()
-            .flat_map(|s| req.rates_hz.iter().map(move |r| (s, r)))
-        {
-            let case = CaseConfig {
-                workload: w.name().to_string(),
-                transport: t.name().to_string(),
-                options: options.clone(),
-                size_bytes: size,
-                count: req.count,
-                duration: if req.count.is_some() {
-                    req.duration
-                } else {
-                    Some(req.duration.unwrap_or(DEFAULT_DURATION))
-                },
-                warmup: req.warmup,
-                wait: if req.poll { Wait::Poll } else { Wait::Block },
-                confirm: req.confirm,
-                checksum: req.checksum,
-                timeout: req.timeout,
-                placement,
-                cpus,
-                threads: req.threads || !caps.cross_process,
-                strict: match req.delivery {
-                    Some(Delivery::Reliable) => true,
-                    Some(Delivery::BestEffort) => false,
-                    None => caps.reliable,
-                },
-                zero_copy: caps.zero_copy,
-                latest: caps.latest_value,
-                rate_hz,
-                pubs: req.pubs,
-                subs: req.subs,
-                slow_subscriber: req.slow_subscriber,
-            };
-            w.check(&case, &caps)?;
-            out.push(case);
-        }
-    }
-    Ok(out)
-}
-
 /// The survey: every built-in transport, ping-pong at 64 B and 4 KiB and a 64 KiB stream, in
 /// both pinned placements (one if the machine has one CPU).
 pub fn survey(duration: Duration, warmup: Duration) -> Result<Vec<CaseConfig>, String> {
     let allowed = sys::allowed_cpus();
-    let placements: &[Placement] = if allowed.len() >= 2 {
-        &[Placement::SameCpu, Placement::CrossCpu]
+    let placements: &[PlacementArg] = if allowed.len() >= 2 {
+        &[PlacementArg::SameCpu, PlacementArg::CrossCpu]
     } else {
-        &[Placement::SameCpu]
+        &[PlacementArg::SameCpu]
     };
     let mut out = Vec::new();
     for &placement in placements {
         for t in transport::REGISTRY {
-            let caps = t.capabilities();
+            let max = t.capabilities(&BTreeMap::new()).max_message_bytes;
             for (workload, size) in [("pingpong", 64usize), ("pingpong", 4096), ("stream", 65536)] {
-                let req = RunRequest {
-                    workload: workload.into(),
+                let o = RunOptions {
+                    workload: Some(workload.into()),
                     transports: vec![t.name().into()],
-                    sizes: vec![size.min(caps.max_message_bytes)],
-                    count: None,
-                    duration: Some(duration),
-                    warmup,
-                    poll: false,
-                    confirm: false,
-                    checksum: false,
-                    rates_hz: vec![None],
-                    timeout: Duration::from_secs(10),
+                    size: Some(size.min(max).to_string()),
+                    duration: Some(format!("{}ns", duration.as_nanos())),
+                    warmup: Some(format!("{}ns", warmup.as_nanos())),
                     placement: Some(placement),
-                    pin: None,
-                    threads: false,
-                    options: BTreeMap::new(),
-                    connect: None,
-                    ..RunRequest::default()
+                    ..RunOptions::default()
                 };
-                out.extend(cases(&req)?);
+                out.extend(cases(&o)?);
             }
         }
     }
@@ -351,31 +295,22 @@ pub fn survey(duration: Duration, warmup: Duration) -> Result<Vec<CaseConfig>, S
 mod tests {
     use super::*;
 
-    fn req() -> RunRequest {
-        RunRequest {
-            workload: "pingpong".into(),
+    fn opts() -> RunOptions {
+        RunOptions {
+            workload: Some("pingpong".into()),
             transports: vec!["uds".into(), "tcp".into()],
-            sizes: vec![64, 4096],
+            size: Some("64,4k".into()),
             count: Some(100),
-            duration: None,
-            warmup: Duration::ZERO,
-            poll: false,
-            confirm: false,
-            checksum: false,
-            rates_hz: vec![None],
-            timeout: Duration::from_secs(1),
-            placement: Some(Placement::Any),
-            pin: None,
-            threads: false,
-            options: BTreeMap::new(),
-            connect: None,
-            ..RunRequest::default()
+            warmup: Some("0s".into()),
+            timeout: Some("1s".into()),
+            placement: Some(PlacementArg::Any),
+            ..RunOptions::default()
         }
     }
 
     #[test]
     fn cases_cross_transports_and_sizes_in_order() {
-        let c = cases(&req()).unwrap();
+        let c = cases(&opts()).unwrap();
         let got: Vec<_> = c
             .iter()
             .map(|c| (c.transport.as_str(), c.size_bytes))
@@ -385,39 +320,83 @@ mod tests {
             [("uds", 64), ("uds", 4096), ("tcp", 64), ("tcp", 4096)]
         );
         assert!(c.iter().all(|c| c.strict && c.cpus == (None, None)));
+        // Every option is recorded, defaults included.
+        assert_eq!(
+            c[2].effective_options.get("nodelay").map(String::as_str),
+            Some("true")
+        );
+        assert!(!c[2].delivery_mapping.is_empty());
     }
 
     #[test]
     fn bad_requests_are_refused_with_the_fix() {
-        let mut r = req();
-        r.sizes = vec![8];
-        assert!(cases(&r).unwrap_err().contains("--size 32 or more"));
-        let mut r = req();
-        r.transports = vec!["udp".into()];
-        r.sizes = vec![100_000];
-        assert!(cases(&r).unwrap_err().contains("smaller --size"));
-        let mut r = req();
-        r.options.insert("nodelay".into(), "maybe".into());
-        assert!(cases(&r).unwrap_err().contains("takes no --opt"));
-        let mut r = req();
-        r.transports = vec!["tcp".into()];
-        r.options.insert("nodelay".into(), "maybe".into());
-        assert!(cases(&r).unwrap_err().contains("use one of true, false"));
-        let mut r = req();
-        r.confirm = true;
-        assert!(cases(&r).unwrap_err().contains("--confirm"));
-        let mut r = req();
-        r.transports = vec!["carrier-pigeon".into()];
-        assert!(cases(&r).unwrap_err().contains("unknown transport"));
+        let with = |f: &dyn Fn(&mut RunOptions)| {
+            let mut o = opts();
+            f(&mut o);
+            cases(&o).unwrap_err()
+        };
+        assert!(with(&|o| o.size = Some("8".into())).contains("--size 32 or more"));
+        assert!(with(&|o| {
+            o.transports = vec!["udp".into()];
+            o.size = Some("100000".into());
+        })
+        .contains("smaller --size"));
+        assert!(
+            with(&|o| o.opts = vec![("nodelay".into(), "maybe".into())]).contains("takes no --opt")
+        );
+        assert!(with(&|o| {
+            o.transports = vec!["tcp".into()];
+            o.opts = vec![("nodelay".into(), "maybe".into())];
+        })
+        .contains("use one of true, false"));
+        assert!(with(&|o| o.confirm = Some(true)).contains("--confirm"));
+        assert!(
+            with(&|o| o.transports = vec!["carrier-pigeon".into()]).contains("unknown transport")
+        );
+        for bad in ["1", "abc", "9T"] {
+            let e = with(&|o| {
+                o.transports = vec!["shm".into()];
+                o.opts = vec![("capacity".into(), bad.into())];
+            });
+            assert!(
+                e.contains("--opt capacity") && e.contains("e.g. 1M"),
+                "{bad}: {e}"
+            );
+        }
+        for bad in ["", "../../etc/passwd", &"x".repeat(300), ".hidden"] {
+            let e = with(&|o| o.name = Some(bad.to_string()));
+            assert!(e.contains("not a server name"), "{bad}: {e}");
+        }
     }
 
     #[test]
     fn inproc_always_runs_in_threads_and_udp_is_not_strict() {
-        let mut r = req();
-        r.transports = vec!["inproc".into(), "udp".into()];
-        r.sizes = vec![64];
-        let c = cases(&r).unwrap();
+        let mut o = opts();
+        o.transports = vec!["inproc".into(), "udp".into()];
+        o.size = Some("64".into());
+        let c = cases(&o).unwrap();
         assert!(c[0].threads && c[0].strict);
         assert!(!c[1].threads && !c[1].strict);
+    }
+
+    #[test]
+    fn a_scenario_and_a_command_line_lay_over_each_other() {
+        let file = RunOptions::parse_scenario(
+            "workload = \"stream\"\ntransports = [\"uds\"]\nsize = \"1k\"\n[options]\nwait = \"spin\"\n[output]\ndetails = false\n",
+            "t.toml",
+        )
+        .unwrap();
+        let cli = RunOptions {
+            size: Some("4k".into()),
+            opts: vec![("capacity".into(), "1M".into())],
+            ..RunOptions::default()
+        };
+        let m = cli.over(&file).unwrap();
+        assert_eq!(m.workload.as_deref(), Some("stream"));
+        assert_eq!(m.size.as_deref(), Some("4k"), "the command line wins");
+        assert_eq!(m.options().len(), 2, "options merge key by key");
+        assert_eq!(m.output.details, Some(false), "an explicit false is kept");
+        let again = RunOptions::parse_scenario(&m.to_scenario(), "printed").unwrap();
+        assert_eq!(again, m);
     }
 }

@@ -52,17 +52,30 @@ pub fn to_json(run: &RunResult) -> Result<Vec<u8>, String> {
     serde_json::to_vec_pretty(&v).map_err(|e| e.to_string())
 }
 
-/// One CSV row per case; units in every column name.
+/// One CSV row per case: what ran (every option, the rate, the length, the roles) and what it
+/// measured; units in every column name.
 #[derive(Serialize)]
-struct CsvRow<'a> {
+struct CaseRow<'a> {
+    case: usize,
+    key: &'a str,
     transport: &'a str,
-    options: &'a str,
     workload: &'a str,
+    options: String,
+    effective_options: String,
     size_bytes: usize,
+    count: Option<u64>,
+    duration_ns: Option<u64>,
+    warmup_ns: u64,
+    rate_hz: Option<f64>,
+    pubs: usize,
+    subs: usize,
     placement: &'a str,
     cpus: &'a str,
     roles_as: &'a str,
     wait: &'a str,
+    confirm: bool,
+    checksum: bool,
+    strict: bool,
     latency_kind: &'a str,
     samples: u64,
     min_ns: Option<u64>,
@@ -75,6 +88,7 @@ struct CsvRow<'a> {
     max_ns: Option<u64>,
     msgs_per_s: f64,
     mb_per_s: f64,
+    floor_kind: Option<&'a str>,
     floor_p50_ns: Option<u64>,
     floor_mb_per_s: Option<f64>,
     vs_floor: Option<f64>,
@@ -82,24 +96,8 @@ struct CsvRow<'a> {
     duplicated: u64,
     reordered: u64,
     corrupted: u64,
-    active_role: &'a str,
-    active_send_call_avg_ns: Option<f64>,
-    active_send_call_max_ns: Option<u64>,
-    active_recv_call_avg_ns: Option<f64>,
-    active_recv_call_max_ns: Option<u64>,
-    active_cpu_user_ns_per_msg: Option<f64>,
-    active_cpu_sys_ns_per_msg: Option<f64>,
-    active_context_switches_per_msg: Option<f64>,
-    active_peak_rss_kib: Option<u64>,
-    passive_role: &'a str,
-    passive_send_call_avg_ns: Option<f64>,
-    passive_send_call_max_ns: Option<u64>,
-    passive_recv_call_avg_ns: Option<f64>,
-    passive_recv_call_max_ns: Option<u64>,
-    passive_cpu_user_ns_per_msg: Option<f64>,
-    passive_cpu_sys_ns_per_msg: Option<f64>,
-    passive_context_switches_per_msg: Option<f64>,
-    passive_peak_rss_kib: Option<u64>,
+    overwritten: u64,
+    rate_error_pct: Option<f64>,
     interrupted: bool,
     error: &'a str,
     hostname: &'a str,
@@ -108,36 +106,57 @@ struct CsvRow<'a> {
     started_utc: &'a str,
 }
 
+fn pairs(o: &std::collections::BTreeMap<String, String>) -> String {
+    o.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 pub fn to_csv(run: &RunResult) -> Result<Vec<u8>, String> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    let summaries: Vec<CaseSummary> = run.cases.iter().map(summarize).collect();
-    for s in &summaries {
+    for (i, c) in run.cases.iter().enumerate() {
+        let s = summarize(c);
+        let cfg = &c.config;
         let d = s.latency.as_ref();
-        let p = |i: usize| d.and_then(|d| d.percentiles_ns[i]);
-        let a = s.roles.first();
-        let b = s.roles.get(1);
         let e = &run.environment;
-        w.serialize(CsvRow {
+        w.serialize(CaseRow {
+            case: i + 1,
+            key: &c.key,
             transport: &s.transport,
-            options: &s.options,
             workload: &s.workload,
+            options: pairs(&cfg.options),
+            effective_options: pairs(&cfg.effective_options),
             size_bytes: s.size_bytes,
+            count: cfg.count,
+            duration_ns: cfg.duration.map(|d| d.as_nanos() as u64),
+            warmup_ns: cfg.warmup.as_nanos() as u64,
+            rate_hz: cfg.rate_hz,
+            pubs: cfg.pubs,
+            subs: cfg.subs,
             placement: &s.placement,
             cpus: &s.cpus,
             roles_as: &s.roles_as,
             wait: &s.wait,
-            latency_kind: &s.latency_kind,
+            confirm: cfg.confirm,
+            checksum: cfg.checksum,
+            strict: cfg.strict,
+            latency_kind: s.latency_kind.label(),
             samples: d.map_or(0, |d| d.samples),
             min_ns: d.map(|d| d.min_ns),
             mean_ns: d.map(|d| d.mean_ns),
-            p50_ns: p(0),
-            p90_ns: p(1),
-            p99_ns: p(2),
-            p99_9_ns: p(3),
-            p99_99_ns: p(4),
+            p50_ns: d.and_then(|d| d.p50_ns),
+            p90_ns: d.and_then(|d| d.p90_ns),
+            p99_ns: d.and_then(|d| d.p99_ns),
+            p99_9_ns: d.and_then(|d| d.p99_9_ns),
+            p99_99_ns: d.and_then(|d| d.p99_99_ns),
             max_ns: d.map(|d| d.max_ns),
             msgs_per_s: s.msgs_per_s,
             mb_per_s: s.mb_per_s,
+            floor_kind: s.floor_kind.map(|k| match k {
+                crate::result::FloorKind::RoundTrip => "round-trip",
+                crate::result::FloorKind::Stream => "stream",
+            }),
             floor_p50_ns: s.floor_p50_ns,
             floor_mb_per_s: s.floor_mb_per_s,
             vs_floor: s.vs_floor,
@@ -145,24 +164,8 @@ pub fn to_csv(run: &RunResult) -> Result<Vec<u8>, String> {
             duplicated: s.duplicated,
             reordered: s.reordered,
             corrupted: s.corrupted,
-            active_role: a.map_or("", |r| r.role.as_str()),
-            active_send_call_avg_ns: a.and_then(|r| r.send_call_avg_ns),
-            active_send_call_max_ns: a.and_then(|r| r.send_call_max_ns),
-            active_recv_call_avg_ns: a.and_then(|r| r.recv_call_avg_ns),
-            active_recv_call_max_ns: a.and_then(|r| r.recv_call_max_ns),
-            active_cpu_user_ns_per_msg: a.map(|r| r.cpu_user_ns_per_msg),
-            active_cpu_sys_ns_per_msg: a.map(|r| r.cpu_sys_ns_per_msg),
-            active_context_switches_per_msg: a.map(|r| r.context_switches_per_msg),
-            active_peak_rss_kib: a.map(|r| r.peak_rss_kib),
-            passive_role: b.map_or("", |r| r.role.as_str()),
-            passive_send_call_avg_ns: b.and_then(|r| r.send_call_avg_ns),
-            passive_send_call_max_ns: b.and_then(|r| r.send_call_max_ns),
-            passive_recv_call_avg_ns: b.and_then(|r| r.recv_call_avg_ns),
-            passive_recv_call_max_ns: b.and_then(|r| r.recv_call_max_ns),
-            passive_cpu_user_ns_per_msg: b.map(|r| r.cpu_user_ns_per_msg),
-            passive_cpu_sys_ns_per_msg: b.map(|r| r.cpu_sys_ns_per_msg),
-            passive_context_switches_per_msg: b.map(|r| r.context_switches_per_msg),
-            passive_peak_rss_kib: b.map(|r| r.peak_rss_kib),
+            overwritten: s.overwritten,
+            rate_error_pct: s.rate_error_pct,
             interrupted: s.interrupted,
             error: s.error.as_deref().unwrap_or(""),
             hostname: &e.hostname,
@@ -171,6 +174,87 @@ pub fn to_csv(run: &RunResult) -> Result<Vec<u8>, String> {
             started_utc: &e.started_utc,
         })
         .map_err(|e| e.to_string())?;
+    }
+    w.into_inner().map_err(|e| e.to_string())
+}
+
+/// One CSV row per role of every case (the second file beside the cases' one).
+#[derive(Serialize)]
+struct RoleRow<'a> {
+    case: usize,
+    key: &'a str,
+    role: &'a str,
+    role_kind: &'a str,
+    role_number: Option<u32>,
+    pid: u32,
+    cpus_seen: String,
+    messages: u64,
+    received: u64,
+    lost: u64,
+    duplicated: u64,
+    reordered: u64,
+    overwritten: u64,
+    latency_samples: u64,
+    latency_p50_ns: Option<u64>,
+    latency_p99_ns: Option<u64>,
+    latency_max_ns: Option<u64>,
+    send_call_avg_ns: Option<f64>,
+    send_call_max_ns: Option<u64>,
+    recv_call_avg_ns: Option<f64>,
+    recv_call_max_ns: Option<u64>,
+    cpu_user_ns_per_msg: f64,
+    cpu_sys_ns_per_msg: f64,
+    cpu_utilization_pct: f64,
+    context_switches_per_msg: f64,
+    read_calls_per_s: f64,
+    new_messages_per_s: f64,
+    peak_rss_kib: u64,
+    error: &'a str,
+}
+
+pub fn roles_csv(run: &RunResult) -> Result<Vec<u8>, String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for (i, c) in run.cases.iter().enumerate() {
+        for r in summarize(c).roles {
+            let d = r.latency.as_ref();
+            w.serialize(RoleRow {
+                case: i + 1,
+                key: &c.key,
+                role: &r.role,
+                role_kind: r.role_id.kind.label(),
+                role_number: r.role_id.number,
+                pid: r.pid,
+                cpus_seen: r
+                    .cpus_seen
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                messages: r.messages,
+                received: r.received,
+                lost: r.lost,
+                duplicated: r.duplicated,
+                reordered: r.reordered,
+                overwritten: r.overwritten,
+                latency_samples: d.map_or(0, |d| d.samples),
+                latency_p50_ns: d.and_then(|d| d.p50_ns),
+                latency_p99_ns: d.and_then(|d| d.p99_ns),
+                latency_max_ns: d.map(|d| d.max_ns),
+                send_call_avg_ns: r.send_call_avg_ns,
+                send_call_max_ns: r.send_call_max_ns,
+                recv_call_avg_ns: r.recv_call_avg_ns,
+                recv_call_max_ns: r.recv_call_max_ns,
+                cpu_user_ns_per_msg: r.cpu_user_ns_per_msg,
+                cpu_sys_ns_per_msg: r.cpu_sys_ns_per_msg,
+                cpu_utilization_pct: r.cpu_utilization_pct,
+                context_switches_per_msg: r.context_switches_per_msg,
+                read_calls_per_s: r.read_calls_per_s,
+                new_messages_per_s: r.new_messages_per_s,
+                peak_rss_kib: r.peak_rss_kib,
+                error: r.error.as_deref().unwrap_or(""),
+            })
+            .map_err(|e| e.to_string())?;
+        }
     }
     w.into_inner().map_err(|e| e.to_string())
 }

@@ -1,7 +1,7 @@
 //! Figures computed from a case's recorded results: percentiles from the histograms (never
 //! stored precomputed), rates, CPU per message, and the ratio to the floor.
 
-use crate::result::{CaseResult, RoleResult, Wait};
+use crate::result::{CaseResult, FloorKind, LatencyKind, Metric, RoleId, RoleResult, Wait};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -26,29 +26,44 @@ pub struct Distribution {
     pub min_ns: u64,
     pub mean_ns: f64,
     pub stdev_ns: f64,
-    /// p50, p90, p99, p99.9, p99.99 in that order.
-    pub percentiles_ns: Vec<Option<u64>>,
+    pub p50_ns: Option<u64>,
+    pub p90_ns: Option<u64>,
+    pub p99_ns: Option<u64>,
+    pub p99_9_ns: Option<u64>,
+    pub p99_99_ns: Option<u64>,
     pub max_ns: u64,
 }
 
 impl Distribution {
     pub fn of(h: &Histogram<u64>) -> Self {
         let n = h.len();
+        let p = |i: usize| {
+            let pct = PERCENTILES[i].0;
+            (n >= samples_needed(pct)).then(|| h.value_at_percentile(pct))
+        };
         Distribution {
             samples: n,
             min_ns: h.min(),
             mean_ns: h.mean(),
             stdev_ns: h.stdev(),
-            percentiles_ns: PERCENTILES
-                .iter()
-                .map(|(p, _)| (n >= samples_needed(*p)).then(|| h.value_at_percentile(*p)))
-                .collect(),
+            p50_ns: p(0),
+            p90_ns: p(1),
+            p99_ns: p(2),
+            p99_9_ns: p(3),
+            p99_99_ns: p(4),
             max_ns: h.max(),
         }
     }
 
-    pub fn p50_ns(&self) -> Option<u64> {
-        self.percentiles_ns[0]
+    /// The percentiles of [`PERCENTILES`], in that order.
+    pub fn percentiles(&self) -> [Option<u64>; 5] {
+        [
+            self.p50_ns,
+            self.p90_ns,
+            self.p99_ns,
+            self.p99_9_ns,
+            self.p99_99_ns,
+        ]
     }
 }
 
@@ -56,6 +71,8 @@ impl Distribution {
 #[derive(Clone, Debug, Serialize)]
 pub struct RoleSummary {
     pub role: String,
+    pub role_id: RoleId,
+    pub pid: u32,
     pub cpus_seen: Vec<usize>,
     /// Messages this role sent or received, whichever is more: the "per message" divisor.
     pub messages: u64,
@@ -94,12 +111,13 @@ pub struct CaseSummary {
     pub cpus: String,
     pub roles_as: String,
     pub wait: String,
-    /// `round trip` or `one-way`: what the latency figures mean.
-    pub latency_kind: String,
+    /// What the latency figures mean, as the workload recorded it.
+    pub latency_kind: LatencyKind,
     pub latency: Option<Distribution>,
     pub msgs_per_s: f64,
     pub mb_per_s: f64,
     /// The floor's figure this case divides by: round-trip p50 (ns) or MB/s.
+    pub floor_kind: Option<FloorKind>,
     pub floor_p50_ns: Option<u64>,
     pub floor_mb_per_s: Option<f64>,
     /// p50 / floor p50 for round trips, MB/s / floor MB/s for streams.
@@ -144,15 +162,17 @@ fn rate(n: u64, ns: u64) -> f64 {
 fn role_summary(r: &RoleResult) -> RoleSummary {
     let c = &r.counters;
     let messages = c.messages_sent.max(c.messages_received).max(1);
-    let call = |k: &str| {
-        r.histogram(k)
+    let call = |m: Metric| {
+        r.histogram(m)
             .filter(|h| !h.is_empty())
             .map(|h| (h.mean(), h.max()))
     };
-    let send = call("send_call_ns");
-    let recv = call("recv_call_ns");
+    let send = call(Metric::SendCall);
+    let recv = call(Metric::RecvCall);
     RoleSummary {
-        role: r.role.clone(),
+        role: r.role.to_string(),
+        role_id: r.role,
+        pid: r.pid,
         cpus_seen: r.cpus_seen.clone(),
         messages,
         send_call_avg_ns: send.map(|s| s.0),
@@ -172,7 +192,7 @@ fn role_summary(r: &RoleResult) -> RoleSummary {
         new_messages_per_s: rate(c.messages_received, r.measured_ns),
         peak_rss_kib: r.cpu.peak_rss_kib,
         latency: r
-            .histogram("one_way_ns")
+            .histogram(Metric::OneWay)
             .filter(|h| !h.is_empty())
             .map(|h| Distribution::of(&h)),
         received: c.messages_received,
@@ -185,9 +205,9 @@ fn role_summary(r: &RoleResult) -> RoleSummary {
 }
 
 /// A metric over every role that recorded it, histograms added (a fan-out's subscribers).
-fn merged(case: &CaseResult, key: &str) -> Option<Histogram<u64>> {
+fn merged(case: &CaseResult, m: Metric) -> Option<Histogram<u64>> {
     let mut out: Option<Histogram<u64>> = None;
-    for h in case.roles.iter().filter_map(|r| r.histogram(key)) {
+    for h in case.roles.iter().filter_map(|r| r.histogram(m)) {
         match out.as_mut() {
             Some(m) => {
                 let _ = m.add(&h);
@@ -198,30 +218,30 @@ fn merged(case: &CaseResult, key: &str) -> Option<Histogram<u64>> {
     out.filter(|h| !h.is_empty())
 }
 
-/// The histogram that carries a case's latency (a round trip if any role timed one, else the
-/// receivers' one-way figure, all receivers merged) and the message rate behind it.
-fn primary(case: &CaseResult) -> Option<(Histogram<u64>, &'static str, f64)> {
-    for (key, kind) in [("rtt_ns", "round trip"), ("one_way_ns", "one-way")] {
-        if let Some(h) = merged(case, key) {
-            let rate: f64 = case
-                .roles
-                .iter()
-                .filter(|r| r.histograms.contains_key(key))
-                .map(|r| {
-                    // A reader's window opens at its first message, so the messages inside
-                    // it are one fewer.
-                    let n = if kind == "round trip" {
-                        r.counters.messages_sent
-                    } else {
-                        r.counters.messages_received.saturating_sub(1)
-                    };
-                    rate(n, r.measured_ns)
-                })
-                .sum();
-            return Some((h, kind, rate));
-        }
-    }
-    None
+/// The histogram that carries a case's latency (the metric the workload named, every role
+/// that recorded it merged), the message rate behind it, and how many roles recorded it.
+fn primary(case: &CaseResult) -> Option<(Histogram<u64>, f64, usize)> {
+    let m = case.latency_metric;
+    let h = merged(case, m)?;
+    let roles: Vec<&RoleResult> = case
+        .roles
+        .iter()
+        .filter(|r| r.histograms.contains_key(&m))
+        .collect();
+    let rate = roles
+        .iter()
+        .map(|r| {
+            // A reader's window opens at its first message, so the messages inside it are one
+            // fewer; a round trip's opens before its first send.
+            let n = if case.latency_kind.is_round_trip() {
+                r.counters.messages_sent
+            } else {
+                r.counters.messages_received.saturating_sub(1)
+            };
+            rate(n, r.measured_ns)
+        })
+        .sum();
+    Some((h, rate, roles.len()))
 }
 
 /// Loopback bytes per message and payload bytes per message. The wire also carried the
@@ -243,31 +263,31 @@ fn wire_per_msg(case: &CaseResult) -> Option<(f64, f64)> {
 
 pub fn summarize(case: &CaseResult) -> CaseSummary {
     let cfg = &case.config;
-    let (msgs_per_s, latency, kind) = match primary(case) {
-        Some((h, kind, rate)) => (rate, Some(Distribution::of(&h)), kind.to_string()),
-        None => (0.0, None, "-".into()),
+    let (msgs_per_s, latency, receivers) = match primary(case) {
+        Some((h, rate, n)) => (rate, Some(Distribution::of(&h)), n),
+        None => (0.0, None, 0),
     };
     let mb_per_s = msgs_per_s * cfg.size_bytes as f64 / 1e6;
     let floor = case.floor.as_ref();
-    let floor_p50_ns = floor.map(|f| f.rtt_p50_ns).filter(|&v| v > 0);
-    let floor_mb_per_s = floor.map(|f| f.bytes_per_s / 1e6).filter(|&v| v > 0.0);
+    let floor_p50_ns = floor.and_then(|f| f.rtt_p50_ns).filter(|&v| v > 0);
+    let floor_mb_per_s = floor
+        .and_then(|f| f.bytes_per_s)
+        .map(|b| b / 1e6)
+        .filter(|&v| v > 0.0);
     let vs_floor = match (
-        floor_p50_ns,
-        floor_mb_per_s,
-        latency.as_ref().and_then(Distribution::p50_ns),
+        floor.map(|f| f.kind),
+        latency.as_ref().and_then(|d| d.p50_ns),
     ) {
-        (Some(f), _, Some(p50)) if kind == "round trip" && !cfg.confirm => {
-            Some(p50 as f64 / f as f64)
-        }
-        // A paced stream moves what its schedule says, not what the transport can.
-        (_, Some(f), _) if mb_per_s > 0.0 && cfg.rate_hz.is_none() => Some(mb_per_s / f),
+        (Some(FloorKind::RoundTrip), Some(p50)) => floor_p50_ns.map(|f| p50 as f64 / f as f64),
+        (Some(FloorKind::Stream), _) if mb_per_s > 0.0 => floor_mb_per_s.map(|f| mb_per_s / f),
         _ => None,
     };
     let sum = |f: fn(&RoleResult) -> u64| case.roles.iter().map(f).sum::<u64>();
-    let dist = |key: &str| merged(case, key).map(|h| Distribution::of(&h));
+    let dist = |m: Metric| merged(case, m).map(|h| Distribution::of(&h));
     let wire = wire_per_msg(case);
-    // Each publisher's schedule reaches each subscriber.
-    let deliveries_per_tick = (cfg.pubs * cfg.subs) as f64;
+    // Each publisher's schedule reaches each subscriber that reported (one that died is not
+    // counted against the rate).
+    let deliveries_per_tick = (cfg.pubs * receivers.max(1)) as f64;
     CaseSummary {
         transport: cfg.transport.clone(),
         options: cfg
@@ -290,10 +310,11 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
             Wait::Poll => "poll",
         }
         .into(),
-        latency_kind: kind,
+        latency_kind: case.latency_kind,
         latency,
         msgs_per_s,
         mb_per_s,
+        floor_kind: floor.map(|f| f.kind),
         floor_p50_ns,
         floor_mb_per_s,
         vs_floor,
@@ -315,12 +336,12 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
                 f.label()
             )
         }),
-        latency_reader_idle: dist("one_way_reader_idle_ns"),
-        latency_reader_busy: dist("one_way_reader_busy_ns"),
+        latency_reader_idle: dist(Metric::OneWayReaderIdle),
+        latency_reader_busy: dist(Metric::OneWayReaderBusy),
         wire_bytes_per_msg: wire.map(|w| w.0),
         wire_overhead_bytes_per_msg: wire.map(|w| w.0 - w.1),
-        latency_from_intended: dist("one_way_from_intended_ns"),
-        send_lag: dist("send_lag_ns"),
+        latency_from_intended: dist(Metric::OneWayIntended),
+        send_lag: dist(Metric::SendLag),
         roles: case.roles.iter().map(role_summary).collect(),
         error: case.error.clone(),
         interrupted: case.interrupted,
@@ -347,7 +368,7 @@ mod tests {
         assert_eq!(d.min_ns, 1);
         assert!((d.mean_ns - 50_000.5).abs() < 50.0, "mean {}", d.mean_ns);
         let expect = [50_000.0, 90_000.0, 99_000.0, 99_900.0, 99_990.0];
-        for (got, want) in d.percentiles_ns.iter().zip(expect) {
+        for (got, want) in d.percentiles().iter().zip(expect) {
             let got = got.expect("supported") as f64;
             assert!((got - want).abs() / want < 0.001, "{got} vs {want}");
         }
@@ -360,20 +381,17 @@ mod tests {
         let d = Distribution::of(&hist(
             (0..7000).map(|_| 10_000).chain((0..3000).map(|_| 100_000)),
         ));
-        assert!((d.percentiles_ns[0].unwrap() as f64 - 10_000.0).abs() < 10.0);
-        assert!((d.percentiles_ns[1].unwrap() as f64 - 100_000.0).abs() < 100.0);
+        assert!((d.p50_ns.unwrap() as f64 - 10_000.0).abs() < 10.0);
+        assert!((d.p90_ns.unwrap() as f64 - 100_000.0).abs() < 100.0);
         assert!((d.mean_ns - 37_000.0).abs() < 40.0);
     }
 
     #[test]
     fn unsupported_percentiles_are_withheld() {
         let d = Distribution::of(&hist(1..=2_000));
-        assert!(
-            d.percentiles_ns[2].is_some(),
-            "p99 from 2000 samples is supported"
-        );
-        assert_eq!(d.percentiles_ns[3], None, "p99.9 needs 10000 samples");
-        assert_eq!(d.percentiles_ns[4], None, "p99.99 needs 100000 samples");
+        assert!(d.p99_ns.is_some(), "p99 from 2000 samples is supported");
+        assert_eq!(d.p99_9_ns, None, "p99.9 needs 10000 samples");
+        assert_eq!(d.p99_99_ns, None, "p99.99 needs 100000 samples");
         assert_eq!(samples_needed(99.99), 100_000);
     }
 }

@@ -39,12 +39,7 @@ pub fn sweeps(summaries: &[CaseSummary]) -> Vec<Sweep> {
             .collect();
         let mut paced: Vec<(f64, u64)> = group
             .iter()
-            .filter_map(|s| {
-                Some((
-                    s.rate_hz?,
-                    s.latency_from_intended.as_ref()?.percentiles_ns[2]?,
-                ))
-            })
+            .filter_map(|s| Some((s.rate_hz?, s.latency_from_intended.as_ref()?.p99_ns?)))
             .collect();
         if paced.len() < 3 {
             continue;
@@ -99,7 +94,11 @@ mod tests {
             min_ns: 1,
             mean_ns: 1.0,
             stdev_ns: 0.0,
-            percentiles_ns: vec![Some(1), Some(1), Some(p99_us * 1000), None, None],
+            p50_ns: Some(1),
+            p90_ns: Some(1),
+            p99_ns: Some(p99_us * 1000),
+            p99_9_ns: None,
+            p99_99_ns: None,
             max_ns: p99_us * 1000,
         };
         CaseSummary {
@@ -111,10 +110,11 @@ mod tests {
             cpus: "0/1".into(),
             roles_as: "processes".into(),
             wait: "block".into(),
-            latency_kind: "one-way".into(),
+            latency_kind: crate::result::LatencyKind::OneWay,
             latency: Some(d.clone()),
             msgs_per_s: achieved,
             mb_per_s: 0.0,
+            floor_kind: None,
             floor_p50_ns: None,
             floor_mb_per_s: None,
             vs_floor: None,

@@ -38,7 +38,7 @@ fn distribution_cells(d: Option<&super::summary::Distribution>) -> Vec<String> {
     };
     let mut cells = vec![us(d.min_ns as f64)];
     cells.extend(
-        d.percentiles_ns
+        d.percentiles()
             .iter()
             .map(|p| p.map_or("—".into(), |v| us(v as f64))),
     );
@@ -90,7 +90,7 @@ pub fn cases_table(summaries: &[CaseSummary]) -> String {
             format_size(s.size_bytes),
             s.cpus.clone(),
             s.wait.clone(),
-            s.latency_kind.clone(),
+            s.latency_kind.label().to_string(),
         ];
         row.push(
             s.latency
@@ -186,7 +186,7 @@ pub fn paced_table(summaries: &[CaseSummary]) -> String {
         let Some(rate) = s.rate_hz else { continue };
         let p = |d: &Option<super::summary::Distribution>, k: usize| {
             d.as_ref()
-                .and_then(|d| d.percentiles_ns[k])
+                .and_then(|d| d.percentiles()[k])
                 .map_or("—".into(), |v| us(v as f64))
         };
         let max = |d: &Option<super::summary::Distribution>| {
@@ -265,9 +265,9 @@ pub fn floors_table(summaries: &[CaseSummary]) -> String {
         "not payload [B/msg]",
     ]);
     for (i, s) in summaries.iter().enumerate() {
-        let ours = match (s.floor_p50_ns, &s.latency) {
-            (Some(_), Some(d)) if s.latency_kind == "round trip" => d
-                .p50_ns()
+        let ours = match (s.floor_kind, &s.latency) {
+            (Some(crate::result::FloorKind::RoundTrip), Some(d)) => d
+                .p50_ns
                 .map_or("-".into(), |v| format!("{} us p50", us(v as f64))),
             _ => format!("{:.1} MB/s", s.mb_per_s),
         };

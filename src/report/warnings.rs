@@ -47,6 +47,9 @@ pub enum Warning {
     SpinnersShareCpu {
         readers: usize,
     },
+    NoFloor {
+        why: String,
+    },
 }
 
 impl fmt::Display for Warning {
@@ -67,6 +70,7 @@ impl fmt::Display for Warning {
             }
             Warning::BusyCpu { cpus, pct } => write!(f, "other programs used {pct:.0}% of CPUs {cpus} during the case: stop them or pin elsewhere with --pin"),
             Warning::NearClock { figure_ns, clock_ns } => write!(f, "the figure ({figure_ns} ns) is within 10x of the clock's resolution or read cost ({clock_ns:.0} ns): treat it as approximate"),
+            Warning::NoFloor { why } => write!(f, "{why}; no ratio to the floor is shown"),
             Warning::SpinnersShareCpu { readers } => write!(f, "{readers} reading threads busy-poll on one CPU, so they take turns in scheduler time slices (milliseconds): use blocking reads (drop --poll, or --opt wait=block or spin-yield)"),
             Warning::Losses { lost, pct } => write!(f, "{lost} messages lost ({pct:.2}% of those sent to the readers): the transport dropped them or a best-effort queue was full; lower the rate, or use --delivery reliable on a transport that pushes back"),
             Warning::CpuMoved { role, cpus } => write!(f, "the {role} ran on CPUs {cpus:?}: it migrated; pin it with --placement"),
@@ -113,6 +117,9 @@ pub fn for_case(case: &CaseResult, s: &CaseSummary, env: &Environment) -> Vec<Wa
     if let Some(d) = &s.latency {
         latency_warnings(case, d, env, &mut w);
     }
+    if let Some(why) = &case.floor_error {
+        w.push(Warning::NoFloor { why: why.clone() });
+    }
     if let Some(pct) = case.other_load_pct.filter(|&p| p >= 20.0) {
         w.push(Warning::BusyCpu {
             cpus: s.cpus.clone(),
@@ -135,14 +142,14 @@ pub fn for_case(case: &CaseResult, s: &CaseSummary, env: &Environment) -> Vec<Wa
         || cfg.options.get("wait").is_some_and(|w| w == "spin");
     // Each subscriber reads each publisher's channel on a thread of its own.
     let readers = cfg.pubs * cfg.subs;
-    if spins && cfg.fans_out() && readers > 1 && cfg.cpus.1.is_some() {
+    if spins && (cfg.pubs > 1 || cfg.subs > 1) && readers > 1 && cfg.cpus.1.is_some() {
         w.push(Warning::SpinnersShareCpu { readers });
     }
     if case.config.placement != Placement::Any {
         for r in &case.roles {
             if r.cpus_seen.len() > 1 {
                 w.push(Warning::CpuMoved {
-                    role: r.role.clone(),
+                    role: r.role.to_string(),
                     cpus: r.cpus_seen.clone(),
                 });
             }
@@ -175,7 +182,7 @@ fn latency_warnings(case: &CaseResult, d: &Distribution, env: &Environment, w: &
             clock_ns: clock,
         });
     }
-    if let (Some(p50), Some(p99)) = (d.percentiles_ns[0], d.percentiles_ns[2]) {
+    if let (Some(p50), Some(p99)) = (d.p50_ns, d.p99_ns) {
         let r = p99 as f64 / p50.max(1) as f64;
         if r >= 10.0 {
             w.push(Warning::Wide { p99_over_p50: r });
@@ -194,18 +201,17 @@ fn latency_warnings(case: &CaseResult, d: &Distribution, env: &Environment, w: &
             }
         }
     }
-    for key in ["rtt_ns", "one_way_ns"] {
-        if let Some(h) = case.roles.iter().find_map(|r| r.histogram(key)) {
-            if let Some((low_ns, high_ns)) = bimodal(&h) {
-                w.push(Warning::Bimodal {
-                    low_ns,
-                    high_ns,
-                    pinned: case.config.placement != Placement::Any,
-                    polling: case.config.wait == crate::result::Wait::Poll,
-                });
-            }
-            break;
-        }
+    let h = case
+        .roles
+        .iter()
+        .find_map(|r| r.histogram(case.latency_metric));
+    if let Some((low_ns, high_ns)) = h.as_ref().and_then(bimodal) {
+        w.push(Warning::Bimodal {
+            low_ns,
+            high_ns,
+            pinned: case.config.placement != Placement::Any,
+            polling: case.config.wait == crate::result::Wait::Poll,
+        });
     }
 }
 

@@ -1,17 +1,25 @@
 //! Room `result`: the data contract. What a run measured, as plain serde data: the case's
 //! configuration, each role's histograms (encoded, not precomputed percentiles), counters and CPU
-//! usage, the floor it divides by and the environment. Results travel between processes (a peer
-//! returns its role's result in-band) and are read back by `msgperf report`. Imports nothing.
+//! usage, the floor it divides by and the environment. Identities are typed (role kind and
+//! number, metric, latency kind, floor kind, a stable case key), so that `report`, the CSV and
+//! a later `compare` never re-derive meaning from display strings. Results travel between
+//! processes (a role returns its result over the control channel) and are read back by
+//! `msgperf report`. Imports nothing.
+
+mod time;
 
 use base64::Engine;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::fmt;
 use std::time::Duration;
 
+pub use crate::delivery::{Delivery, Durability, History, Reliability, Setting};
+
 /// Bumped when a field changes meaning or disappears.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// One invocation of msgperf.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -21,7 +29,7 @@ pub struct RunResult {
     pub command_line: Vec<String>,
     pub environment: Environment,
     pub cases: Vec<CaseResult>,
-    /// Stopped by Ctrl-C: the cases hold what was measured until then.
+    /// Stopped by Ctrl-C, SIGTERM or SIGHUP: the cases hold what was measured until then.
     pub interrupted: bool,
 }
 
@@ -55,9 +63,9 @@ pub struct ClockInfo {
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum Placement {
-    /// Both roles pinned to one CPU.
+    /// Every role pinned to one CPU.
     SameCpu,
-    /// Roles pinned to two different CPUs.
+    /// The driving roles pinned to one CPU, the others to another.
     CrossCpu,
     /// Pinned to the CPUs the user named with `--pin`.
     Pinned,
@@ -76,11 +84,12 @@ impl Placement {
     }
 }
 
-/// How a reader waits for a message.
+/// How a reader waits for a message at the call msgperf makes (`--poll` or not); what the
+/// transport does inside a blocking call (spin, yield, sleep) is its `wait` option.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum Wait {
-    /// Sleeps in the kernel until a message comes.
+    /// Blocks in the transport's receive until a message comes.
     Block,
     /// Spins on non-blocking reads (NML's poll option).
     Poll,
@@ -91,12 +100,20 @@ pub enum Wait {
 pub struct CaseConfig {
     pub workload: String,
     pub transport: String,
+    /// The `--opt` values as given (and those the delivery asked for).
     pub options: BTreeMap<String, String>,
+    /// Every option of the transport as the case ran it, defaults included.
+    pub effective_options: BTreeMap<String, String>,
+    pub delivery: Delivery,
+    /// How the transport carried out `delivery`.
+    pub delivery_mapping: Vec<Setting>,
     pub size_bytes: usize,
     /// Stop after this many measured messages (round trips for pingpong)...
     pub count: Option<u64>,
     /// ...or after this long.
+    #[serde(rename = "duration_ns", with = "time::opt_nanos")]
     pub duration: Option<Duration>,
+    #[serde(rename = "warmup_ns", with = "time::nanos")]
     pub warmup: Duration,
     pub wait: Wait,
     /// The writer waits for an acknowledgement of every message (NML's confirm_write).
@@ -104,54 +121,266 @@ pub struct CaseConfig {
     /// Every message carries a CRC32 of its payload, checked by the receiver.
     pub checksum: bool,
     /// Bound on every wait.
+    #[serde(rename = "timeout_ns", with = "time::nanos")]
     pub timeout: Duration,
     pub placement: Placement,
-    /// CPUs of the active role (initiator, writer) and the passive one (responder, reader).
+    /// CPUs of the driving roles (initiator, writer, publishers) and of the others.
     pub cpus: (Option<usize>, Option<usize>),
-    /// Roles as threads of one process instead of two processes.
+    /// Roles as threads of one process instead of processes.
     pub threads: bool,
-    /// Any defect in delivery is an error (the transport is reliable).
+    /// Any defect in delivery is an error (the delivery is reliable).
     pub strict: bool,
     /// Messages are built and read in the transport's memory (`--opt zero-copy=true`).
-    #[serde(default)]
     pub zero_copy: bool,
     /// The transport keeps only the newest message: gaps are overwritten, not lost.
-    #[serde(default)]
     pub latest: bool,
     /// Messages sent on an open-loop schedule at this rate (None: as fast as possible); with
     /// several publishers, each one's rate.
-    #[serde(default)]
     pub rate_hz: Option<f64>,
     /// Publishers and subscribers (pubsub); 1 and 1 for the two-role workloads.
-    #[serde(default = "one")]
     pub pubs: usize,
-    #[serde(default = "one")]
     pub subs: usize,
     /// The first subscriber spends this long on every message (a slow consumer, to show
     /// back-pressure or loss).
-    #[serde(default)]
+    #[serde(rename = "slow_subscriber_ns", with = "time::opt_nanos")]
     pub slow_subscriber: Option<Duration>,
 }
 
-fn one() -> usize {
-    1
+impl CaseConfig {
+    /// A stable key naming what was measured (not how long): two runs of the same case have the
+    /// same key, so results can be matched across runs.
+    pub fn key(&self) -> String {
+        let opts: Vec<String> = self
+            .effective_options
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let cpu = |c: Option<usize>| c.map_or("-".to_string(), |c| c.to_string());
+        let mut key = format!(
+            "{}/{}/{}B/{}/cpus{}-{}/{}/{}",
+            self.workload,
+            self.transport,
+            self.size_bytes,
+            self.placement.label(),
+            cpu(self.cpus.0),
+            cpu(self.cpus.1),
+            if self.threads { "threads" } else { "processes" },
+            match self.wait {
+                Wait::Block => "block",
+                Wait::Poll => "poll",
+            },
+        );
+        if !opts.is_empty() {
+            key.push('/');
+            key.push_str(&opts.join(","));
+        }
+        if let Some(r) = self.rate_hz {
+            key.push_str(&format!("/{r}hz"));
+        }
+        if self.pubs != 1 || self.subs != 1 {
+            key.push_str(&format!("/{}x{}", self.pubs, self.subs));
+        }
+        for (on, what) in [
+            (self.confirm, "confirm"),
+            (self.checksum, "checksum"),
+            (self.strict, "strict"),
+        ] {
+            if on {
+                key.push('/');
+                key.push_str(what);
+            }
+        }
+        if let Some(s) = self.slow_subscriber {
+            key.push_str(&format!("/slow{}ns", s.as_nanos()));
+        }
+        key
+    }
 }
 
-impl CaseConfig {
-    /// More than two roles: publishers and subscribers meet through a fan-out.
-    pub fn fans_out(&self) -> bool {
-        self.pubs > 1 || self.subs > 1
+/// What a latency figure measures.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum LatencyKind {
+    /// Send to reply, on the initiator (a whole round trip, not half).
+    RoundTrip,
+    /// Write to acknowledgement, on the writer (`stream --confirm`).
+    WriteToAck,
+    /// The send timestamp carried in the message to its arrival at the reader.
+    OneWay,
+}
+
+impl LatencyKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            LatencyKind::RoundTrip => "round trip",
+            LatencyKind::WriteToAck => "write to ack",
+            LatencyKind::OneWay => "one-way",
+        }
+    }
+
+    /// Whether lower is better for the ratio to a floor of this kind (round trips) or higher
+    /// (rates).
+    pub fn is_round_trip(self) -> bool {
+        matches!(self, LatencyKind::RoundTrip | LatencyKind::WriteToAck)
+    }
+}
+
+/// What a histogram measures. Serialized as its key (`rtt_ns`, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Metric {
+    /// Send to reply received, on the initiator (or write to ack, on a confirming writer).
+    #[serde(rename = "rtt_ns")]
+    Rtt = 0,
+    /// Send timestamp in the message to arrival, on the receiver (one host clock).
+    #[serde(rename = "one_way_ns")]
+    OneWay = 1,
+    /// Time inside one send call.
+    #[serde(rename = "send_call_ns")]
+    SendCall = 2,
+    /// Time inside one receive call, including the wait for the message (a pingpong
+    /// responder's runs from the return of its previous send, a few ns earlier).
+    #[serde(rename = "recv_call_ns")]
+    RecvCall = 3,
+    /// Paced sends: from the message's intended send time to arrival (coordinated omission
+    /// corrected).
+    #[serde(rename = "one_way_from_intended_ns")]
+    OneWayIntended = 4,
+    /// Paced sends: how late the sender was behind its schedule.
+    #[serde(rename = "send_lag_ns")]
+    SendLag = 5,
+    /// Paced sends, one-way, for messages sent while the reader was already waiting for one:
+    /// a blocking reader had to be woken.
+    #[serde(rename = "one_way_reader_idle_ns")]
+    OneWayReaderIdle = 6,
+    /// Paced sends, one-way, for messages sent before the reader asked for them: it was
+    /// busy, so no wake-up (the steady-state figure).
+    #[serde(rename = "one_way_reader_busy_ns")]
+    OneWayReaderBusy = 7,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 8] = [
+        Metric::Rtt,
+        Metric::OneWay,
+        Metric::SendCall,
+        Metric::RecvCall,
+        Metric::OneWayIntended,
+        Metric::SendLag,
+        Metric::OneWayReaderIdle,
+        Metric::OneWayReaderBusy,
+    ];
+
+    pub fn key(self) -> &'static str {
+        match self {
+            Metric::Rtt => "rtt_ns",
+            Metric::OneWay => "one_way_ns",
+            Metric::SendCall => "send_call_ns",
+            Metric::RecvCall => "recv_call_ns",
+            Metric::OneWayIntended => "one_way_from_intended_ns",
+            Metric::SendLag => "send_lag_ns",
+            Metric::OneWayReaderIdle => "one_way_reader_idle_ns",
+            Metric::OneWayReaderBusy => "one_way_reader_busy_ns",
+        }
+    }
+}
+
+/// Which plain loop a case's ratio divides by.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum FloorKind {
+    /// Ping-pong of the case's size: ratios of round-trip p50s (lower is better).
+    RoundTrip,
+    /// A one-way stream of the case's size: ratios of bytes per second (higher is better).
+    Stream,
+}
+
+/// What a role does in a case.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum RoleKind {
+    Initiator,
+    Responder,
+    Writer,
+    Reader,
+    Publisher,
+    Subscriber,
+}
+
+impl RoleKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            RoleKind::Initiator => "initiator",
+            RoleKind::Responder => "responder",
+            RoleKind::Writer => "writer",
+            RoleKind::Reader => "reader",
+            RoleKind::Publisher => "publisher",
+            RoleKind::Subscriber => "subscriber",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RoleKind> {
+        [
+            RoleKind::Initiator,
+            RoleKind::Responder,
+            RoleKind::Writer,
+            RoleKind::Reader,
+            RoleKind::Publisher,
+            RoleKind::Subscriber,
+        ]
+        .into_iter()
+        .find(|k| k.label() == s)
+    }
+}
+
+/// One role of a case: its kind, and its number where a case has several of that kind
+/// (`subscriber 2`).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RoleId {
+    pub kind: RoleKind,
+    /// 1-based; None where a case has one role of this kind.
+    pub number: Option<u32>,
+}
+
+impl RoleId {
+    pub fn one(kind: RoleKind) -> Self {
+        RoleId { kind, number: None }
+    }
+
+    /// Role `index` (0-based) of its kind.
+    pub fn nth(kind: RoleKind, index: usize) -> Self {
+        RoleId {
+            kind,
+            number: Some(index as u32 + 1),
+        }
+    }
+}
+
+impl fmt::Display for RoleId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.number {
+            Some(n) => write!(f, "{} {n}", self.kind.label()),
+            None => f.write_str(self.kind.label()),
+        }
     }
 }
 
 /// What one case measured.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CaseResult {
+    /// [`CaseConfig::key`]: the same case in another run has the same key.
+    pub key: String,
     pub config: CaseConfig,
-    /// Active role first, then passive.
+    /// What the case's latency figure measures, and the metric that holds it (as the workload
+    /// says, not guessed from the histograms present).
+    pub latency_kind: LatencyKind,
+    pub latency_metric: Metric,
+    /// Every role, in the workload's order (drivers first).
     pub roles: Vec<RoleResult>,
-    /// The transport's plain loop, same size and placement (absent with `--no-floor`).
+    /// The transport's plain loop, same size and placement (absent with `--no-floor`, for a
+    /// paced case, or where the transport has none).
     pub floor: Option<FloorResult>,
+    /// Why the floor could not be measured, where one applies (no ratio is printed then).
+    pub floor_error: Option<String>,
     /// Why the case failed, if it did; the roles hold what was measured before.
     pub error: Option<String>,
     pub interrupted: bool,
@@ -159,10 +388,8 @@ pub struct CaseResult {
     pub other_load_pct: Option<f64>,
     /// Network transports: bytes and packets the loopback interface carried during the case
     /// (all of it, so other loopback traffic would count too).
-    #[serde(default)]
     pub wire: Option<WireCount>,
-    /// How each publisher reached its subscribers (pubsub with more than two roles).
-    #[serde(default)]
+    /// How each publisher reached its subscribers (pubsub).
     pub fan_out: Option<FanOut>,
 }
 
@@ -191,38 +418,59 @@ pub struct WireCount {
     pub packets: u64,
 }
 
-/// The transport's plain loop (see `msgperf floor`): what every ratio divides by.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+/// The transport's plain loop (see `msgperf floor`): what every ratio divides by. A figure the
+/// loop does not produce is null (a stream floor has no round trip).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct FloorResult {
-    /// Round trips (pingpong) or reads (stream) measured.
+    pub kind: FloorKind,
+    /// Round trips (ping-pong) or reads (stream) measured.
     pub samples: u64,
-    pub rtt_min_ns: u64,
-    pub rtt_p50_ns: u64,
-    pub rtt_mean_ns: u64,
-    pub msgs_per_s: f64,
-    pub bytes_per_s: f64,
+    pub rtt_min_ns: Option<u64>,
+    pub rtt_p50_ns: Option<u64>,
+    pub rtt_mean_ns: Option<u64>,
+    pub msgs_per_s: Option<f64>,
+    pub bytes_per_s: Option<f64>,
 }
 
 /// What one role measured.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RoleResult {
-    /// `initiator`, `responder`, `writer`, `reader`.
-    pub role: String,
+    pub role: RoleId,
     pub pid: u32,
     /// The CPUs the role was seen on (at its start and end).
     pub cpus_seen: Vec<usize>,
     /// Length of the measured window.
     pub measured_ns: u64,
-    /// Active role: messages sent in all, warm-up included (the measured ones are counted).
-    #[serde(default)]
+    /// Driving roles: messages sent in all, warm-up included (the measured ones are counted).
     pub sent_total: u64,
-    /// Histograms by metric name (`rtt_ns`, `one_way_ns`, `send_call_ns`, `recv_call_ns`).
-    pub histograms: BTreeMap<String, EncodedHistogram>,
+    /// Histograms by metric.
+    pub histograms: BTreeMap<Metric, EncodedHistogram>,
     pub counters: Counters,
     pub cpu: CpuUsage,
-    /// Mean of the primary metric in consecutive 100 ms intervals (for the warm-up warning).
+    /// Mean of the primary metric in consecutive intervals of `interval_ns` (for the warm-up
+    /// warning).
+    pub interval_ns: u64,
     pub interval_means_ns: Vec<u64>,
     pub error: Option<String>,
+}
+
+impl RoleResult {
+    /// A role that measured nothing (it died before reporting): its identity and why.
+    pub fn missing(role: RoleId, pid: u32, error: String) -> Self {
+        RoleResult {
+            role,
+            pid,
+            cpus_seen: vec![],
+            measured_ns: 0,
+            sent_total: 0,
+            histograms: BTreeMap::new(),
+            counters: Counters::default(),
+            cpu: CpuUsage::default(),
+            interval_ns: 0,
+            interval_means_ns: vec![],
+            error: Some(error),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -238,10 +486,8 @@ pub struct Counters {
     pub reordered: u64,
     pub corrupted: u64,
     /// Latest-value transports: messages overwritten before any read saw them.
-    #[serde(default)]
     pub overwritten: u64,
     /// Sends refused because the queue was full (`--opt full=fail`); never sent.
-    #[serde(default)]
     pub send_full: u64,
     /// Samples beyond the histograms' range (recorded at the range's top).
     pub out_of_range: u64,
@@ -282,57 +528,40 @@ impl EncodedHistogram {
 }
 
 impl RoleResult {
-    pub fn histogram(&self, key: &str) -> Option<Histogram<u64>> {
-        self.histograms.get(key).and_then(|h| h.decode().ok())
+    pub fn histogram(&self, m: Metric) -> Option<Histogram<u64>> {
+        self.histograms.get(&m).and_then(|h| h.decode().ok())
     }
 
-    /// One role out of several parts of it (a subscriber's channels from each publisher):
+    /// Adds another part of the same role (a subscriber's channel read by another thread):
     /// histograms added bucket by bucket, counters and CPU summed, the window the longest.
-    pub fn merge(role: &str, parts: Vec<RoleResult>) -> RoleResult {
-        let mut hists: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
-        let mut out = RoleResult {
-            role: role.to_string(),
-            ..RoleResult::default()
-        };
-        for p in parts {
-            for (k, h) in &p.histograms {
-                let Ok(h) = h.decode() else { continue };
-                match hists.get_mut(k) {
-                    Some(m) => {
-                        // Same bounds on every side, so adding cannot fail; saturate if it does.
-                        if m.add(&h).is_err() {
-                            out.counters.out_of_range += h.len();
-                        }
+    pub fn add(&mut self, part: RoleResult) {
+        for (m, h) in part.histograms {
+            let Ok(h) = h.decode() else { continue };
+            let merged = match self.histogram(m) {
+                Some(mut mine) => {
+                    // Same bounds on every side, so adding cannot fail; saturate if it does.
+                    if mine.add(&h).is_err() {
+                        self.counters.out_of_range += h.len();
                     }
-                    None => {
-                        hists.insert(k.clone(), h);
-                    }
+                    mine
                 }
-            }
-            out.pid = p.pid;
-            for c in p.cpus_seen {
-                if !out.cpus_seen.contains(&c) {
-                    out.cpus_seen.push(c);
-                }
-            }
-            out.measured_ns = out.measured_ns.max(p.measured_ns);
-            out.sent_total += p.sent_total;
-            out.counters.add(&p.counters);
-            out.cpu.user_ns += p.cpu.user_ns;
-            out.cpu.sys_ns += p.cpu.sys_ns;
-            out.cpu.voluntary_switches += p.cpu.voluntary_switches;
-            out.cpu.involuntary_switches += p.cpu.involuntary_switches;
-            out.cpu.peak_rss_kib = out.cpu.peak_rss_kib.max(p.cpu.peak_rss_kib);
-            if out.interval_means_ns.is_empty() {
-                out.interval_means_ns = p.interval_means_ns;
-            }
-            out.error = out.error.or(p.error);
+                None => h,
+            };
+            self.histograms.insert(m, EncodedHistogram::encode(&merged));
         }
-        out.histograms = hists
-            .iter()
-            .map(|(k, h)| (k.clone(), EncodedHistogram::encode(h)))
-            .collect();
-        out
+        for c in part.cpus_seen {
+            if !self.cpus_seen.contains(&c) {
+                self.cpus_seen.push(c);
+            }
+        }
+        self.measured_ns = self.measured_ns.max(part.measured_ns);
+        self.sent_total += part.sent_total;
+        self.counters.add(&part.counters);
+        self.cpu.add(&part.cpu);
+        if self.interval_means_ns.is_empty() {
+            self.interval_means_ns = part.interval_means_ns;
+        }
+        self.error = self.error.take().or(part.error);
     }
 }
 
@@ -353,6 +582,16 @@ impl Counters {
     }
 }
 
+impl CpuUsage {
+    pub fn add(&mut self, o: &CpuUsage) {
+        self.user_ns += o.user_ns;
+        self.sys_ns += o.sys_ns;
+        self.voluntary_switches += o.voluntary_switches;
+        self.involuntary_switches += o.involuntary_switches;
+        self.peak_rss_kib = self.peak_rss_kib.max(o.peak_rss_kib);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -367,5 +606,26 @@ mod tests {
         assert_eq!(back.len(), 28);
         assert_eq!(back.value_at_quantile(0.5), h.value_at_quantile(0.5));
         assert_eq!(back.max(), h.max());
+    }
+
+    #[test]
+    fn identities_serialize_as_typed_data_and_display_as_words() {
+        let id = RoleId::nth(RoleKind::Subscriber, 1);
+        assert_eq!(id.to_string(), "subscriber 2");
+        assert_eq!(RoleId::one(RoleKind::Initiator).to_string(), "initiator");
+        let v = serde_json::to_value(id).unwrap();
+        assert_eq!(v, serde_json::json!({"kind": "subscriber", "number": 2}));
+        let mut m = BTreeMap::new();
+        m.insert(Metric::OneWayIntended, 1);
+        assert_eq!(
+            serde_json::to_string(&m).unwrap(),
+            r#"{"one_way_from_intended_ns":1}"#
+        );
+        let back: BTreeMap<Metric, i32> =
+            serde_json::from_str(r#"{"one_way_from_intended_ns":1}"#).unwrap();
+        assert_eq!(back, m);
+        for m in Metric::ALL {
+            assert_eq!(serde_json::to_value(m).unwrap(), m.key());
+        }
     }
 }

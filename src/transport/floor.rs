@@ -2,64 +2,88 @@
 //! descriptors made by the standard library, samples kept in a preallocated vector. Every ratio
 //! msgperf prints divides by a figure measured here, in the same placement as the run.
 //!
-//! The peer runs in a forked child (when roles are processes) or a thread (`--threads`).
+//! A floor has two sides. [`Floor::make`] creates what they share (a descriptor pair, a
+//! memory file); the runner gives each side its part and runs [`Floor::run`] in a thread or in a
+//! role process of its own, as it runs the case's roles (a descriptor travels to a process at
+//! its start). Side 0 measures; side 1 answers (ping-pong) or writes (stream).
 
 #![allow(unsafe_code)]
 
 use crate::sys;
 use serde::{Deserialize, Serialize};
+use std::any::Any;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// Where and how long the floor loop runs: the same placement as the run it divides.
-#[derive(Clone, Debug)]
+/// Where and how long a floor loop runs: the same placement as the run it divides.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FloorRoles {
-    /// CPUs of the measuring side and of its peer.
+    /// CPUs of the measuring side and of its peer (the hardware floors pin their own threads).
     pub cpus: (Option<usize>, Option<usize>),
-    /// Peer in a forked process (true) or a thread.
-    pub processes: bool,
     pub warmup: Duration,
     pub duration: Duration,
     /// The transport's `--opt` values (the shm floor follows its wait strategy).
     pub options: std::collections::BTreeMap<String, String>,
 }
 
-/// What a floor loop measured.
+/// What a floor loop measured. A figure the loop does not produce is None.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct FloorFigure {
-    /// Round trips (pingpong) or messages (stream) measured.
+    /// Round trips (ping-pong) or messages (stream) measured.
     pub samples: u64,
-    pub rtt_min_ns: u64,
-    pub rtt_p50_ns: u64,
-    pub rtt_mean_ns: u64,
-    pub msgs_per_s: f64,
-    pub bytes_per_s: f64,
+    pub rtt_min_ns: Option<u64>,
+    pub rtt_p50_ns: Option<u64>,
+    pub rtt_mean_ns: Option<u64>,
+    pub msgs_per_s: Option<f64>,
+    pub bytes_per_s: Option<f64>,
 }
 
-/// Which plain loop a figure divides by.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum FloorKind {
-    RoundTrip,
+/// Which plain loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FloorLoop {
+    PingPong,
     Stream,
+}
+
+/// What one side of a floor holds.
+pub enum FloorEnds {
+    /// Descriptors: they travel to a side in another process.
+    Fds(Vec<OwnedFd>),
+    /// Anything else: only for sides that are threads of one process.
+    Local(Box<dyn Any + Send>),
+}
+
+impl FloorEnds {
+    fn fds(self) -> std::io::Result<Vec<OwnedFd>> {
+        match self {
+            FloorEnds::Fds(f) => Ok(f),
+            FloorEnds::Local(_) => Err(std::io::Error::other("this floor side needs descriptors")),
+        }
+    }
 }
 
 /// A transport's plain loops.
 pub trait Floor: Sync {
-    /// Ping-pong of `size`-byte messages: round-trip figures.
-    fn pingpong(&self, size: usize, roles: &FloorRoles) -> std::io::Result<FloorFigure>;
-    /// One-way stream of `size`-byte writes: bytes/s at the reader.
-    fn stream(&self, size: usize, roles: &FloorRoles) -> std::io::Result<FloorFigure>;
-    fn measure(
+    /// Makes what the two sides of one loop share; element `i` is side `i`'s.
+    fn make(
         &self,
-        kind: FloorKind,
+        l: FloorLoop,
         size: usize,
         roles: &FloorRoles,
-    ) -> std::io::Result<FloorFigure> {
-        match kind {
-            FloorKind::RoundTrip => self.pingpong(size, roles),
-            FloorKind::Stream => self.stream(size, roles),
-        }
-    }
+    ) -> std::io::Result<[FloorEnds; 2]>;
+    /// Runs side `side` (0 measures and returns the figure; 1 answers or writes, and returns
+    /// None) until the loop's time is up, the other side ends, or `stop` is raised.
+    fn run(
+        &self,
+        l: FloorLoop,
+        side: usize,
+        ends: FloorEnds,
+        size: usize,
+        roles: &FloorRoles,
+        stop: &AtomicBool,
+    ) -> std::io::Result<Option<FloorFigure>>;
 }
 
 /// One side of a descriptor channel: one socket, or a pipe's read end and the other pipe's
@@ -69,57 +93,11 @@ pub struct FdSide {
     pub write: Option<OwnedFd>,
 }
 
-impl FdSide {
-    fn fds(&self) -> (RawFd, RawFd) {
-        let r = self.read.as_raw_fd();
-        (r, self.write.as_ref().map_or(r, |w| w.as_raw_fd()))
-    }
-}
-
 /// The floor of every descriptor transport: only how the pair is made differs.
 pub struct FdFloor {
     pub make_pair: fn() -> std::io::Result<(FdSide, FdSide)>,
     /// Datagrams: one read is one message; zero-length datagram means end.
     pub datagram: bool,
-}
-
-/// Runs `body` as the peer: in a forked child or a pinned thread.
-pub(crate) enum Peer {
-    Process(u32),
-    Thread(std::thread::JoinHandle<i32>),
-}
-
-pub(crate) fn start_peer(
-    roles: &FloorRoles,
-    body: impl FnOnce() -> i32 + Send + 'static,
-) -> std::io::Result<Peer> {
-    let cpu = roles.cpus.1;
-    let body = move || {
-        if let Some(c) = cpu {
-            let _ = sys::pin_current_thread(c);
-        }
-        body()
-    };
-    if roles.processes {
-        Ok(Peer::Process(sys::fork_child(body)?))
-    } else {
-        Ok(Peer::Thread(std::thread::spawn(body)))
-    }
-}
-
-impl Peer {
-    pub(crate) fn finish(self, timeout: Duration) {
-        match self {
-            Peer::Process(pid) => {
-                sys::reap(pid, timeout);
-            }
-            Peer::Thread(h) => {
-                // The peer ends when its descriptors report end of stream, which our side's
-                // drop caused; a thread cannot be killed, so this join is bounded by that.
-                let _ = h.join();
-            }
-        }
-    }
 }
 
 /// Reads exactly `buf.len()` bytes (stream) or one datagram; false at end or error.
@@ -162,143 +140,143 @@ pub(crate) fn rtt_figure(samples: &mut [u32]) -> FloorFigure {
     let n = samples.len() as u64;
     FloorFigure {
         samples: n,
-        rtt_min_ns: samples[0] as u64,
-        rtt_p50_ns: samples[samples.len() / 2] as u64,
-        rtt_mean_ns: sum / n,
-        msgs_per_s: n as f64 * 1e9 / sum.max(1) as f64,
-        bytes_per_s: 0.0,
+        rtt_min_ns: Some(samples[0] as u64),
+        rtt_p50_ns: Some(samples[samples.len() / 2] as u64),
+        rtt_mean_ns: Some(sum / n),
+        msgs_per_s: Some(n as f64 * 1e9 / sum.max(1) as f64),
+        bytes_per_s: None,
+    }
+}
+
+/// A stream's figure from what the reader measured.
+pub(crate) fn stream_figure(msgs: u64, bytes: u64, ns: u64) -> FloorFigure {
+    let secs = ns.max(1) as f64 / 1e9;
+    FloorFigure {
+        samples: msgs,
+        msgs_per_s: Some(msgs as f64 / secs),
+        bytes_per_s: Some(bytes as f64 / secs),
+        ..Default::default()
     }
 }
 
 /// The most samples a floor keeps (4 MB): enough for seconds of the fastest transport.
 pub(crate) const MAX_SAMPLES: usize = 1 << 20;
 
-/// Runs `f` pinned as `roles` says, then restores this thread's mask.
-pub(crate) fn pinned<T>(roles: &FloorRoles, f: impl FnOnce() -> T) -> T {
-    sys::with_cpu(roles.cpus.0, f)
+/// Runs a ping-pong's measuring loop: `exchange` does one round trip (false: the peer is gone).
+#[inline(always)]
+pub(crate) fn measure_round_trips(
+    roles: &FloorRoles,
+    stop: &AtomicBool,
+    mut exchange: impl FnMut() -> bool,
+) -> std::io::Result<FloorFigure> {
+    let mut samples: Vec<u32> = Vec::with_capacity(MAX_SAMPLES);
+    let warm_end = sys::monotonic_ns() + roles.warmup.as_nanos() as u64;
+    let end = warm_end + roles.duration.as_nanos() as u64;
+    loop {
+        let t0 = sys::monotonic_ns();
+        if !exchange() {
+            return Err(std::io::Error::other("the floor's peer stopped answering"));
+        }
+        let t1 = sys::monotonic_ns();
+        if t0 >= warm_end {
+            samples.push((t1 - t0).min(u32::MAX as u64) as u32);
+        }
+        if t1 >= end || samples.len() == MAX_SAMPLES || stop.load(Ordering::Relaxed) {
+            return Ok(rtt_figure(&mut samples));
+        }
+    }
 }
 
 impl Floor for FdFloor {
-    fn pingpong(&self, size: usize, roles: &FloorRoles) -> std::io::Result<FloorFigure> {
+    fn make(&self, _: FloorLoop, _: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
         let (a, b) = (self.make_pair)()?;
-        let datagram = self.datagram;
-        let mut peer_buf = vec![0u8; size];
-        let ours = a.fds();
-        let forked = roles.processes;
-        let peer = start_peer(roles, move || {
-            if forked {
-                // The fork copied our side's descriptors: close them, or the peer would never
-                // see the end of the channel.
-                sys::close(ours.0);
-                sys::close(ours.1);
-            }
-            let (r, w) = b.fds();
-            while read_msg(r, &mut peer_buf, datagram) {
-                if !write_msg(w, &peer_buf) {
-                    break;
-                }
-            }
-            drop(b);
-            0
-        })?;
-        let (r, w) = a.fds();
-        let mut buf = vec![0u8; size];
-        let mut samples: Vec<u32> = Vec::with_capacity(MAX_SAMPLES);
-        let ok = pinned(roles, || {
-            let warm_end = sys::monotonic_ns() + roles.warmup.as_nanos() as u64;
-            let end = warm_end + roles.duration.as_nanos() as u64;
-            loop {
-                let t0 = sys::monotonic_ns();
-                if !write_msg(w, &buf) || !read_msg(r, &mut buf, datagram) {
-                    return false;
-                }
-                let t1 = sys::monotonic_ns();
-                if t0 >= warm_end {
-                    samples.push((t1 - t0).min(u32::MAX as u64) as u32);
-                }
-                if t1 >= end || samples.len() == MAX_SAMPLES {
-                    return true;
-                }
-            }
-        });
-        if datagram {
-            sys::write(w, &[]);
-        }
-        drop(a);
-        peer.finish(Duration::from_secs(5));
-        if !ok {
-            return Err(std::io::Error::other("the floor's peer stopped answering"));
-        }
-        Ok(rtt_figure(&mut samples))
+        let fds = |s: FdSide| FloorEnds::Fds(std::iter::once(s.read).chain(s.write).collect());
+        Ok([fds(a), fds(b)])
     }
 
-    fn stream(&self, size: usize, roles: &FloorRoles) -> std::io::Result<FloorFigure> {
-        let (a, b) = (self.make_pair)()?;
+    fn run(
+        &self,
+        l: FloorLoop,
+        side: usize,
+        ends: FloorEnds,
+        size: usize,
+        roles: &FloorRoles,
+        stop: &AtomicBool,
+    ) -> std::io::Result<Option<FloorFigure>> {
+        let fds = ends.fds()?;
+        let r = fds[0].as_raw_fd();
+        let w = fds.get(1).map_or(r, |f| f.as_raw_fd());
         let datagram = self.datagram;
-        let total = (roles.warmup + roles.duration).as_nanos() as u64;
-        let peer_buf = vec![7u8; size];
-        let peer = start_peer(roles, move || {
-            let (_, w) = b.fds();
-            let end = sys::monotonic_ns() + total;
-            while sys::monotonic_ns() < end {
-                if !write_msg(w, &peer_buf) {
-                    break;
-                }
-            }
-            if datagram {
-                // The end mark may be dropped like any datagram: send a few.
-                for _ in 0..20 {
-                    sys::write(w, &[]);
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            }
-            drop(b);
-            0
-        })?;
-        let (r, _) = a.fds();
-        if datagram {
-            set_read_timeout(r, Duration::from_secs(1));
-        }
-        let mut buf = vec![0u8; size];
-        let (bytes, msgs, ns) = pinned(roles, || {
-            let warm = roles.warmup.as_nanos() as u64;
-            let (mut first, mut start, mut last, mut bytes, mut msgs) =
-                (0u64, 0u64, 0u64, 0u64, 0u64);
-            loop {
-                let n = sys::read(r, &mut buf);
-                if n <= 0 {
-                    break;
-                }
-                let now = sys::monotonic_ns();
-                if first == 0 {
-                    first = now;
-                }
-                if now >= first + warm {
-                    if msgs == 0 {
-                        start = now;
-                    } else {
-                        bytes += n as u64;
+        let mut buf = vec![7u8; size];
+        match (l, side) {
+            (FloorLoop::PingPong, 0) => {
+                let f = measure_round_trips(roles, stop, || {
+                    write_msg(w, &buf) && read_msg(r, &mut buf, datagram)
+                });
+                if datagram {
+                    // The end mark may be dropped like any datagram: send a few.
+                    for _ in 0..5 {
+                        sys::write(w, &[]);
                     }
-                    last = now;
-                    msgs += 1;
                 }
+                f.map(Some)
             }
-            // The first measured read opens the window; the bytes after it are inside it.
-            (bytes, msgs.saturating_sub(1), last.saturating_sub(start))
-        });
-        drop(a);
-        peer.finish(Duration::from_secs(5));
-        let secs = ns.max(1) as f64 / 1e9;
-        Ok(FloorFigure {
-            samples: msgs,
-            bytes_per_s: bytes as f64 / secs,
-            msgs_per_s: if datagram {
-                msgs as f64 / secs
-            } else {
-                bytes as f64 / size as f64 / secs
-            },
-            ..Default::default()
-        })
+            (FloorLoop::PingPong, _) => {
+                while read_msg(r, &mut buf, datagram) && write_msg(w, &buf) {}
+                Ok(None)
+            }
+            (FloorLoop::Stream, 0) => {
+                if datagram {
+                    set_read_timeout(r, Duration::from_secs(1));
+                }
+                let warm = roles.warmup.as_nanos() as u64;
+                let (mut first, mut start, mut last, mut bytes, mut msgs) =
+                    (0u64, 0u64, 0u64, 0u64, 0u64);
+                while !stop.load(Ordering::Relaxed) {
+                    let n = sys::read(r, &mut buf);
+                    if n <= 0 {
+                        break;
+                    }
+                    let now = sys::monotonic_ns();
+                    if first == 0 {
+                        first = now;
+                    }
+                    if now >= first + warm {
+                        if msgs == 0 {
+                            start = now;
+                        } else {
+                            bytes += n as u64;
+                        }
+                        last = now;
+                        msgs += 1;
+                    }
+                }
+                // The first measured read opens the window; the bytes after it are inside it.
+                let ns = last.saturating_sub(start);
+                let mut f = stream_figure(msgs.saturating_sub(1), bytes, ns);
+                if !datagram {
+                    // A byte stream's reads do not follow message boundaries.
+                    f.msgs_per_s = f.bytes_per_s.map(|b| b / size as f64);
+                }
+                Ok(Some(f))
+            }
+            (FloorLoop::Stream, _) => {
+                let end = sys::monotonic_ns() + (roles.warmup + roles.duration).as_nanos() as u64;
+                while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
+                    if !write_msg(w, &buf) {
+                        break;
+                    }
+                }
+                if datagram {
+                    // The end mark may be dropped like any datagram: send a few.
+                    for _ in 0..20 {
+                        sys::write(w, &[]);
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                Ok(None)
+            }
+        }
     }
 }
 
@@ -319,11 +297,16 @@ fn set_read_timeout(fd: RawFd, d: Duration) {
     };
 }
 
+/// Runs `f` pinned to `cpu` (if any), then restores this thread's mask.
+pub(crate) fn pinned<T>(cpu: Option<usize>, f: impl FnOnce() -> T) -> T {
+    sys::with_cpu(cpu, f)
+}
+
 /// The hardware's floor for a round trip: two threads bouncing one cache line each way.
 /// Threads sharing one CPU must yield to each other (spin-yield), else they would spin out
 /// their whole time slice.
 pub fn spin_pingpong(roles: &FloorRoles) -> FloorFigure {
-    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::atomic::AtomicU64;
     use std::sync::Arc;
     #[repr(align(128))]
     struct Line(AtomicU64);
@@ -353,14 +336,11 @@ pub fn spin_pingpong(roles: &FloorRoles) -> FloorFigure {
             }
         }
     });
-    let mut samples: Vec<u32> = Vec::with_capacity(MAX_SAMPLES);
-    pinned(roles, || {
-        let warm_end = sys::monotonic_ns() + roles.warmup.as_nanos() as u64;
-        let end = warm_end + roles.duration.as_nanos() as u64;
-        let mut i = 0u64;
-        loop {
+    let never = AtomicBool::new(false);
+    let mut i = 0u64;
+    let f = pinned(roles.cpus.0, || {
+        measure_round_trips(roles, &never, || {
             i += 1;
-            let t0 = sys::monotonic_ns();
             ping.0.store(i, Ordering::Release);
             while pong.0.load(Ordering::Acquire) != i {
                 if yield_ {
@@ -369,18 +349,12 @@ pub fn spin_pingpong(roles: &FloorRoles) -> FloorFigure {
                     std::hint::spin_loop();
                 }
             }
-            let t1 = sys::monotonic_ns();
-            if t0 >= warm_end {
-                samples.push((t1 - t0).min(u32::MAX as u64) as u32);
-            }
-            if t1 >= end || samples.len() == MAX_SAMPLES {
-                break;
-            }
-        }
+            true
+        })
     });
     ping.0.store(DONE, Ordering::Release);
     let _ = peer.join();
-    rtt_figure(&mut samples)
+    f.unwrap_or_default()
 }
 
 /// The hardware's floor for moving bytes: memcpy of `size`-byte blocks on one CPU, reading
@@ -391,7 +365,7 @@ pub fn memcpy_bandwidth(size: usize, roles: &FloorRoles) -> FloorFigure {
     let src = vec![7u8; region];
     let mut dst = vec![0u8; size];
     let blocks = region / size;
-    let (copies, ns) = pinned(roles, || {
+    let (copies, ns) = pinned(roles.cpus.0, || {
         let start = sys::monotonic_ns();
         let end = start + roles.duration.as_nanos() as u64;
         let (mut copies, mut now, mut i) = (0u64, start, 0usize);
@@ -406,11 +380,5 @@ pub fn memcpy_bandwidth(size: usize, roles: &FloorRoles) -> FloorFigure {
         }
         (copies, now - start)
     });
-    let secs = ns.max(1) as f64 / 1e9;
-    FloorFigure {
-        samples: copies,
-        msgs_per_s: copies as f64 / secs,
-        bytes_per_s: copies as f64 * size as f64 / secs,
-        ..Default::default()
-    }
+    stream_figure(copies, copies * size as u64, ns)
 }

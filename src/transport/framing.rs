@@ -226,7 +226,6 @@ impl<S: Read + Write + Send> Endpoint for Framed<S> {
 pub trait DatagramIo: Send {
     fn send(&self, b: &[u8]) -> std::io::Result<usize>;
     fn recv(&self, b: &mut [u8]) -> std::io::Result<usize>;
-    fn set_read_timeout(&self, d: Option<Duration>) -> std::io::Result<()>;
 }
 
 // Connected sockets: read and write are recv and send, and as bare system calls they skip
@@ -238,9 +237,6 @@ impl DatagramIo for std::net::UdpSocket {
     fn recv(&self, b: &mut [u8]) -> std::io::Result<usize> {
         sys::io_len(sys::read(self.as_raw_fd(), b))
     }
-    fn set_read_timeout(&self, d: Option<Duration>) -> std::io::Result<()> {
-        std::net::UdpSocket::set_read_timeout(self, d)
-    }
 }
 
 impl DatagramIo for std::os::unix::net::UnixDatagram {
@@ -249,9 +245,6 @@ impl DatagramIo for std::os::unix::net::UnixDatagram {
     }
     fn recv(&self, b: &mut [u8]) -> std::io::Result<usize> {
         sys::io_len(sys::read(self.as_raw_fd(), b))
-    }
-    fn set_read_timeout(&self, d: Option<Duration>) -> std::io::Result<()> {
-        std::os::unix::net::UnixDatagram::set_read_timeout(self, d)
     }
 }
 
@@ -263,14 +256,18 @@ pub struct Datagrams<D> {
     io: D,
     timeout: Duration,
     nonblocking: bool,
+    /// The accepting end answers a hello that comes again: its own answer was lost, and the
+    /// connecting end waits for one.
+    answer_hello: bool,
 }
 
 impl<D: DatagramIo> Datagrams<D> {
-    pub fn new(io: D, timeout: Duration, nonblocking: bool) -> Self {
+    pub fn new(io: D, timeout: Duration, nonblocking: bool, answer_hello: bool) -> Self {
         Datagrams {
             io,
             timeout,
             nonblocking,
+            answer_hello,
         }
     }
 }
@@ -328,16 +325,14 @@ impl<D: DatagramIo> Endpoint for Datagrams<D> {
         }
     }
 
-    fn set_recv_timeout(&mut self, timeout: Duration) -> Result<(), TransportError> {
-        self.timeout = timeout;
-        self.io.set_read_timeout(Some(timeout))?;
-        Ok(())
-    }
-
     fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, TransportError> {
         loop {
             match self.io.recv(buf) {
-                Ok(n) if n < 4 && buf[..n] == *HELLO => continue,
+                Ok(n) if n < 4 && buf[..n] == *HELLO => {
+                    if self.answer_hello {
+                        let _ = self.io.send(HELLO);
+                    }
+                }
                 Ok(n) if n >= 4 && declared_len(buf) > n && n == buf.len() => {
                     return Err(TransportError::TooLarge {
                         len: declared_len(buf),

@@ -1,14 +1,17 @@
 //! `inproc`: a channel between two threads of one process (crossbeam), copying each message
 //! into one of a fixed pool of buffers so that nothing is allocated per message.
 
-use super::floor::{pinned, rtt_figure, FloorFigure, FloorRoles, MAX_SAMPLES};
+use super::floor::{
+    measure_round_trips, stream_figure, FloorEnds, FloorFigure, FloorLoop, FloorRoles,
+};
 use super::{
-    Capabilities, ChannelSpec, Endpoint, Floor, Listener, Rendezvous, Transport, TransportError,
+    channel_of, Capabilities, ChannelSpec, Deferred, Endpoint, Floor, Opening, Options, Place,
+    Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::sys;
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -19,9 +22,9 @@ const POOL: usize = 8;
 
 type Msg = (Box<[u8]>, usize);
 
-/// Open listeners by rendezvous key: a connector makes a pair and hands one half to the
-/// listener's inbox, so one listener serves any number of peers.
-type Listening = Mutex<HashMap<String, Sender<InprocEndpoint>>>;
+/// Accepting ends by case key and channel: a connecting end makes a pair and hands one half to
+/// its accepting end's inbox.
+type Listening = Mutex<HashMap<(String, u32), Sender<InprocEndpoint>>>;
 
 fn listening() -> &'static Listening {
     static W: OnceLock<Listening> = OnceLock::new();
@@ -35,58 +38,69 @@ impl Transport for Inproc {
     fn about(&self) -> &'static str {
         "channel between two threads of one process (crossbeam), roles always threads"
     }
-    fn capabilities(&self) -> Capabilities {
+    fn capabilities(&self, _: &Options) -> Capabilities {
         Capabilities {
             reliable: true,
-            ordered: true,
             max_message_bytes: 64 << 20,
-            cross_process: false,
-            cross_host: false,
-            latest_value: false,
-            zero_copy: false,
-            many_peers: true,
-            native_fan_out: 0,
+            notices_closed_peer: true,
+            ..Capabilities::default()
         }
     }
 
-    fn listen(&self, spec: &ChannelSpec) -> Result<Box<dyn Listener>, TransportError> {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let key = format!(
-            "inproc-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        );
-        let _ = spec;
-        let (tx, rx) = crossbeam_channel::unbounded();
-        listening().lock().unwrap().insert(key.clone(), tx);
-        Ok(Box::new(InprocListener { key, inbox: rx }))
+    fn setup(&self, _: &SetupPlan, _: &ChannelSpec) -> Result<Setup, TransportError> {
+        let key = super::fresh_name();
+        Ok(Setup::new(
+            Rendezvous::new(self.name(), Place::Key(key.clone())),
+            Unregister(key),
+        ))
     }
 
-    fn connect(
+    fn open(
         &self,
         at: &Rendezvous,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
-        let inbox = listening()
-            .lock()
-            .unwrap()
-            .get(&at.address)
-            .cloned()
-            .ok_or_else(|| {
+        side: Side,
+        _: &ChannelSpec,
+    ) -> Result<Box<dyn Opening>, TransportError> {
+        let (n, accept) = channel_of(self.name(), side)?;
+        let Place::Key(key) = &at.place else {
+            return Err(TransportError::Unsupported(
+                "inproc meets by key in this process".into(),
+            ));
+        };
+        let key = (key.clone(), n);
+        if accept {
+            let (tx, rx) = crossbeam_channel::bounded(1);
+            listening().lock().unwrap().insert(key, tx);
+            return Ok(Box::new(InprocAccept { inbox: rx }));
+        }
+        Ok(Box::new(Deferred(
+            move |_: &Rendezvous, spec: &ChannelSpec| {
+                let inbox = listening().lock().unwrap().get(&key).cloned().ok_or_else(|| {
                 TransportError::Unsupported(format!(
-                "no inproc listener `{}` in this process: inproc joins threads of one process, so run with --threads",
-                at.address
-            ))
+                    "no inproc channel `{}#{}` in this process: inproc joins threads of one process, so run with --threads",
+                    key.0, key.1
+                ))
             })?;
-        let (mine, theirs) = pair(spec);
-        inbox
-            .send(theirs)
-            .map_err(|_| TransportError::Refused(at.address.clone()))?;
-        Ok(Box::new(mine))
+                let (mine, theirs) = pair(spec);
+                inbox
+                    .send(theirs)
+                    .map_err(|_| TransportError::Refused(format!("{}#{}", key.0, key.1)))?;
+                Ok(Box::new(mine) as Box<dyn Endpoint>)
+            },
+        )))
     }
 
     fn floor(&self) -> Option<&'static dyn Floor> {
         Some(&InprocFloor)
+    }
+}
+
+/// Removes a case's channels from the registry.
+struct Unregister(String);
+
+impl Drop for Unregister {
+    fn drop(&mut self) {
+        listening().lock().unwrap().retain(|k, _| k.0 != self.0);
     }
 }
 
@@ -121,30 +135,22 @@ fn pair(spec: &ChannelSpec) -> (InprocEndpoint, InprocEndpoint) {
     )
 }
 
-struct InprocListener {
-    key: String,
+/// A channel's accepting end: waits for the connecting end's half.
+struct InprocAccept {
     inbox: Receiver<InprocEndpoint>,
 }
 
-impl Listener for InprocListener {
-    fn rendezvous(&self) -> Rendezvous {
-        Rendezvous {
-            transport: "inproc".into(),
-            address: self.key.clone(),
-        }
-    }
-    fn accept(&mut self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
+impl Opening for InprocAccept {
+    fn finish(
+        self: Box<Self>,
+        _: &Rendezvous,
+        spec: &ChannelSpec,
+    ) -> Result<Box<dyn Endpoint>, TransportError> {
         let ep = self
             .inbox
             .recv_timeout(spec.timeout)
             .map_err(|_| TransportError::Timeout(spec.timeout))?;
         Ok(Box::new(ep))
-    }
-}
-
-impl Drop for InprocListener {
-    fn drop(&mut self) {
-        listening().lock().unwrap().remove(&self.key);
     }
 }
 
@@ -205,101 +211,106 @@ impl Endpoint for InprocEndpoint {
     }
 }
 
-/// Two threads handing one buffer back and forth: no copy, no pool.
+/// The plain loop between two threads: a bounded channel each way and a pool of buffers, a
+/// copy into a buffer and out of it per message (the work the transport does), no framing.
 struct InprocFloor;
 
+/// One side's ends: what it sends on, where its free buffers come from, what it receives on,
+/// where it returns what it received.
+type FloorSide = (
+    Sender<Box<[u8]>>,
+    Receiver<Box<[u8]>>,
+    Receiver<Box<[u8]>>,
+    Sender<Box<[u8]>>,
+);
+
 impl Floor for InprocFloor {
-    fn pingpong(&self, size: usize, roles: &FloorRoles) -> std::io::Result<FloorFigure> {
-        let (ab_tx, ab_rx) = bounded::<Box<[u8]>>(1);
-        let (ba_tx, ba_rx) = bounded::<Box<[u8]>>(1);
-        let cpu = roles.cpus.1;
-        let peer = std::thread::spawn(move || {
-            if let Some(c) = cpu {
-                let _ = sys::pin_current_thread(c);
+    fn make(&self, _: FloorLoop, size: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
+        let half = || {
+            let (data_tx, data_rx) = bounded::<Box<[u8]>>(POOL);
+            let (free_tx, free_rx) = bounded::<Box<[u8]>>(POOL);
+            for _ in 0..POOL {
+                let _ = free_tx.send(vec![7u8; size].into_boxed_slice());
             }
-            while let Ok(mut b) = ab_rx.recv() {
-                b[0] = b[0].wrapping_add(1);
-                if ba_tx.send(b).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut samples: Vec<u32> = Vec::with_capacity(MAX_SAMPLES);
-        pinned(roles, || {
-            let mut b = vec![0u8; size].into_boxed_slice();
-            let warm_end = sys::monotonic_ns() + roles.warmup.as_nanos() as u64;
-            let end = warm_end + roles.duration.as_nanos() as u64;
-            loop {
-                let t0 = sys::monotonic_ns();
-                if ab_tx.send(b).is_err() {
-                    break;
-                }
-                b = match ba_rx.recv_timeout(Duration::from_secs(5)) {
-                    Ok(b) => b,
-                    Err(_) => break,
-                };
-                let t1 = sys::monotonic_ns();
-                if t0 >= warm_end {
-                    samples.push((t1 - t0).min(u32::MAX as u64) as u32);
-                }
-                if t1 >= end || samples.len() == MAX_SAMPLES {
-                    break;
-                }
-            }
-        });
-        drop(ab_tx);
-        let _ = peer.join();
-        Ok(rtt_figure(&mut samples))
+            (data_tx, data_rx, free_tx, free_rx)
+        };
+        let (ab, ab_rx, ab_free_tx, ab_free_rx) = half();
+        let (ba, ba_rx, ba_free_tx, ba_free_rx) = half();
+        let a: FloorSide = (ab, ab_free_rx, ba_rx, ba_free_tx);
+        let b: FloorSide = (ba, ba_free_rx, ab_rx, ab_free_tx);
+        Ok([FloorEnds::Local(Box::new(a)), FloorEnds::Local(Box::new(b))])
     }
 
-    fn stream(&self, size: usize, roles: &FloorRoles) -> std::io::Result<FloorFigure> {
-        let (tx, rx) = bounded::<Box<[u8]>>(POOL);
-        let (free_tx, free_rx) = bounded::<Box<[u8]>>(POOL);
-        for _ in 0..POOL {
-            free_tx.send(vec![7u8; size].into_boxed_slice()).unwrap();
-        }
-        let cpu = roles.cpus.1;
-        let total = (roles.warmup + roles.duration).as_nanos() as u64;
-        let writer = std::thread::spawn(move || {
-            if let Some(c) = cpu {
-                let _ = sys::pin_current_thread(c);
+    fn run(
+        &self,
+        l: FloorLoop,
+        side: usize,
+        ends: FloorEnds,
+        size: usize,
+        roles: &FloorRoles,
+        stop: &AtomicBool,
+    ) -> std::io::Result<Option<FloorFigure>> {
+        let FloorEnds::Local(ends) = ends else {
+            return Err(std::io::Error::other("the inproc floor runs in threads"));
+        };
+        let (tx, free, rx, give_back) = *ends
+            .downcast::<FloorSide>()
+            .map_err(|_| std::io::Error::other("not an inproc floor side"))?;
+        let wait = Duration::from_secs(5);
+        let mut own = vec![7u8; size];
+        // One message out: a free buffer, a copy in, sent.
+        let send = |own: &[u8]| -> bool {
+            let Ok(mut b) = free.recv_timeout(wait) else {
+                return false;
+            };
+            b.copy_from_slice(own);
+            tx.send(b).is_ok()
+        };
+        // One message in: a copy out, the buffer returned.
+        let receive = |own: &mut [u8]| -> bool {
+            let Ok(b) = rx.recv_timeout(wait) else {
+                return false;
+            };
+            own.copy_from_slice(&b);
+            let _ = give_back.send(b);
+            true
+        };
+        match (l, side) {
+            (FloorLoop::PingPong, 0) => {
+                measure_round_trips(roles, stop, || send(&own) && receive(&mut own)).map(Some)
             }
-            let end = sys::monotonic_ns() + total;
-            while sys::monotonic_ns() < end {
-                let Ok(b) = free_rx.recv_timeout(Duration::from_secs(5)) else {
-                    break;
-                };
-                if tx.send(b).is_err() {
-                    break;
-                }
+            (FloorLoop::PingPong, _) => {
+                while receive(&mut own) && send(&own) {}
+                Ok(None)
             }
-        });
-        let (msgs, ns) = pinned(roles, || {
-            let warm = roles.warmup.as_nanos() as u64;
-            let (mut first, mut start, mut last, mut msgs) = (0u64, 0u64, 0u64, 0u64);
-            while let Ok(b) = rx.recv_timeout(Duration::from_secs(5)) {
-                let now = sys::monotonic_ns();
-                if first == 0 {
-                    first = now;
-                }
-                if now >= first + warm {
-                    if msgs == 0 {
-                        start = now;
+            (FloorLoop::Stream, 0) => {
+                let warm = roles.warmup.as_nanos() as u64;
+                let (mut first, mut start, mut last, mut msgs) = (0u64, 0u64, 0u64, 0u64);
+                while !stop.load(Ordering::Relaxed) && receive(&mut own) {
+                    let now = sys::monotonic_ns();
+                    if first == 0 {
+                        first = now;
                     }
-                    last = now;
-                    msgs += 1;
+                    if now >= first + warm {
+                        if msgs == 0 {
+                            start = now;
+                        }
+                        last = now;
+                        msgs += 1;
+                    }
                 }
-                let _ = free_tx.send(b);
+                let msgs = msgs.saturating_sub(1);
+                Ok(Some(stream_figure(
+                    msgs,
+                    msgs * size as u64,
+                    last.saturating_sub(start),
+                )))
             }
-            (msgs.saturating_sub(1), last.saturating_sub(start))
-        });
-        let _ = writer.join();
-        let secs = ns.max(1) as f64 / 1e9;
-        Ok(FloorFigure {
-            samples: msgs,
-            msgs_per_s: msgs as f64 / secs,
-            bytes_per_s: msgs as f64 * size as f64 / secs,
-            ..Default::default()
-        })
+            (FloorLoop::Stream, _) => {
+                let end = sys::monotonic_ns() + (roles.warmup + roles.duration).as_nanos() as u64;
+                while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) && send(&own) {}
+                Ok(None)
+            }
+        }
     }
 }

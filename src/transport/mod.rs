@@ -6,11 +6,14 @@
 //! - Messages are self-delimiting: bytes 0..4 of every message hold its whole length as a
 //!   little-endian `u32`. Byte-stream transports split the stream with it; datagram and channel
 //!   transports deliver whole messages and ignore it.
-//! - [`Transport::listen`] creates what peers meet on and returns a [`Listener`] whose
-//!   [`Rendezvous`] is plain data, so it can travel to another process or host. Dropping the
-//!   listener removes every file it created.
-//! - [`Transport::connect`] and [`Listener::accept`] return within the spec's timeout, with
-//!   [`TransportError::Timeout`] if the peer never came.
+//! - [`Transport::setup`] makes, once per case, what the case's channels meet on (a directory,
+//!   segments, a key) and returns a [`Setup`]: a [`Rendezvous`] that is plain data (it travels
+//!   to role processes and hosts) and a guard that removes everything made when dropped.
+//! - Each role opens its ends by [`Side`] in two steps. [`Transport::open`] never waits for a
+//!   peer: it binds what others meet on and may report an address the kernel chose (a TCP
+//!   port), which the runner forwards to the other sides. [`Opening::finish`] then meets the
+//!   peer within the spec's timeout. Roles finish their ends in increasing channel order, so
+//!   two roles never wait on each other's later channel.
 //! - [`Endpoint::recv`] returns one whole message or an error within the spec's timeout (or,
 //!   when the spec is `watched`, when msgperf ends a peer that stopped); it never returns
 //!   part of a message. A peer that closed or died is [`TransportError::PeerClosed`].
@@ -32,9 +35,12 @@ mod udp;
 mod uds;
 mod uds_dgram;
 
-pub use fanout::{CopyFanOut, Multicast, MulticastListener, OneReader};
-pub use floor::{memcpy_bandwidth, spin_pingpong, Floor, FloorFigure, FloorKind, FloorRoles};
+pub use fanout::CopyFanOut;
+pub use floor::{
+    memcpy_bandwidth, spin_pingpong, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles,
+};
 
+use crate::delivery::{Delivery, History, Reliability, Setting};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -68,6 +74,9 @@ pub fn find(name: &str) -> Result<&'static dyn Transport, String> {
         })
 }
 
+/// `--opt` values by key.
+pub type Options = BTreeMap<String, String>;
+
 /// A transport: a unit struct listed in [`REGISTRY`].
 pub trait Transport: Sync {
     /// The CLI name, e.g. `uds-dgram`.
@@ -78,61 +87,150 @@ pub trait Transport: Sync {
     fn options(&self) -> &'static [OptionSpec] {
         &[]
     }
-    /// What it can do with default options.
-    fn capabilities(&self) -> Capabilities;
     /// What it can do with these `--opt` values (some options change it).
-    fn capabilities_with(&self, _options: &BTreeMap<String, String>) -> Capabilities {
-        self.capabilities()
+    fn capabilities(&self, options: &Options) -> Capabilities;
+    /// Maps msgperf's delivery vocabulary onto this transport's settings, or names what it
+    /// lacks. By default a transport is taken as it is: it never drops on its own if it is
+    /// reliable, keeps every message in order, and is volatile.
+    fn map_delivery(&self, d: &Delivery, options: &Options) -> Result<DeliveryMap, String> {
+        as_it_is(self.name(), &self.capabilities(options), d)
     }
-    /// Creates the meeting point (socket, path, channel) and waits for no one yet.
-    fn listen(&self, spec: &ChannelSpec) -> Result<Box<dyn Listener>, TransportError>;
-    /// Joins a listener's meeting point.
-    fn connect(
+    /// Makes, once per case, what its channels and topics meet on.
+    fn setup(&self, plan: &SetupPlan, spec: &ChannelSpec) -> Result<Setup, TransportError>;
+    /// Starts opening one end: binds what peers meet on, never waits for one.
+    fn open(
         &self,
         at: &Rendezvous,
+        side: Side,
         spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError>;
-    /// A native fan-out for `readers` readers, who join it with `connect`; only transports
-    /// whose capabilities say `native_fan_out` make one (the others get [`CopyFanOut`]).
-    fn multicast(
-        &self,
-        _spec: &ChannelSpec,
-        _readers: usize,
-    ) -> Result<Box<dyn MulticastListener>, TransportError> {
-        Err(TransportError::Unsupported(format!(
-            "transport `{}` has no native fan-out",
-            self.name()
-        )))
-    }
+    ) -> Result<Box<dyn Opening>, TransportError>;
     /// The plainest loop of this transport, which every ratio divides by.
     fn floor(&self) -> Option<&'static dyn Floor> {
         None
     }
-    /// The `--opt` values that make this transport drop rather than wait when a reader falls
-    /// behind (`best_effort`) or keep only the newest message (`latest`). By default a
-    /// transport offers neither: it never drops and keeps every message in order.
-    fn delivery_options(
-        &self,
-        best_effort: bool,
-        latest: bool,
-    ) -> Result<BTreeMap<String, String>, String> {
-        let _ = best_effort;
-        if latest {
-            return Err(format!(
-                "transport `{}` keeps every message in order (fifo only): use --history fifo, or a transport with a latest-value buffer (shm)",
-                self.name()
-            ));
+}
+
+/// Which end of which channel a role opens.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum Side {
+    /// The end of two-way channel `n` that waits for its peer.
+    Accept(u32),
+    /// The end of two-way channel `n` that reaches its peer.
+    Connect(u32),
+    /// The one writer of topic `n` (a native fan-out).
+    Publish(u32),
+    /// Reader `reader` of topic `topic`.
+    Subscribe { topic: u32, reader: u32 },
+}
+
+impl Side {
+    /// The order in which a role finishes its ends: channels, then topics, by number.
+    pub fn order(self) -> (u32, u32) {
+        match self {
+            Side::Accept(n) | Side::Connect(n) => (0, n),
+            Side::Publish(n) | Side::Subscribe { topic: n, .. } => (1, n),
         }
-        Ok(BTreeMap::new())
     }
 }
 
-/// The passive side of a channel before a peer arrived.
-pub trait Listener: Send {
-    /// Where a peer connects: printed by `msgperf serve`, passed to a peer process.
-    fn rendezvous(&self) -> Rendezvous;
-    /// Waits, at most the spec's timeout, for one peer.
-    fn accept(&mut self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError>;
+/// What a case's set-up makes: `channels` two-way channels, and one topic per entry of
+/// `topics` with that many readers.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SetupPlan {
+    pub channels: u32,
+    pub topics: Vec<u32>,
+    /// Network transports: the address the accepting ends bind (default 127.0.0.1).
+    pub host: Option<String>,
+}
+
+/// Where a case's ends meet: plain data that travels to role processes.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Rendezvous {
+    pub transport: String,
+    pub place: Place,
+    /// Addresses that accepting ends reported when they bound (a port the kernel chose), by
+    /// channel.
+    pub bound: BTreeMap<u32, String>,
+}
+
+impl Rendezvous {
+    pub fn new(transport: &str, place: Place) -> Self {
+        Rendezvous {
+            transport: transport.into(),
+            place,
+            bound: BTreeMap::new(),
+        }
+    }
+
+    /// The address channel `n`'s accepting end reported.
+    pub fn bound_at(&self, n: u32) -> Result<&str, TransportError> {
+        self.bound.get(&n).map(String::as_str).ok_or_else(|| {
+            TransportError::Refused(format!(
+                "channel {n}: its accepting end reported no address"
+            ))
+        })
+    }
+}
+
+/// What a transport's set-up made, as the transport reads it back.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Place {
+    /// An address to bind on (network transports).
+    Host(String),
+    /// A private directory for socket paths and FIFOs.
+    Dir(String),
+    /// The common prefix of a case's shared-memory segment files.
+    Segments(String),
+    /// A name known to the transport's own registry (in-process channels, iceoryx2 services).
+    Key(String),
+}
+
+/// A case's set-up: where its ends meet, and what to remove afterwards.
+pub struct Setup {
+    pub rendezvous: Rendezvous,
+    /// Removes what set-up made when dropped (files, segments, registrations).
+    _guard: Box<dyn Send>,
+}
+
+impl Setup {
+    pub fn new(rendezvous: Rendezvous, guard: impl Send + 'static) -> Self {
+        Setup {
+            rendezvous,
+            _guard: Box::new(guard),
+        }
+    }
+}
+
+/// An end being opened: bound, not yet met.
+pub trait Opening: Send {
+    /// Where peers reach this end, when the kernel chose it: forwarded to the other sides.
+    fn address(&self) -> Option<String> {
+        None
+    }
+    /// Meets the peer (accepts, connects, waits for the readers to join) within the timeout.
+    fn finish(
+        self: Box<Self>,
+        at: &Rendezvous,
+        spec: &ChannelSpec,
+    ) -> Result<Box<dyn Endpoint>, TransportError>;
+}
+
+/// An end that does all its work when finished (a connecting end).
+pub(crate) struct Deferred<F>(pub F);
+
+impl<F> Opening for Deferred<F>
+where
+    F: FnOnce(&Rendezvous, &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> + Send,
+{
+    fn finish(
+        self: Box<Self>,
+        at: &Rendezvous,
+        spec: &ChannelSpec,
+    ) -> Result<Box<dyn Endpoint>, TransportError> {
+        (self.0)(at, spec)
+    }
 }
 
 /// One end of an open channel: all the measurement loop touches.
@@ -160,37 +258,22 @@ pub trait Endpoint: Send {
             "this transport has no zero-copy receive".into(),
         ))
     }
-    /// Shortens (or restores) the receive timeout, for the end-of-case exchange on transports
-    /// that may drop the END message. Reliable transports need not implement it.
-    fn set_recv_timeout(&mut self, _timeout: Duration) -> Result<(), TransportError> {
-        Ok(())
-    }
 }
 
-/// Where peers meet: plain data that can travel between processes.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Rendezvous {
-    pub transport: String,
-    /// A socket address, a path or a key, as the transport defines.
-    pub address: String,
-}
-
-/// How a channel is opened: the same on both sides.
+/// How a channel is opened: the same on every side.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ChannelSpec {
-    /// `--opt` values, validated against [`Transport::options`].
-    pub options: BTreeMap<String, String>,
+    /// Every option of the transport, defaults included (see [`effective_options`]).
+    pub options: Options,
     /// Bound on every blocking call: connect, accept, send and receive.
     pub timeout: Duration,
     /// Open non-blocking for `--poll` (reads spin on `try_recv`).
     pub poll: bool,
     /// The largest message either side will send or receive.
     pub max_message: usize,
-    /// Where to listen, if the user said (`--listen`); otherwise a fresh address.
-    pub listen_at: Option<String>,
-    /// msgperf ends the session itself if the peer stops: the peer is a thread of this process
-    /// (its end closes when it returns) or a process that msgperf started and kills if it does
-    /// not run for `timeout`. A blocking wait then needs no timer of its own: pipes block
+    /// msgperf ends the case itself if a peer stops: every peer is a thread of this process
+    /// (its end closes when it returns) or a process that msgperf started and kills if it
+    /// does not run for `timeout`. A blocking wait then needs no timer of its own: pipes block
     /// plainly (else they wait in poll(2)), and stream sockets skip SO_RCVTIMEO and SO_SNDTIMEO,
     /// whose kernel timer on every wait costs about 5% of a same-CPU unix-socket round trip.
     /// Datagram sockets keep theirs: it is how a lost datagram is noticed, and a peer that dies
@@ -206,10 +289,17 @@ impl ChannelSpec {
     /// A boolean `--opt`, `true`/`false`/`1`/`0`/`on`/`off`.
     pub fn flag(&self, key: &str, default: bool) -> bool {
         match self.option(key) {
-            Some("true" | "1" | "on" | "yes") => true,
-            Some("false" | "0" | "off" | "no") => false,
-            _ => default,
+            Some(v) => parse_flag(v).unwrap_or(default),
+            None => default,
         }
+    }
+}
+
+fn parse_flag(v: &str) -> Option<bool> {
+    match v {
+        "true" | "1" | "on" | "yes" => Some(true),
+        "false" | "0" | "off" | "no" => Some(false),
+        _ => None,
     }
 }
 
@@ -218,12 +308,18 @@ pub struct OptionSpec {
     pub key: &'static str,
     pub default: &'static str,
     pub about: &'static str,
-    /// The values accepted; empty means any.
+    /// The values accepted; empty means any that `check` accepts.
     pub values: &'static [&'static str],
+    /// Checks a free-form value (a size, a count), naming the rule.
+    pub check: Option<OptionCheck>,
 }
 
-/// Checks `--opt` pairs against a transport's [`OptionSpec`]s.
-pub fn validate_options(t: &dyn Transport, opts: &BTreeMap<String, String>) -> Result<(), String> {
+/// Says what is wrong with an option's value, if anything.
+pub type OptionCheck = fn(&str) -> Result<(), String>;
+
+/// Checks `--opt` pairs against a transport's [`OptionSpec`]s: unknown keys and bad values are
+/// refused before anything starts.
+pub fn validate_options(t: &dyn Transport, opts: &Options) -> Result<(), String> {
     for (k, v) in opts {
         let Some(spec) = t.options().iter().find(|o| o.key == k) else {
             let keys: Vec<_> = t.options().iter().map(|o| o.key).collect();
@@ -243,17 +339,29 @@ pub fn validate_options(t: &dyn Transport, opts: &BTreeMap<String, String>) -> R
                 spec.values.join(", ")
             ));
         }
+        if let Some(check) = spec.check {
+            check(v).map_err(|why| format!("--opt {k}={v}: {why}"))?;
+        }
     }
     Ok(())
 }
 
+/// Every option of `t` as a case runs it: the given values over the defaults.
+pub fn effective_options(t: &dyn Transport, given: &Options) -> Options {
+    let mut out: Options = t
+        .options()
+        .iter()
+        .map(|o| (o.key.to_string(), o.default.to_string()))
+        .collect();
+    out.extend(given.iter().map(|(k, v)| (k.clone(), v.clone())));
+    out
+}
+
 /// What a transport can do; workloads check their needs against it before anything starts.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 pub struct Capabilities {
-    /// Nothing is lost or duplicated while both peers live.
+    /// Nothing is lost, duplicated or reordered while both peers live.
     pub reliable: bool,
-    /// Messages arrive in the order sent.
-    pub ordered: bool,
     /// Largest message it carries.
     pub max_message_bytes: usize,
     /// Peers may be separate processes (false: threads of one process only).
@@ -264,10 +372,92 @@ pub struct Capabilities {
     pub latest_value: bool,
     /// Messages are built and read in the transport's own memory ([`Endpoint::send_with`]).
     pub zero_copy: bool,
-    /// One listener serves several peers at once (several publishers to one subscriber).
-    pub many_peers: bool,
-    /// Readers one write can reach ([`Transport::multicast`]); 0: none, a copy per reader.
+    /// Readers one write can reach ([`Side::Publish`]); 0: none, a copy per reader.
     pub native_fan_out: usize,
+    /// A server process (a broker) must run for its ends to meet.
+    pub needs_server: bool,
+    /// A reader learns that its peer closed or died ([`TransportError::PeerClosed`]) instead of
+    /// waiting out its timeout.
+    pub notices_closed_peer: bool,
+    /// The transport allocates memory for every message (a copy the measurement pays for).
+    pub allocates_per_message: bool,
+}
+
+/// How a transport carries out a case's [`Delivery`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeliveryMap {
+    /// `--opt` values the delivery sets (a conflicting given value is refused by the plan).
+    pub options: Options,
+    /// What each setting is and why, recorded in the result.
+    pub settings: Vec<Setting>,
+    /// A loss, duplicate or reordering fails the case.
+    pub strict: bool,
+    /// Readers get only the newest message; gaps are overwrites.
+    pub latest: bool,
+}
+
+/// The mapping of a transport that has no delivery settings: it is what it is.
+pub fn as_it_is(name: &str, caps: &Capabilities, d: &Delivery) -> Result<DeliveryMap, String> {
+    if let History::KeepLast(n) = d.history {
+        return Err(format!(
+            "transport `{name}` keeps every message in order (fifo only), not the last {n}: use --history fifo, or a transport with a latest-value buffer (shm)"
+        ));
+    }
+    let mut settings = Vec::new();
+    let strict = match d.reliability {
+        None if caps.reliable => {
+            settings.push(Setting::new("reliability", "reliable", "as the transport is: nothing is lost while both peers live (a full buffer makes the writer wait); a loss fails the case"));
+            true
+        }
+        None => {
+            settings.push(Setting::new(
+                "reliability",
+                "best-effort",
+                "as the transport is: it may drop (a full socket buffer); losses are counted",
+            ));
+            false
+        }
+        Some(Reliability::Reliable) if caps.reliable => {
+            settings.push(Setting::new(
+                "reliability",
+                "reliable",
+                "--delivery reliable: nothing is lost while both peers live; a loss fails the case",
+            ));
+            true
+        }
+        Some(Reliability::Reliable) => {
+            settings.push(Setting::new("reliability", "checked", &format!("--delivery reliable: `{name}` has no retransmission, so a loss is not prevented but fails the case")));
+            true
+        }
+        Some(Reliability::BestEffort) if caps.reliable => {
+            settings.push(Setting::new("reliability", "never drops", &format!("--delivery best-effort: `{name}` never drops, so a slow reader still pushes back; a loss is only no longer an error")));
+            false
+        }
+        Some(Reliability::BestEffort) => {
+            settings.push(Setting::new(
+                "reliability",
+                "best-effort",
+                "--delivery best-effort: a full buffer drops; losses are counted",
+            ));
+            false
+        }
+    };
+    settings.push(Setting::new(
+        "history",
+        "keep-all",
+        "every message in order",
+    ));
+    settings.push(Setting::new(
+        "durability",
+        "volatile",
+        "a reader gets what is sent after it joined",
+    ));
+    Ok(DeliveryMap {
+        options: Options::new(),
+        settings,
+        strict,
+        latest: false,
+    })
 }
 
 /// Errors a transport reports, each one the caller can act on.
@@ -279,12 +469,23 @@ pub enum TransportError {
     PeerClosed,
     #[error("message of {len} B is larger than the {max} B this transport or buffer takes")]
     TooLarge { len: usize, max: usize },
-    #[error("address {0} is in use: pick another with --listen or stop what holds it")]
+    #[error("address {0} is in use: pick another, or stop what holds it")]
     AddressInUse(String),
-    #[error("connection refused at {0}: is the peer (`msgperf serve`) running there?")]
+    #[error("connection refused at {0}: is the peer running there?")]
     Refused(String),
     #[error("corrupt stream: {0}")]
     Corrupt(String),
+    /// An option value the transport cannot use (normally refused by the plan first).
+    #[error("--opt {key}={value}: {why}")]
+    BadOption {
+        key: String,
+        value: String,
+        why: String,
+    },
+    /// A file or segment that msgperf did not make, or made by an incompatible version.
+    #[error("{0}")]
+    Foreign(String),
+    /// The transport cannot do what was asked.
     #[error("{0}")]
     Unsupported(String),
     /// The queue is full and the transport was told not to wait (`--opt full=fail`).
@@ -315,7 +516,7 @@ pub fn declared_len(msg: &[u8]) -> usize {
 
 /// Removes what msgperf processes that no longer exist left behind (one killed hard cannot
 /// clean up after itself): private directories in the temp dir and shm segments, both named
-/// `msgperf-PID-N`.
+/// `msgperf-PID-...`, and named servers' control sockets whose server is gone.
 pub fn remove_stale_dirs() {
     for dir in [std::env::temp_dir(), std::path::PathBuf::from("/dev/shm")] {
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -323,41 +524,119 @@ pub fn remove_stale_dirs() {
         };
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().to_string();
-            if !name.starts_with("msgperf-") {
-                continue;
-            }
-            let pid = name
-                .strip_prefix("msgperf-")
-                .and_then(|r| r.split_once('-'))
-                .and_then(|(p, _)| p.parse::<u32>().ok());
-            let Some(pid) = pid else {
-                // A named shm segment: its header says who made it.
-                shm::remove_if_stale(&e.path());
+            let Some(rest) = name.strip_prefix("msgperf-") else {
                 continue;
             };
-            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                let p = e.path();
-                let _ = if p.is_dir() {
-                    std::fs::remove_dir_all(p)
-                } else {
-                    std::fs::remove_file(p)
-                };
+            let pid = rest
+                .split_once('-')
+                .and_then(|(p, _)| p.parse::<u32>().ok());
+            let p = e.path();
+            match pid {
+                Some(pid) if !std::path::Path::new(&format!("/proc/{pid}")).exists() => {
+                    let _ = if p.is_dir() {
+                        std::fs::remove_dir_all(&p)
+                    } else {
+                        std::fs::remove_file(&p)
+                    };
+                }
+                Some(_) => {}
+                // A name: a named server's control socket, or an old named segment.
+                None => remove_if_dead_socket(&p),
             }
         }
     }
 }
 
-/// A fresh private directory for socket paths and FIFOs; removed by its owner's `Drop`.
+/// Removes a unix socket file that nothing listens on any more.
+fn remove_if_dead_socket(p: &std::path::Path) {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(meta) = std::fs::symlink_metadata(p) else {
+        return;
+    };
+    if meta.file_type().is_socket() {
+        if let Err(e) = std::os::unix::net::UnixStream::connect(p) {
+            if e.kind() == std::io::ErrorKind::ConnectionRefused {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    } else if meta.file_type().is_file() {
+        shm::remove_if_stale(p);
+    }
+}
+
+/// A fresh private directory for socket paths and FIFOs, `msgperf-PID-N` in the temp dir.
 pub(crate) fn private_dir() -> std::io::Result<std::path::PathBuf> {
+    let dir = std::env::temp_dir().join(fresh_name());
+    std::fs::create_dir(&dir)?;
+    Ok(dir)
+}
+
+/// A name no other object of this process has: `msgperf-PID-N`.
+pub(crate) fn fresh_name() -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
+    format!(
         "msgperf-{}-{}",
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir(&dir)?;
-    Ok(dir)
+    )
+}
+
+/// Removes a directory and what is in it when dropped.
+pub(crate) struct DirGuard(pub std::path::PathBuf);
+
+impl Drop for DirGuard {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The directory a path transport's set-up made.
+pub(crate) fn dir_of(at: &Rendezvous) -> Result<std::path::PathBuf, TransportError> {
+    match &at.place {
+        Place::Dir(d) => Ok(std::path::PathBuf::from(d)),
+        other => Err(TransportError::Unsupported(format!(
+            "transport `{}` meets in a directory, not {other:?}",
+            at.transport
+        ))),
+    }
+}
+
+/// Set-up of a transport whose ends meet at paths in one private directory.
+pub(crate) fn dir_setup(name: &str) -> Result<Setup, TransportError> {
+    let dir = private_dir()?;
+    Ok(Setup::new(
+        Rendezvous::new(name, Place::Dir(dir.display().to_string())),
+        DirGuard(dir),
+    ))
+}
+
+/// Set-up of a network transport: its accepting ends bind on `plan.host`.
+pub(crate) fn host_setup(name: &str, plan: &SetupPlan) -> Setup {
+    let host = plan.host.clone().unwrap_or_else(|| "127.0.0.1".into());
+    Setup::new(Rendezvous::new(name, Place::Host(host)), ())
+}
+
+/// The host a network transport's set-up named.
+pub(crate) fn host_of(at: &Rendezvous) -> Result<&str, TransportError> {
+    match &at.place {
+        Place::Host(h) => Ok(h),
+        other => Err(TransportError::Unsupported(format!(
+            "transport `{}` meets at a host address, not {other:?}",
+            at.transport
+        ))),
+    }
+}
+
+/// Refuses sides a transport without topics cannot open.
+pub(crate) fn channel_of(name: &str, side: Side) -> Result<(u32, bool), TransportError> {
+    match side {
+        Side::Accept(n) => Ok((n, true)),
+        Side::Connect(n) => Ok((n, false)),
+        _ => Err(TransportError::Unsupported(format!(
+            "transport `{name}` has no native fan-out: a publisher writes a copy to each subscriber's channel"
+        ))),
+    }
 }
 
 /// Accepts on a non-blocking listener, waiting at most the spec's timeout.
@@ -383,4 +662,23 @@ pub(crate) fn accept_within<L: std::os::fd::AsRawFd, S>(
             Err(e) => return Err(e.into()),
         }
     }
+}
+
+/// Checks a size option (`capacity=1M`) against bounds, naming them.
+pub(crate) fn check_size(v: &str, min: usize, max: usize) -> Result<(), String> {
+    match crate::units::parse_size(v) {
+        Ok(n) if (min..=max).contains(&n) => Ok(()),
+        _ => Err(format!(
+            "give bytes from {} to {}, e.g. 1M",
+            crate::units::format_size(min),
+            crate::units::format_size(max)
+        )),
+    }
+}
+
+/// Checks a boolean option value.
+pub(crate) fn check_flag(v: &str) -> Result<(), String> {
+    parse_flag(v)
+        .map(|_| ())
+        .ok_or_else(|| "give true or false".into())
 }

@@ -1,10 +1,12 @@
-//! `pipe`: two named pipes (FIFOs), one per direction, in a private directory. Named rather than
-//! anonymous so that a peer started by hand (`msgperf serve`) can open them too.
+//! `pipe`: two named pipes (FIFOs) per channel, one per direction, in the case's private
+//! directory. Named rather than anonymous so that a role in any process (or a `msgperf serve`
+//! started by hand) can open them.
 
 use super::floor::{FdFloor, FdSide};
 use super::framing::Framed;
 use super::{
-    Capabilities, ChannelSpec, Endpoint, Floor, Listener, Rendezvous, Transport, TransportError,
+    channel_of, dir_of, dir_setup, Capabilities, ChannelSpec, Deferred, Endpoint, Floor, Opening,
+    Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::deadline::Deadline;
 use crate::sys;
@@ -17,9 +19,13 @@ use std::time::Duration;
 
 pub struct Pipe;
 
-/// The listener reads `to_listener` and writes `to_connector`.
-const TO_LISTENER: &str = "to-listener";
-const TO_CONNECTOR: &str = "to-connector";
+/// The FIFOs of channel `n`: the one its accepting end reads, and the one it writes.
+fn fifos(dir: &Path, n: u32) -> (PathBuf, PathBuf) {
+    (
+        dir.join(format!("{n}.to-accepting")),
+        dir.join(format!("{n}.to-connecting")),
+    )
+}
 
 impl Transport for Pipe {
     fn name(&self) -> &'static str {
@@ -28,54 +34,55 @@ impl Transport for Pipe {
     fn about(&self) -> &'static str {
         "two named pipes (FIFOs), one per direction"
     }
-    fn capabilities(&self) -> Capabilities {
+    fn capabilities(&self, _: &Options) -> Capabilities {
         Capabilities {
             reliable: true,
-            ordered: true,
             max_message_bytes: 64 << 20,
             cross_process: true,
-            cross_host: false,
-            latest_value: false,
-            zero_copy: false,
-            many_peers: false,
-            native_fan_out: 0,
+            notices_closed_peer: true,
+            ..Capabilities::default()
         }
     }
 
-    fn listen(&self, spec: &ChannelSpec) -> Result<Box<dyn Listener>, TransportError> {
-        let (dir, owned) = match &spec.listen_at {
-            Some(d) => {
-                std::fs::create_dir_all(d)?;
-                (PathBuf::from(d), false)
-            }
-            None => (super::private_dir()?, true),
-        };
-        for name in [TO_LISTENER, TO_CONNECTOR] {
-            let p = dir.join(name);
-            match sys::mkfifo(&p) {
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    return Err(TransportError::AddressInUse(p.display().to_string()))
-                }
-                r => r?,
-            }
-        }
-        Ok(Box::new(PipeListener { dir, owned }))
+    fn setup(&self, _: &SetupPlan, _: &ChannelSpec) -> Result<Setup, TransportError> {
+        dir_setup(self.name())
     }
 
-    fn connect(
+    fn open(
         &self,
         at: &Rendezvous,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
-        let dir = Path::new(&at.address);
-        let deadline = Deadline::after(spec.timeout);
-        if !dir.join(TO_CONNECTOR).exists() {
-            return Err(TransportError::Refused(at.address.clone()));
+        side: Side,
+        _: &ChannelSpec,
+    ) -> Result<Box<dyn Opening>, TransportError> {
+        let (n, accept) = channel_of(self.name(), side)?;
+        let (to_accepting, to_connecting) = fifos(&dir_of(at)?, n);
+        if accept {
+            for p in [&to_accepting, &to_connecting] {
+                match sys::mkfifo(p) {
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                        return Err(TransportError::AddressInUse(p.display().to_string()))
+                    }
+                    r => r?,
+                }
+            }
         }
-        let mut r = open_read(&dir.join(TO_CONNECTOR))?;
-        let mut w = open_write(&dir.join(TO_LISTENER), deadline, spec)?;
-        greet(&mut r, &mut w, deadline, spec)?;
-        endpoint(r, w, spec)
+        Ok(Box::new(Deferred(
+            move |_: &Rendezvous, spec: &ChannelSpec| {
+                let (read, write) = if accept {
+                    (&to_accepting, &to_connecting)
+                } else {
+                    (&to_connecting, &to_accepting)
+                };
+                if !read.exists() {
+                    return Err(TransportError::Refused(read.display().to_string()));
+                }
+                let deadline = Deadline::after(spec.timeout);
+                let mut r = open_read(read)?;
+                let mut w = open_write(write, deadline, spec)?;
+                greet(&mut r, &mut w, deadline, spec)?;
+                endpoint(r, w, spec)
+            },
+        )))
     }
 
     fn floor(&self) -> Option<&'static dyn Floor> {
@@ -109,39 +116,6 @@ impl Transport for Pipe {
             datagram: false,
         };
         Some(&FLOOR)
-    }
-}
-
-struct PipeListener {
-    dir: PathBuf,
-    /// Whether we made the directory (and so remove it).
-    owned: bool,
-}
-
-impl Listener for PipeListener {
-    fn rendezvous(&self) -> Rendezvous {
-        Rendezvous {
-            transport: "pipe".into(),
-            address: self.dir.display().to_string(),
-        }
-    }
-
-    fn accept(&mut self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
-        let deadline = Deadline::after(spec.timeout);
-        let mut r = open_read(&self.dir.join(TO_LISTENER))?;
-        let mut w = open_write(&self.dir.join(TO_CONNECTOR), deadline, spec)?;
-        greet(&mut r, &mut w, deadline, spec)?;
-        endpoint(r, w, spec)
-    }
-}
-
-impl Drop for PipeListener {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(self.dir.join(TO_LISTENER));
-        let _ = std::fs::remove_file(self.dir.join(TO_CONNECTOR));
-        if self.owned {
-            let _ = std::fs::remove_dir(&self.dir);
-        }
     }
 }
 

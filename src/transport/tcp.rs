@@ -1,11 +1,12 @@
-//! `tcp`: a TCP connection over loopback (or any address given with `--listen`/`--connect`),
-//! TCP_NODELAY on unless `--opt nodelay=false`.
+//! `tcp`: a TCP connection per channel, over loopback (or the address of a `msgperf serve`
+//! host), TCP_NODELAY on unless `--opt nodelay=false`.
 
 use super::floor::{FdFloor, FdSide};
 use super::framing::{Bare, Framed};
 use super::{
-    accept_within, Capabilities, ChannelSpec, Endpoint, Floor, Listener, OptionSpec, Rendezvous,
-    Transport, TransportError,
+    accept_within, channel_of, host_of, host_setup, Capabilities, ChannelSpec, Deferred, Endpoint,
+    Floor, Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Transport,
+    TransportError,
 };
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 
@@ -24,46 +25,59 @@ impl Transport for Tcp {
             default: "true",
             about: "TCP_NODELAY: send small writes at once instead of batching them (Nagle)",
             values: &["true", "false"],
+            check: None,
         }]
     }
-    fn capabilities(&self) -> Capabilities {
+    fn capabilities(&self, _: &Options) -> Capabilities {
         Capabilities {
             reliable: true,
-            ordered: true,
             max_message_bytes: 64 << 20,
             cross_process: true,
             cross_host: true,
-            latest_value: false,
-            zero_copy: false,
-            many_peers: true,
-            native_fan_out: 0,
+            notices_closed_peer: true,
+            ..Capabilities::default()
         }
     }
 
-    fn listen(&self, spec: &ChannelSpec) -> Result<Box<dyn Listener>, TransportError> {
-        let at = spec.listen_at.as_deref().unwrap_or("127.0.0.1:0");
-        let listener = TcpListener::bind(at).map_err(|e| match e.kind() {
-            std::io::ErrorKind::AddrInUse => TransportError::AddressInUse(at.to_string()),
+    fn setup(&self, plan: &SetupPlan, _: &ChannelSpec) -> Result<Setup, TransportError> {
+        Ok(host_setup(self.name(), plan))
+    }
+
+    fn open(
+        &self,
+        at: &Rendezvous,
+        side: Side,
+        _: &ChannelSpec,
+    ) -> Result<Box<dyn Opening>, TransportError> {
+        let (n, accept) = channel_of(self.name(), side)?;
+        if !accept {
+            return Ok(Box::new(Deferred(
+                move |at: &Rendezvous, spec: &ChannelSpec| {
+                    let address = at.bound_at(n)?;
+                    let addr = resolve(address)?;
+                    let s = TcpStream::connect_timeout(&addr, spec.timeout).map_err(|e| match e
+                        .kind()
+                    {
+                        std::io::ErrorKind::ConnectionRefused => {
+                            TransportError::Refused(address.to_string())
+                        }
+                        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
+                            TransportError::Timeout(spec.timeout)
+                        }
+                        _ => e.into(),
+                    })?;
+                    endpoint(s, spec)
+                },
+            )));
+        }
+        // The kernel picks the port; the runner tells the connecting side.
+        let at = format!("{}:0", host_of(at)?);
+        let listener = TcpListener::bind(&at).map_err(|e| match e.kind() {
+            std::io::ErrorKind::AddrInUse => TransportError::AddressInUse(at.clone()),
             _ => e.into(),
         })?;
         listener.set_nonblocking(true)?;
-        Ok(Box::new(TcpListen { listener }))
-    }
-
-    fn connect(
-        &self,
-        at: &Rendezvous,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
-        let addr = resolve(&at.address)?;
-        let s = TcpStream::connect_timeout(&addr, spec.timeout).map_err(|e| match e.kind() {
-            std::io::ErrorKind::ConnectionRefused => TransportError::Refused(at.address.clone()),
-            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
-                TransportError::Timeout(spec.timeout)
-            }
-            _ => e.into(),
-        })?;
-        endpoint(s, spec)
+        Ok(Box::new(TcpAccept { listener }))
     }
 
     fn floor(&self) -> Option<&'static dyn Floor> {
@@ -103,23 +117,20 @@ pub(super) fn resolve(address: &str) -> Result<SocketAddr, TransportError> {
         })
 }
 
-struct TcpListen {
+/// A channel's accepting end: a listening socket on a port the kernel chose.
+struct TcpAccept {
     listener: TcpListener,
 }
 
-impl Listener for TcpListen {
-    fn rendezvous(&self) -> Rendezvous {
-        let a = self
-            .listener
-            .local_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
-        Rendezvous {
-            transport: "tcp".into(),
-            address: a,
-        }
+impl Opening for TcpAccept {
+    fn address(&self) -> Option<String> {
+        self.listener.local_addr().ok().map(|a| a.to_string())
     }
-    fn accept(&mut self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
+    fn finish(
+        self: Box<Self>,
+        _: &Rendezvous,
+        spec: &ChannelSpec,
+    ) -> Result<Box<dyn Endpoint>, TransportError> {
         let (s, _) = accept_within(&self.listener, spec, |l| l.accept())?;
         s.set_nonblocking(false)?;
         endpoint(s, spec)

@@ -1,11 +1,12 @@
-//! `udp`: UDP datagrams over loopback. "Accept" works as TFTP does: the listener's socket only
-//! takes hellos; each peer gets a fresh socket connected to it, so `msgperf serve` can take one
-//! peer after another.
+//! `udp`: UDP datagrams over loopback, a socket pair per channel. The connecting end says hello
+//! to the accepting end's port until it answers (a hello may be lost like any datagram); both
+//! then connect their sockets to each other.
 
 use super::floor::{FdFloor, FdSide};
 use super::framing::{Datagrams, HELLO};
 use super::{
-    Capabilities, ChannelSpec, Endpoint, Floor, Listener, Rendezvous, Transport, TransportError,
+    channel_of, host_of, host_setup, Capabilities, ChannelSpec, Deferred, Endpoint, Floor, Opening,
+    Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::deadline::Deadline;
 use std::net::UdpSocket;
@@ -23,69 +24,38 @@ impl Transport for Udp {
     fn about(&self) -> &'static str {
         "UDP datagrams over loopback: unreliable, losses counted"
     }
-    fn capabilities(&self) -> Capabilities {
+    fn capabilities(&self, _: &Options) -> Capabilities {
         Capabilities {
             reliable: false,
-            ordered: false,
             max_message_bytes: MAX_DATAGRAM,
             cross_process: true,
             cross_host: true,
-            latest_value: false,
-            zero_copy: false,
-            many_peers: true,
-            native_fan_out: 0,
+            ..Capabilities::default()
         }
     }
 
-    fn listen(&self, spec: &ChannelSpec) -> Result<Box<dyn Listener>, TransportError> {
-        let at = spec.listen_at.as_deref().unwrap_or("127.0.0.1:0");
-        let socket = UdpSocket::bind(at).map_err(|e| match e.kind() {
-            std::io::ErrorKind::AddrInUse => TransportError::AddressInUse(at.to_string()),
-            _ => e.into(),
-        })?;
-        Ok(Box::new(UdpListener { socket }))
+    fn setup(&self, plan: &SetupPlan, _: &ChannelSpec) -> Result<Setup, TransportError> {
+        Ok(host_setup(self.name(), plan))
     }
 
-    fn connect(
+    fn open(
         &self,
         at: &Rendezvous,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
-        let server = super::tcp::resolve(&at.address)?;
-        let local = if server.is_ipv4() {
-            "127.0.0.1:0"
-        } else {
-            "[::1]:0"
-        };
-        let s = UdpSocket::bind(local)?;
-        let deadline = Deadline::after(spec.timeout);
-        s.set_read_timeout(Some(Duration::from_millis(100)))?;
-        let mut buf = [0u8; 16];
-        loop {
-            match s.send_to(HELLO, server) {
-                Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {}
-                Err(e) => return Err(e.into()),
-            }
-            match s.recv_from(&mut buf) {
-                Ok((n, from)) if buf[..n] == *HELLO => {
-                    s.connect(from)?;
-                    return endpoint(s, spec);
-                }
-                Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock
-                            | std::io::ErrorKind::TimedOut
-                            | std::io::ErrorKind::ConnectionRefused
-                    ) => {}
-                Err(e) => return Err(e.into()),
-            }
-            if deadline.expired() {
-                return Err(TransportError::Timeout(spec.timeout));
-            }
+        side: Side,
+        _: &ChannelSpec,
+    ) -> Result<Box<dyn Opening>, TransportError> {
+        let (n, accept) = channel_of(self.name(), side)?;
+        if !accept {
+            return Ok(Box::new(Deferred(
+                move |at: &Rendezvous, spec: &ChannelSpec| connect(at.bound_at(n)?, spec),
+            )));
         }
+        let at = format!("{}:0", host_of(at)?);
+        let socket = UdpSocket::bind(&at).map_err(|e| match e.kind() {
+            std::io::ErrorKind::AddrInUse => TransportError::AddressInUse(at.clone()),
+            _ => e.into(),
+        })?;
+        Ok(Box::new(UdpAccept { socket }))
     }
 
     fn floor(&self) -> Option<&'static dyn Floor> {
@@ -112,45 +82,89 @@ impl Transport for Udp {
     }
 }
 
-struct UdpListener {
+/// Says hello to the accepting end at `address` until it answers, then talks only to it.
+fn connect(address: &str, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
+    let server = super::tcp::resolve(address)?;
+    let local = if server.is_ipv4() {
+        "127.0.0.1:0"
+    } else {
+        "[::1]:0"
+    };
+    let s = UdpSocket::bind(local)?;
+    let deadline = Deadline::after(spec.timeout);
+    s.set_read_timeout(Some(Duration::from_millis(100)))?;
+    let mut buf = [0u8; 16];
+    loop {
+        match s.send_to(HELLO, server) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {}
+            Err(e) => return Err(e.into()),
+        }
+        match s.recv_from(&mut buf) {
+            Ok((n, from)) if buf[..n] == *HELLO && from == server => {
+                s.connect(from)?;
+                return endpoint(s, spec, false);
+            }
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::ConnectionRefused
+                ) => {}
+            Err(e) => return Err(e.into()),
+        }
+        if deadline.expired() {
+            return Err(TransportError::Timeout(spec.timeout));
+        }
+    }
+}
+
+/// A channel's accepting end: a socket on a port the kernel chose, which answers the first
+/// hello and from then on talks only to whoever sent it.
+struct UdpAccept {
     socket: UdpSocket,
 }
 
-impl Listener for UdpListener {
-    fn rendezvous(&self) -> Rendezvous {
-        let a = self
-            .socket
-            .local_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
-        Rendezvous {
-            transport: "udp".into(),
-            address: a,
-        }
+impl Opening for UdpAccept {
+    fn address(&self) -> Option<String> {
+        self.socket.local_addr().ok().map(|a| a.to_string())
     }
-    fn accept(&mut self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
-        self.socket.set_read_timeout(Some(spec.timeout))?;
+    fn finish(
+        self: Box<Self>,
+        _: &Rendezvous,
+        spec: &ChannelSpec,
+    ) -> Result<Box<dyn Endpoint>, TransportError> {
+        let s = self.socket;
+        s.set_read_timeout(Some(spec.timeout))?;
         let mut buf = [0u8; 16];
         loop {
-            let (n, from) = self
-                .socket
+            let (n, from) = s
                 .recv_from(&mut buf)
                 .map_err(|e| TransportError::from_io(e, spec.timeout))?;
             if buf[..n] != *HELLO {
                 continue;
             }
-            let ip = self.socket.local_addr()?.ip();
-            let s = UdpSocket::bind((ip, 0))?;
             s.connect(from)?;
             s.send(HELLO)?;
-            return endpoint(s, spec);
+            return endpoint(s, spec, true);
         }
     }
 }
 
-fn endpoint(s: UdpSocket, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
+fn endpoint(
+    s: UdpSocket,
+    spec: &ChannelSpec,
+    accepted: bool,
+) -> Result<Box<dyn Endpoint>, TransportError> {
     s.set_read_timeout(Some(spec.timeout))?;
     s.set_write_timeout(Some(spec.timeout))?;
     s.set_nonblocking(spec.poll)?;
-    Ok(Box::new(Datagrams::new(s, spec.timeout, spec.poll)))
+    Ok(Box::new(Datagrams::new(
+        s,
+        spec.timeout,
+        spec.poll,
+        accepted,
+    )))
 }

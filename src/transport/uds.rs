@@ -1,10 +1,10 @@
-//! `uds`: a unix-domain stream socket at a path in a private directory.
+//! `uds`: a unix-domain stream socket per channel, at a path in the case's private directory.
 
 use super::floor::{FdFloor, FdSide};
 use super::framing::{Bare, Framed};
 use super::{
-    accept_within, Capabilities, ChannelSpec, Endpoint, Floor, Listener, Rendezvous, Transport,
-    TransportError,
+    accept_within, channel_of, dir_of, dir_setup, Capabilities, ChannelSpec, Deferred, Endpoint,
+    Floor, Opening, Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
@@ -18,43 +18,44 @@ impl Transport for Uds {
     fn about(&self) -> &'static str {
         "unix-domain stream socket"
     }
-    fn capabilities(&self) -> Capabilities {
+    fn capabilities(&self, _: &Options) -> Capabilities {
         Capabilities {
             reliable: true,
-            ordered: true,
             max_message_bytes: 64 << 20,
             cross_process: true,
-            cross_host: false,
-            latest_value: false,
-            zero_copy: false,
-            many_peers: true,
-            native_fan_out: 0,
+            notices_closed_peer: true,
+            ..Capabilities::default()
         }
     }
 
-    fn listen(&self, spec: &ChannelSpec) -> Result<Box<dyn Listener>, TransportError> {
-        let (path, dir) = socket_path(spec, "uds.sock")?;
-        let listener = UnixListener::bind(&path).map_err(|e| bind_error(e, &path))?;
-        listener.set_nonblocking(true)?;
-        Ok(Box::new(UdsListener {
-            listener,
-            path,
-            dir,
-        }))
+    fn setup(&self, _: &SetupPlan, _: &ChannelSpec) -> Result<Setup, TransportError> {
+        dir_setup(self.name())
     }
 
-    fn connect(
+    fn open(
         &self,
         at: &Rendezvous,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
-        let s = UnixStream::connect(&at.address).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
-                TransportError::Refused(at.address.clone())
-            }
-            _ => e.into(),
-        })?;
-        endpoint(s, spec)
+        side: Side,
+        _: &ChannelSpec,
+    ) -> Result<Box<dyn Opening>, TransportError> {
+        let (n, accept) = channel_of(self.name(), side)?;
+        let path = dir_of(at)?.join(format!("{n}.sock"));
+        if !accept {
+            return Ok(Box::new(Deferred(
+                move |_: &Rendezvous, spec: &ChannelSpec| {
+                    let s = UnixStream::connect(&path).map_err(|e| match e.kind() {
+                        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+                            TransportError::Refused(path.display().to_string())
+                        }
+                        _ => e.into(),
+                    })?;
+                    endpoint(s, spec)
+                },
+            )));
+        }
+        let listener = UnixListener::bind(&path).map_err(|e| bind_error(e, &path))?;
+        listener.set_nonblocking(true)?;
+        Ok(Box::new(UdsAccept { listener, path }))
     }
 
     fn floor(&self) -> Option<&'static dyn Floor> {
@@ -78,21 +79,6 @@ impl Transport for Uds {
     }
 }
 
-/// The socket path: `--listen PATH` if given, else a fresh private directory (returned so that
-/// the listener removes it).
-pub(super) fn socket_path(
-    spec: &ChannelSpec,
-    name: &str,
-) -> Result<(PathBuf, Option<PathBuf>), TransportError> {
-    match &spec.listen_at {
-        Some(p) => Ok((PathBuf::from(p), None)),
-        None => {
-            let dir = super::private_dir()?;
-            Ok((dir.join(name), Some(dir)))
-        }
-    }
-}
-
 pub(super) fn bind_error(e: std::io::Error, path: &std::path::Path) -> TransportError {
     if e.kind() == std::io::ErrorKind::AddrInUse {
         TransportError::AddressInUse(path.display().to_string())
@@ -101,36 +87,23 @@ pub(super) fn bind_error(e: std::io::Error, path: &std::path::Path) -> Transport
     }
 }
 
-pub(super) fn remove_path(path: &std::path::Path, dir: &Option<PathBuf>) {
-    let _ = std::fs::remove_file(path);
-    if let Some(d) = dir {
-        let _ = std::fs::remove_dir(d);
-    }
-}
-
-struct UdsListener {
+/// A channel's accepting end: a listening socket at its path in the case's directory.
+struct UdsAccept {
     listener: UnixListener,
     path: PathBuf,
-    dir: Option<PathBuf>,
 }
 
-impl Listener for UdsListener {
-    fn rendezvous(&self) -> Rendezvous {
-        Rendezvous {
-            transport: "uds".into(),
-            address: self.path.display().to_string(),
-        }
-    }
-    fn accept(&mut self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
+impl Opening for UdsAccept {
+    fn finish(
+        self: Box<Self>,
+        _: &Rendezvous,
+        spec: &ChannelSpec,
+    ) -> Result<Box<dyn Endpoint>, TransportError> {
         let (s, _) = accept_within(&self.listener, spec, |l| l.accept())?;
+        // The peer is in: the path is no longer needed.
+        let _ = std::fs::remove_file(&self.path);
         s.set_nonblocking(false)?;
         endpoint(s, spec)
-    }
-}
-
-impl Drop for UdsListener {
-    fn drop(&mut self) {
-        remove_path(&self.path, &self.dir);
     }
 }
 

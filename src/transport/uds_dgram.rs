@@ -1,15 +1,17 @@
-//! `uds-dgram`: unix-domain datagram sockets. Reliable on Linux (a full queue makes the writer
-//! wait), and message boundaries are kept. Accept works as for `udp`: a fresh socket per peer.
+//! `uds-dgram`: unix-domain datagram sockets, a pair per channel at paths in the case's private
+//! directory. Reliable on Linux (a full queue makes the writer wait), and message boundaries are
+//! kept. The connecting end says hello until the accepting end answers, as for `udp`.
 
 use super::floor::{FdFloor, FdSide};
 use super::framing::{Datagrams, HELLO};
-use super::uds::{bind_error, remove_path, socket_path};
+use super::uds::bind_error;
 use super::{
-    Capabilities, ChannelSpec, Endpoint, Floor, Listener, Rendezvous, Transport, TransportError,
+    channel_of, dir_of, dir_setup, Capabilities, ChannelSpec, Deferred, Endpoint, Floor, Opening,
+    Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::deadline::Deadline;
 use std::os::unix::net::UnixDatagram;
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::Duration;
 
 pub struct UdsDgram;
@@ -21,85 +23,39 @@ impl Transport for UdsDgram {
     fn about(&self) -> &'static str {
         "unix-domain datagram socket: message boundaries kept, writer waits when full"
     }
-    fn capabilities(&self) -> Capabilities {
+    fn capabilities(&self, _: &Options) -> Capabilities {
         Capabilities {
             reliable: true,
-            ordered: true,
             // Bounded by net.core.wmem_default (212992 B here); 64 KiB fits everywhere.
             max_message_bytes: 65_536,
             cross_process: true,
-            cross_host: false,
-            latest_value: false,
-            zero_copy: false,
-            many_peers: true,
-            native_fan_out: 0,
+            // A connected datagram socket learns that its peer closed only when it sends.
+            notices_closed_peer: false,
+            ..Capabilities::default()
         }
     }
 
-    fn listen(&self, spec: &ChannelSpec) -> Result<Box<dyn Listener>, TransportError> {
-        let (path, dir) = socket_path(spec, "dgram.sock")?;
-        let socket = UnixDatagram::bind(&path).map_err(|e| bind_error(e, &path))?;
-        Ok(Box::new(DgramListener {
-            socket,
-            path,
-            dir,
-            accepted: 0,
-        }))
+    fn setup(&self, _: &SetupPlan, _: &ChannelSpec) -> Result<Setup, TransportError> {
+        dir_setup(self.name())
     }
 
-    fn connect(
+    fn open(
         &self,
         at: &Rendezvous,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
-        let dir = super::private_dir()?;
-        let own = dir.join("client.sock");
-        let result = (|| {
-            let s = UnixDatagram::bind(&own)?;
-            s.set_read_timeout(Some(Duration::from_millis(100)))?;
-            let deadline = Deadline::after(spec.timeout);
-            let mut buf = [0u8; 16];
-            loop {
-                match s.send_to(HELLO, &at.address) {
-                    Ok(_) => {}
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
-                        ) =>
-                    {
-                        return Err(TransportError::Refused(at.address.clone()))
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-                match s.recv_from(&mut buf) {
-                    Ok((n, from)) if buf[..n] == *HELLO => {
-                        let peer = from.as_pathname().map(PathBuf::from).ok_or_else(|| {
-                            TransportError::Corrupt(
-                                "the listener answered from an unnamed socket".into(),
-                            )
-                        })?;
-                        s.connect(&peer)?;
-                        // Tells the listener it may now remove the path we connected to.
-                        s.send(HELLO)?;
-                        return endpoint(s, spec);
-                    }
-                    Ok(_) => {}
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                        ) => {}
-                    Err(e) => return Err(e.into()),
-                }
-                if deadline.expired() {
-                    return Err(TransportError::Timeout(spec.timeout));
-                }
-            }
-        })();
-        // A connected unix datagram socket keeps working once its path is gone.
-        remove_path(&own, &Some(dir));
-        result
+        side: Side,
+        _: &ChannelSpec,
+    ) -> Result<Box<dyn Opening>, TransportError> {
+        let (n, accept) = channel_of(self.name(), side)?;
+        let dir = dir_of(at)?;
+        let accepting = dir.join(format!("{n}.sock"));
+        let connecting = dir.join(format!("{n}.peer.sock"));
+        if accept {
+            let socket = UnixDatagram::bind(&accepting).map_err(|e| bind_error(e, &accepting))?;
+            return Ok(Box::new(DgramAccept { socket }));
+        }
+        Ok(Box::new(Deferred(
+            move |_: &Rendezvous, spec: &ChannelSpec| connect(&connecting, &accepting, spec),
+        )))
     }
 
     fn floor(&self) -> Option<&'static dyn Floor> {
@@ -123,26 +79,65 @@ impl Transport for UdsDgram {
     }
 }
 
-struct DgramListener {
-    socket: UnixDatagram,
-    path: PathBuf,
-    dir: Option<PathBuf>,
-    accepted: u32,
-}
-
-impl Listener for DgramListener {
-    fn rendezvous(&self) -> Rendezvous {
-        Rendezvous {
-            transport: "uds-dgram".into(),
-            address: self.path.display().to_string(),
+/// Binds `own` and says hello to the accepting end at `server` until it answers from there.
+fn connect(
+    own: &Path,
+    server: &Path,
+    spec: &ChannelSpec,
+) -> Result<Box<dyn Endpoint>, TransportError> {
+    let s = UnixDatagram::bind(own).map_err(|e| bind_error(e, own))?;
+    s.set_read_timeout(Some(Duration::from_millis(100)))?;
+    let deadline = Deadline::after(spec.timeout);
+    let mut buf = [0u8; 16];
+    loop {
+        match s.send_to(HELLO, server) {
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+                ) =>
+            {
+                return Err(TransportError::Refused(server.display().to_string()))
+            }
+            Err(e) => return Err(e.into()),
+        }
+        match s.recv_from(&mut buf) {
+            Ok((n, from)) if buf[..n] == *HELLO && from.as_pathname() == Some(server) => {
+                s.connect(server)?;
+                return endpoint(s, spec, false);
+            }
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => return Err(e.into()),
+        }
+        if deadline.expired() {
+            return Err(TransportError::Timeout(spec.timeout));
         }
     }
-    fn accept(&mut self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
-        self.socket.set_read_timeout(Some(spec.timeout))?;
+}
+
+/// A channel's accepting end: a socket at its path, which answers the first hello and from
+/// then on talks only to whoever sent it.
+struct DgramAccept {
+    socket: UnixDatagram,
+}
+
+impl Opening for DgramAccept {
+    fn finish(
+        self: Box<Self>,
+        _: &Rendezvous,
+        spec: &ChannelSpec,
+    ) -> Result<Box<dyn Endpoint>, TransportError> {
+        let s = self.socket;
+        s.set_read_timeout(Some(spec.timeout))?;
         let mut buf = [0u8; 16];
         loop {
-            let (n, from) = self
-                .socket
+            let (n, from) = s
                 .recv_from(&mut buf)
                 .map_err(|e| TransportError::from_io(e, spec.timeout))?;
             let Some(peer) = from.as_pathname() else {
@@ -151,30 +146,25 @@ impl Listener for DgramListener {
             if buf[..n] != *HELLO {
                 continue;
             }
-            self.accepted += 1;
-            let own = self.path.with_extension(format!("{}.sock", self.accepted));
-            let s = UnixDatagram::bind(&own)?;
-            s.set_read_timeout(Some(spec.timeout))?;
-            let r = s
-                .connect(peer)
-                .and_then(|_| s.send(HELLO))
-                .and_then(|_| s.recv(&mut buf));
-            let _ = std::fs::remove_file(&own);
-            r.map_err(|e| TransportError::from_io(e, spec.timeout))?;
-            return endpoint(s, spec);
+            s.connect(peer)?;
+            s.send(HELLO)?;
+            return endpoint(s, spec, true);
         }
     }
 }
 
-impl Drop for DgramListener {
-    fn drop(&mut self) {
-        remove_path(&self.path, &self.dir);
-    }
-}
-
-fn endpoint(s: UnixDatagram, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
+fn endpoint(
+    s: UnixDatagram,
+    spec: &ChannelSpec,
+    accepted: bool,
+) -> Result<Box<dyn Endpoint>, TransportError> {
     s.set_read_timeout(Some(spec.timeout))?;
     s.set_write_timeout(Some(spec.timeout))?;
     s.set_nonblocking(spec.poll)?;
-    Ok(Box::new(Datagrams::new(s, spec.timeout, spec.poll)))
+    Ok(Box::new(Datagrams::new(
+        s,
+        spec.timeout,
+        spec.poll,
+        accepted,
+    )))
 }

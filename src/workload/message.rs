@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! 0..4   length of the whole message (u32 LE; the transport contract's delimiter)
-//! 4..8   flags (MEASURED, END, CONTROL, ACK)
+//! 4..8   flags (MEASURED, END, ACK)
 //! 8..16  sequence number
 //! 16..24 send time, CLOCK_MONOTONIC ns
 //! 24..28 CRC32 of seq and payload (with --checksum), else 0
@@ -15,15 +15,11 @@
 pub const HEADER: usize = 32;
 /// The smallest message: the header.
 pub const MIN_SIZE: usize = HEADER;
-/// Largest control message (hello, ready, a role's result): fits a UDP datagram.
-pub const CONTROL_MAX: usize = 60_000;
 
 /// Part of the measured window (not warm-up).
 pub const MEASURED: u32 = 1;
 /// The sender is done; `seq` holds the number of messages it sent.
 pub const END: u32 = 2;
-/// JSON after the header: hello, ready or a role's result.
-pub const CONTROL: u32 = 4;
 /// Acknowledges message `seq` (`--confirm`).
 pub const ACK: u32 = 8;
 
@@ -204,16 +200,6 @@ pub fn end(out: &mut [u8; HEADER], next: u64, first_measured: u64) -> &[u8] {
     signal(out, END, next);
     out[16..24].copy_from_slice(&first_measured.to_le_bytes());
     out
-}
-
-/// A control message: header with CONTROL, then `json`.
-pub fn control(json: &[u8]) -> Vec<u8> {
-    let mut b = vec![0u8; HEADER + json.len()];
-    let n = b.len() as u32;
-    b[0..4].copy_from_slice(&n.to_le_bytes());
-    b[4..8].copy_from_slice(&CONTROL.to_le_bytes());
-    b[HEADER..].copy_from_slice(json);
-    b
 }
 
 #[cfg(test)]

@@ -1,14 +1,19 @@
-//! Room `workload`: what the roles do with a channel. A workload speaks only to
-//! [`Endpoint`] and records into a [`Recorder`]; where it runs and how its results are shown
-//! are other rooms' business.
+//! Room `workload`: what the roles of a case are and what each does with its channels. A
+//! workload says, for a case, which roles exist and which channel ends each opens (its
+//! topology), and runs one role over its opened ends, recording into a [`Recorder`]; where roles
+//! run, how ends are opened and how results are shown are other rooms' business.
 //!
 //! # The contract
-//! - The active role (initiator, writer) decides when the case ends (count, duration, Ctrl-C)
-//!   and returns how many messages it sent; the session then sends END.
-//! - The passive role (responder, reader) returns when it receives END.
-//! - Messages in the measured window carry the MEASURED flag; the passive role starts its
+//! - [`Workload::topology`] lists the roles in the order results show them (driving roles
+//!   first) and the channels and topics the transport's set-up makes for them.
+//! - A driving role (initiator, writer, publisher) decides when the case ends (count,
+//!   duration, stop) and returns what it sent; the runner then sends END on each of its ends.
+//!   Any other role returns when END has come on each of its ends.
+//! - Messages in the measured window carry the MEASURED flag; a receiving role starts its
 //!   window at the first one.
 //! - Nothing is allocated, formatted or locked between the first and last message.
+//! - Only the workload's messages and END cross a channel: everything else (the case, the
+//!   start, results) travels on the runner's control channel.
 
 pub mod message;
 mod pingpong;
@@ -16,10 +21,10 @@ mod pubsub;
 mod stream;
 
 use crate::deadline::Deadline;
-use crate::measure::clock;
 use crate::measure::Recorder;
-use crate::result::{CaseConfig, Wait};
-use crate::transport::{Capabilities, Endpoint, FloorKind, TransportError};
+use crate::result::{CaseConfig, FanOut, FloorKind, LatencyKind, Metric, RoleId, Wait};
+use crate::transport::{Capabilities, Endpoint, SetupPlan, Side, TransportError};
+use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The workloads msgperf knows; adding one is one module and one line here.
@@ -39,34 +44,63 @@ pub fn find(name: &str) -> Result<&'static dyn Workload, String> {
 pub trait Workload: Sync {
     fn name(&self) -> &'static str;
     fn about(&self) -> &'static str;
-    /// Names of the active and passive roles.
-    fn roles(&self) -> [&'static str; 2];
-    /// What the latency figure of this workload means, for the table.
-    fn latency_kind(&self, case: &CaseConfig) -> &'static str;
-    /// Which plain loop of the transport this workload's figures divide by.
-    fn floor_kind(&self) -> FloorKind;
+    /// What this case's latency figure measures, and the metric that holds it.
+    fn latency(&self, case: &CaseConfig) -> (LatencyKind, Metric);
+    /// Which plain loop of the transport this case's figures divide by; None where no floor
+    /// compares like with like (a paced case moves what its schedule says).
+    fn floor_kind(&self, case: &CaseConfig) -> Option<FloorKind>;
     /// Refuses a case this workload cannot run on a transport, naming the fix.
     fn check(&self, case: &CaseConfig, caps: &Capabilities) -> Result<(), String>;
-    /// Runs the active role; returns what it sent.
-    fn active(
+    /// The case's roles and their ends, and what the transport's set-up makes for them.
+    fn topology(&self, case: &CaseConfig, caps: &Capabilities) -> Topology;
+    /// Runs one role over its opened ends (in the order of `role.ends`). A driving role
+    /// returns what it sent.
+    fn run(
         &self,
-        ep: &mut dyn Endpoint,
+        role: &RoleSpec,
+        ends: &mut [Box<dyn Endpoint>],
         case: &CaseConfig,
         rec: &mut Recorder,
-        stop: &AtomicBool,
-    ) -> Result<Sent, RoleError>;
-    /// Runs the passive role until END.
-    fn passive(
-        &self,
-        ep: &mut dyn Endpoint,
-        case: &CaseConfig,
-        rec: &mut Recorder,
-    ) -> Result<(), RoleError>;
+        ctl: &RoleControl,
+    ) -> Result<Option<Sent>, RoleError>;
 }
 
-/// What the active role sent: sequence numbers from `first_measured` to `next` (exclusive)
+/// A case's roles and what they meet on.
+#[derive(Clone, Debug)]
+pub struct Topology {
+    pub roles: Vec<RoleSpec>,
+    pub setup: SetupPlan,
+    /// How publishers reach several subscribers, where the workload has them.
+    pub fan_out: Option<FanOut>,
+}
+
+/// One role of a case: plain data, as it travels to a role process.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RoleSpec {
+    pub id: RoleId,
+    /// The channel ends it opens.
+    pub ends: Vec<Side>,
+    /// The CPU it is pinned to.
+    pub cpu: Option<usize>,
+    /// It decides when the case ends and sends END on its ends.
+    pub drives: bool,
+}
+
+/// What a running role gets from its runner besides its ends.
+pub struct RoleControl<'a> {
+    /// Raised to end the case early (Ctrl-C, another role died): a driving role stops sending.
+    pub stop: &'a AtomicBool,
+}
+
+impl RoleControl<'_> {
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// What a driving role sent: sequence numbers from `first_measured` to `next` (exclusive)
 /// were measured; the ones before were warm-up. END carries both.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Sent {
     pub first_measured: u64,
     pub next: u64,
@@ -80,7 +114,7 @@ pub enum RoleError {
     Integrity(String),
 }
 
-/// When the active role stops: after `count` measured messages or at `end_ns`.
+/// When a driving role stops: after `count` measured messages or at `end_ns`.
 #[derive(Clone, Copy)]
 pub(crate) struct StopRule {
     count: u64,
@@ -90,7 +124,7 @@ pub(crate) struct StopRule {
 impl StopRule {
     /// The measured phase, starting now.
     pub fn measured(case: &CaseConfig) -> Self {
-        let now = clock::now();
+        let now = crate::measure::clock::now();
         StopRule {
             count: case.count.unwrap_or(u64::MAX),
             end_ns: case
@@ -103,7 +137,7 @@ impl StopRule {
     pub fn warmup(case: &CaseConfig) -> Self {
         StopRule {
             count: u64::MAX,
-            end_ns: clock::now() + case.warmup.as_nanos() as u64,
+            end_ns: crate::measure::clock::now() + case.warmup.as_nanos() as u64,
         }
     }
 
@@ -155,9 +189,9 @@ pub(crate) fn receive_in_place(
     ep.recv_with(read)
 }
 
-/// Buffer for receiving: the case's size or a control message, whichever is larger.
+/// Buffer for receiving: the case's size, or END's if that is larger.
 pub(crate) fn receive_buffer(case: &CaseConfig) -> Vec<u8> {
-    vec![0u8; case.size_bytes.max(message::CONTROL_MAX)]
+    vec![0u8; case.size_bytes.max(message::HEADER)]
 }
 
 /// Checks shared by every workload.
@@ -177,4 +211,55 @@ pub(crate) fn check_common(case: &CaseConfig, caps: &Capabilities) -> Result<(),
         ));
     }
     Ok(())
+}
+
+/// Refuses publishers and subscribers for a workload of two roles.
+pub(crate) fn check_two_roles(case: &CaseConfig) -> Result<(), String> {
+    if case.pubs != 1 || case.subs != 1 {
+        return Err(format!(
+            "--pubs and --subs are for the pubsub workload, not {}: write `msgperf run pubsub ...`",
+            case.workload
+        ));
+    }
+    Ok(())
+}
+
+/// The two roles of a workload with one channel: the driving one connects, the other accepts.
+pub(crate) fn two_roles(
+    case: &CaseConfig,
+    driver: crate::result::RoleKind,
+    other: crate::result::RoleKind,
+) -> Topology {
+    Topology {
+        roles: vec![
+            RoleSpec {
+                id: RoleId::one(driver),
+                ends: vec![Side::Connect(0)],
+                cpu: case.cpus.0,
+                drives: true,
+            },
+            RoleSpec {
+                id: RoleId::one(other),
+                ends: vec![Side::Accept(0)],
+                cpu: case.cpus.1,
+                drives: false,
+            },
+        ],
+        setup: SetupPlan {
+            channels: 1,
+            ..SetupPlan::default()
+        },
+        fan_out: None,
+    }
+}
+
+/// The one end of a two-role workload's role.
+pub(crate) fn only_end(ends: &mut [Box<dyn Endpoint>]) -> Result<&mut dyn Endpoint, RoleError> {
+    match ends {
+        [ep] => Ok(&mut **ep),
+        _ => Err(RoleError::Transport(TransportError::Unsupported(format!(
+            "this role takes one channel end, not {}",
+            ends.len()
+        )))),
+    }
 }

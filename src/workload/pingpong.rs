@@ -1,13 +1,14 @@
 //! `pingpong`: the initiator sends a message, the responder sends it back; the initiator times
 //! the round trip (a null RPC when the message is the bare header).
 
-use super::message::{self, Outgoing, CONTROL, END, MEASURED};
+use super::message::{self, Outgoing, END, MEASURED};
 use super::{
-    check_common, receive, receive_buffer, receive_in_place, RoleError, Sent, StopRule, Workload,
+    check_common, check_two_roles, only_end, receive, receive_buffer, receive_in_place, two_roles,
+    RoleControl, RoleError, RoleSpec, Sent, StopRule, Topology, Workload,
 };
 use crate::measure::{clock, Metric, Recorder};
-use crate::result::CaseConfig;
-use crate::transport::{Capabilities, Endpoint, FloorKind, TransportError};
+use crate::result::{CaseConfig, FloorKind, LatencyKind, RoleKind};
+use crate::transport::{Capabilities, Endpoint, TransportError};
 use std::sync::atomic::AtomicBool;
 
 pub struct PingPong;
@@ -19,19 +20,17 @@ impl Workload for PingPong {
     fn about(&self) -> &'static str {
         "round trips: send, wait for the echo, repeat (latency distribution, CPU per round trip)"
     }
-    fn roles(&self) -> [&'static str; 2] {
-        ["initiator", "responder"]
+    fn latency(&self, _: &CaseConfig) -> (LatencyKind, Metric) {
+        (LatencyKind::RoundTrip, Metric::Rtt)
     }
-    fn latency_kind(&self, _: &CaseConfig) -> &'static str {
-        "round trip"
-    }
-    fn floor_kind(&self) -> FloorKind {
-        FloorKind::RoundTrip
+    fn floor_kind(&self, _: &CaseConfig) -> Option<FloorKind> {
+        Some(FloorKind::RoundTrip)
     }
     fn check(&self, case: &CaseConfig, caps: &Capabilities) -> Result<(), String> {
+        check_two_roles(case)?;
         check_common(case, caps)?;
         if case.rate_hz.is_some() {
-            return Err("pingpong sends the next message when the reply comes: --rate applies to `stream`; drop it".into());
+            return Err("pingpong sends the next message when the reply comes: --rate applies to `stream` and `pubsub`; drop it".into());
         }
         if case.confirm {
             return Err(
@@ -41,97 +40,108 @@ impl Workload for PingPong {
         }
         Ok(())
     }
-
-    fn active(
+    fn topology(&self, case: &CaseConfig, _: &Capabilities) -> Topology {
+        two_roles(case, RoleKind::Initiator, RoleKind::Responder)
+    }
+    fn run(
         &self,
-        ep: &mut dyn Endpoint,
+        role: &RoleSpec,
+        ends: &mut [Box<dyn Endpoint>],
         case: &CaseConfig,
         rec: &mut Recorder,
-        stop: &AtomicBool,
-    ) -> Result<Sent, RoleError> {
-        let mut out = Outgoing::new(case.size_bytes, case.checksum);
-        let mut buf = receive_buffer(case);
-        let mut seq = 0;
-        if !case.warmup.is_zero() {
-            seq = exchange(
-                ep,
-                case,
-                rec,
-                &mut out,
-                &mut buf,
-                seq,
-                StopRule::warmup(case),
-                false,
-                stop,
-            )?;
+        ctl: &RoleControl,
+    ) -> Result<Option<Sent>, RoleError> {
+        let ep = only_end(ends)?;
+        if role.drives {
+            initiate(ep, case, rec, ctl.stop).map(Some)
+        } else {
+            respond(ep, case, rec).map(|_| None)
         }
-        rec.reset();
-        let first_measured = seq;
-        let next = exchange(
+    }
+}
+
+/// The initiator: a warm-up, then the measured round trips.
+fn initiate(
+    ep: &mut dyn Endpoint,
+    case: &CaseConfig,
+    rec: &mut Recorder,
+    stop: &AtomicBool,
+) -> Result<Sent, RoleError> {
+    let mut out = Outgoing::new(case.size_bytes, case.checksum);
+    let mut buf = receive_buffer(case);
+    let mut seq = 0;
+    if !case.warmup.is_zero() {
+        seq = exchange(
             ep,
             case,
             rec,
             &mut out,
             &mut buf,
             seq,
-            StopRule::measured(case),
-            true,
+            StopRule::warmup(case),
+            false,
             stop,
         )?;
-        Ok(Sent {
-            first_measured,
-            next,
-        })
     }
+    rec.reset();
+    let first_measured = seq;
+    let next = exchange(
+        ep,
+        case,
+        rec,
+        &mut out,
+        &mut buf,
+        seq,
+        StopRule::measured(case),
+        true,
+        stop,
+    )?;
+    Ok(Sent {
+        first_measured,
+        next,
+    })
+}
 
-    fn passive(
-        &self,
-        ep: &mut dyn Endpoint,
-        case: &CaseConfig,
-        rec: &mut Recorder,
-    ) -> Result<(), RoleError> {
-        let mut buf = receive_buffer(case);
-        let mut measuring = false;
-        // A read is timed from the return of the call before it: only a few ns of this loop's
-        // bookkeeping lie between, and one timestamp fewer per round trip matters when both
-        // roles share a CPU.
-        let mut last = clock::now();
-        loop {
-            let n = receive(ep, &mut buf, case, rec)?;
-            let t1 = clock::now();
-            let t0 = std::mem::replace(&mut last, t1);
-            let m = &buf[..n];
-            let flags = message::flags(m);
-            if flags & END != 0 {
-                return Ok(());
+/// The responder: echoes every message until END.
+fn respond(ep: &mut dyn Endpoint, case: &CaseConfig, rec: &mut Recorder) -> Result<(), RoleError> {
+    let mut buf = receive_buffer(case);
+    let mut measuring = false;
+    // A read is timed from the return of the call before it: only a few ns of this loop's
+    // bookkeeping lie between, and one timestamp fewer per round trip matters when both
+    // roles share a CPU.
+    let mut last = clock::now();
+    loop {
+        let n = receive(ep, &mut buf, case, rec)?;
+        let t1 = clock::now();
+        let t0 = std::mem::replace(&mut last, t1);
+        let m = &buf[..n];
+        let flags = message::flags(m);
+        if flags & END != 0 {
+            return Ok(());
+        }
+        if flags & MEASURED != 0 && !measuring {
+            measuring = true;
+            rec.reset();
+        }
+        if let Err(e) = message::verify(m, case.size_bytes, case.checksum) {
+            if case.strict {
+                return Err(RoleError::Integrity(e));
             }
-            if flags & CONTROL != 0 {
-                continue;
-            }
-            if flags & MEASURED != 0 && !measuring {
-                measuring = true;
-                rec.reset();
-            }
-            if let Err(e) = message::verify(m, case.size_bytes, case.checksum) {
-                if case.strict {
-                    return Err(RoleError::Integrity(e));
-                }
-                rec.counters.corrupted += 1;
-                continue;
-            }
-            ep.send(m)?;
-            let t2 = clock::now();
-            last = t2;
-            if measuring {
-                rec.record_primary(Metric::RecvCall, t1 - t0, t1);
-                rec.record(Metric::SendCall, t2 - t1);
-                let c = &mut rec.counters;
-                c.messages_received += 1;
-                c.bytes_received += n as u64;
-                c.messages_sent += 1;
-                c.bytes_sent += n as u64;
-                rec.mark_end(t2);
-            }
+            rec.counters.corrupted += 1;
+            continue;
+        }
+        ep.send(m)?;
+        let t2 = clock::now();
+        last = t2;
+        if measuring {
+            rec.record_primary(Metric::RecvCall, t1 - t0, t1);
+            rec.record(Metric::SendCall, t2 - t1);
+            let c = &mut rec.counters;
+            c.messages_received += 1;
+            c.bytes_received += n as u64;
+            c.messages_sent += 1;
+            c.bytes_sent += n as u64;
+            rec.mark_end(t2);
         }
     }
 }

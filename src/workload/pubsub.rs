@@ -1,17 +1,22 @@
 //! `pubsub`: P publishers and S subscribers (the publish-subscribe report's 1-to-5 and 5-to-1
-//! tests). Every publisher-to-subscriber channel carries a stream: a publisher writes each
-//! message once to its fan-out (the transport's own, or a copy per subscriber), and each
-//! subscriber reads and checks what every publisher sent it. This module is that channel's two
-//! ends.
+//! tests). Where the transport has a native fan-out (shm), each publisher writes each message
+//! once to a topic that every subscriber reads; elsewhere every publisher-subscriber pair has a
+//! channel of its own and a publisher writes a copy of each message to each of its channels in
+//! turn. Every publisher-to-subscriber stream is a `stream`'s; a subscriber reads each
+//! publisher's on a thread of its own, and its result is the sum of them.
 
-use super::stream::Stream;
-use super::{check_common, RoleError, Sent, Workload};
-use crate::measure::Recorder;
-use crate::result::CaseConfig;
-use crate::transport::{Capabilities, Endpoint, FloorKind};
-use std::sync::atomic::AtomicBool;
+use super::stream::{read_stream, write_stream};
+use super::{check_common, RoleControl, RoleError, RoleSpec, Sent, Topology, Workload};
+use crate::measure::{Metric, Recorder};
+use crate::result::{CaseConfig, FanOut, FloorKind, LatencyKind, RoleId, RoleKind};
+use crate::transport::{Capabilities, CopyFanOut, Endpoint, SetupPlan, Side};
 
 pub struct PubSub;
+
+/// Whether a case's publishers use the transport's native fan-out.
+fn native(case: &CaseConfig, caps: &Capabilities) -> bool {
+    caps.native_fan_out > 0 && case.subs <= caps.native_fan_out
+}
 
 impl Workload for PubSub {
     fn name(&self) -> &'static str {
@@ -20,36 +25,124 @@ impl Workload for PubSub {
     fn about(&self) -> &'static str {
         "P publishers to S subscribers (--pubs, --subs) at --rate: per-subscriber latency, loss and CPU"
     }
-    fn roles(&self) -> [&'static str; 2] {
-        ["publisher", "subscriber"]
+    fn latency(&self, _: &CaseConfig) -> (LatencyKind, Metric) {
+        (LatencyKind::OneWay, Metric::OneWay)
     }
-    fn latency_kind(&self, _case: &CaseConfig) -> &'static str {
-        "one-way (publish to delivery)"
-    }
-    fn floor_kind(&self) -> FloorKind {
-        FloorKind::Stream
+    fn floor_kind(&self, case: &CaseConfig) -> Option<FloorKind> {
+        // One publisher to one subscriber is a stream; more roles share the CPUs, which the
+        // two-sided floor does not.
+        (case.rate_hz.is_none() && case.pubs == 1 && case.subs == 1).then_some(FloorKind::Stream)
     }
     fn check(&self, case: &CaseConfig, caps: &Capabilities) -> Result<(), String> {
         if case.confirm {
             return Err("pubsub does not take --confirm (a publisher would wait for every subscriber in turn): use `stream --confirm` for acknowledged writes".into());
         }
+        if case.pubs == 0 || case.subs == 0 {
+            return Err("--pubs and --subs take 1 or more".into());
+        }
+        if caps.native_fan_out > 0 && case.subs > caps.native_fan_out {
+            return Err(format!(
+                "transport `{}`'s fan-out serves up to {} subscribers, not {}: use --opt fan-out=copy, or fewer --subs",
+                case.transport, caps.native_fan_out, case.subs
+            ));
+        }
         check_common(case, caps)
     }
-    fn active(
-        &self,
-        ep: &mut dyn Endpoint,
-        case: &CaseConfig,
-        rec: &mut Recorder,
-        stop: &AtomicBool,
-    ) -> Result<Sent, RoleError> {
-        Stream.active(ep, case, rec, stop)
+    fn topology(&self, case: &CaseConfig, caps: &Capabilities) -> Topology {
+        let (pubs, subs) = (case.pubs as u32, case.subs as u32);
+        let native = native(case, caps);
+        let publisher = |p: u32| RoleSpec {
+            id: RoleId::nth(RoleKind::Publisher, p as usize),
+            ends: if native {
+                vec![Side::Publish(p)]
+            } else {
+                (0..subs).map(|s| Side::Connect(p * subs + s)).collect()
+            },
+            cpu: case.cpus.0,
+            drives: true,
+        };
+        let subscriber = |s: u32| RoleSpec {
+            id: RoleId::nth(RoleKind::Subscriber, s as usize),
+            ends: (0..pubs)
+                .map(|p| {
+                    if native {
+                        Side::Subscribe {
+                            topic: p,
+                            reader: s,
+                        }
+                    } else {
+                        Side::Accept(p * subs + s)
+                    }
+                })
+                .collect(),
+            cpu: case.cpus.1,
+            drives: false,
+        };
+        Topology {
+            roles: (0..pubs)
+                .map(publisher)
+                .chain((0..subs).map(subscriber))
+                .collect(),
+            setup: if native {
+                SetupPlan {
+                    topics: vec![subs; pubs as usize],
+                    ..SetupPlan::default()
+                }
+            } else {
+                SetupPlan {
+                    channels: pubs * subs,
+                    ..SetupPlan::default()
+                }
+            },
+            fan_out: Some(if native { FanOut::Shared } else { FanOut::Copy }),
+        }
     }
-    fn passive(
+
+    fn run(
         &self,
-        ep: &mut dyn Endpoint,
+        role: &RoleSpec,
+        ends: &mut [Box<dyn Endpoint>],
         case: &CaseConfig,
         rec: &mut Recorder,
-    ) -> Result<(), RoleError> {
-        Stream.passive(ep, case, rec)
+        ctl: &RoleControl,
+    ) -> Result<Option<Sent>, RoleError> {
+        if role.drives {
+            if let [ep] = ends {
+                return write_stream(&mut **ep, case, rec, ctl.stop).map(Some);
+            }
+            let mut fan = CopyFanOut::new(ends);
+            let sent = write_stream(&mut fan, case, rec, ctl.stop);
+            rec.counters.send_full += fan.refused();
+            return sent.map(Some);
+        }
+        // Only the first subscriber is the slow one.
+        let slow = case.slow_subscriber.filter(|_| role.id.number == Some(1));
+        let Some((first, others)) = ends.split_first_mut() else {
+            return Ok(None);
+        };
+        std::thread::scope(|scope| {
+            let parts: Vec<_> = others
+                .iter_mut()
+                .map(|ep| {
+                    scope.spawn(move || {
+                        let mut part = Recorder::new();
+                        let r = read_stream(&mut **ep, case, &mut part, slow);
+                        part.finish(role.id, r.err().map(|e| e.to_string()))
+                    })
+                })
+                .collect();
+            let mine = read_stream(&mut **first, case, rec, slow);
+            for p in parts {
+                match p.join() {
+                    Ok(part) => rec.absorb(part),
+                    Err(_) => {
+                        return Err(RoleError::Integrity(
+                            "a subscriber's reading thread panicked".into(),
+                        ))
+                    }
+                }
+            }
+            mine.map(|_| None)
+        })
     }
 }

@@ -2,15 +2,16 @@
 //! checks each one; throughput is measured at the reader. With `--confirm` the writer waits for
 //! an acknowledgement of every message (NML's confirm_write).
 
-use super::message::{self, Outgoing, ACK, CONTROL, END, HEADER, MEASURED};
+use super::message::{self, Outgoing, ACK, END, HEADER, MEASURED};
 use super::{
-    check_common, receive, receive_buffer, receive_in_place, RoleError, Sent, StopRule, Workload,
+    check_common, check_two_roles, only_end, receive, receive_buffer, receive_in_place, two_roles,
+    RoleControl, RoleError, RoleSpec, Sent, StopRule, Topology, Workload,
 };
 use crate::measure::integrity::{Arrival, SeqTracker};
 use crate::measure::pacing::{RealClock, Schedule};
 use crate::measure::{clock, Metric, Recorder};
-use crate::result::CaseConfig;
-use crate::transport::{Capabilities, Endpoint, FloorKind, TransportError};
+use crate::result::{CaseConfig, FloorKind, LatencyKind, RoleKind};
+use crate::transport::{Capabilities, Endpoint, TransportError};
 use std::sync::atomic::AtomicBool;
 
 pub struct Stream;
@@ -22,167 +23,184 @@ impl Workload for Stream {
     fn about(&self) -> &'static str {
         "one-way stream at full speed: messages/s and MB/s at the reader, loss, duplicates, reordering"
     }
-    fn roles(&self) -> [&'static str; 2] {
-        ["writer", "reader"]
-    }
-    fn latency_kind(&self, case: &CaseConfig) -> &'static str {
+    fn latency(&self, case: &CaseConfig) -> (LatencyKind, Metric) {
         if case.confirm {
-            "round trip (write to ack)"
+            (LatencyKind::WriteToAck, Metric::Rtt)
         } else {
-            "one-way (incl. queueing)"
+            (LatencyKind::OneWay, Metric::OneWay)
         }
     }
-    fn floor_kind(&self) -> FloorKind {
-        FloorKind::Stream
+    fn floor_kind(&self, case: &CaseConfig) -> Option<FloorKind> {
+        // A paced stream moves what its schedule says, and a confirmed one waits a round trip
+        // per message: neither divides by the plain stream.
+        (case.rate_hz.is_none() && !case.confirm).then_some(FloorKind::Stream)
     }
     fn check(&self, case: &CaseConfig, caps: &Capabilities) -> Result<(), String> {
+        check_two_roles(case)?;
         check_common(case, caps)
     }
-
-    fn active(
+    fn topology(&self, case: &CaseConfig, _: &Capabilities) -> Topology {
+        two_roles(case, RoleKind::Writer, RoleKind::Reader)
+    }
+    fn run(
         &self,
-        ep: &mut dyn Endpoint,
+        role: &RoleSpec,
+        ends: &mut [Box<dyn Endpoint>],
         case: &CaseConfig,
         rec: &mut Recorder,
-        stop: &AtomicBool,
-    ) -> Result<Sent, RoleError> {
-        let mut out = Outgoing::new(case.size_bytes, case.checksum);
-        let mut buf = receive_buffer(case);
-        let mut seq = 0;
-        if !case.warmup.is_zero() {
-            seq = write(
-                ep,
-                case,
-                rec,
-                &mut out,
-                &mut buf,
-                seq,
-                StopRule::warmup(case),
-                false,
-                stop,
-            )?;
+        ctl: &RoleControl,
+    ) -> Result<Option<Sent>, RoleError> {
+        let ep = only_end(ends)?;
+        if role.drives {
+            write_stream(ep, case, rec, ctl.stop).map(Some)
+        } else {
+            read_stream(ep, case, rec, case.slow_subscriber).map(|_| None)
         }
-        rec.reset();
-        let first_measured = seq;
-        let next = write(
+    }
+}
+
+/// The writer: a warm-up, then the measured messages.
+pub(crate) fn write_stream(
+    ep: &mut dyn Endpoint,
+    case: &CaseConfig,
+    rec: &mut Recorder,
+    stop: &AtomicBool,
+) -> Result<Sent, RoleError> {
+    let mut out = Outgoing::new(case.size_bytes, case.checksum);
+    let mut buf = receive_buffer(case);
+    let mut seq = 0;
+    if !case.warmup.is_zero() {
+        seq = write(
             ep,
             case,
             rec,
             &mut out,
             &mut buf,
             seq,
-            StopRule::measured(case),
-            true,
+            StopRule::warmup(case),
+            false,
             stop,
         )?;
-        Ok(Sent {
-            first_measured,
-            next,
-        })
     }
+    rec.reset();
+    let first_measured = seq;
+    let next = write(
+        ep,
+        case,
+        rec,
+        &mut out,
+        &mut buf,
+        seq,
+        StopRule::measured(case),
+        true,
+        stop,
+    )?;
+    Ok(Sent {
+        first_measured,
+        next,
+    })
+}
 
-    fn passive(
-        &self,
-        ep: &mut dyn Endpoint,
-        case: &CaseConfig,
-        rec: &mut Recorder,
-    ) -> Result<(), RoleError> {
-        let mut buf = receive_buffer(case);
-        let mut ack = [0u8; HEADER];
-        let mut tracker = SeqTracker::new();
-        let mut measuring = false;
-        let result = loop {
-            let t0 = clock::now();
-            let got = if case.zero_copy {
-                let mut seen = Seen::default();
-                receive_in_place(ep, rec, &mut |m| seen = Seen::of(m, case)).map(|n| (n, seen))
-            } else {
-                receive(ep, &mut buf, case, rec).map(|n| (n, Seen::of(&buf[..n], case)))
-            };
-            let (n, m) = match got {
-                Ok(got) => got,
-                Err(e) => break Err(e.into()),
-            };
-            let t1 = clock::now();
-            if m.flags & END != 0 {
-                if measuring {
-                    // END's send-time field holds the first measured sequence number.
-                    tracker.end(m.seq, m.send_ns);
-                }
-                break Ok(());
-            }
-            if m.flags & CONTROL != 0 {
-                continue;
-            }
-            if m.flags & MEASURED != 0 && !measuring {
-                measuring = true;
-                rec.reset();
-                tracker.reset();
-            }
-            if let Err(e) = m.check {
-                if case.strict {
-                    break Err(RoleError::Integrity(e));
-                }
-                rec.counters.corrupted += 1;
-                continue;
-            }
-            if case.confirm {
-                ep.send(message::signal(&mut ack, ACK, m.seq))?;
-            }
-            if measuring {
-                let arrival = tracker.observe(m.seq);
-                if case.strict && arrival != Arrival::InOrder {
-                    break Err(RoleError::Integrity(format!(
-                        "message {} arrived {arrival:?} on a reliable transport",
-                        m.seq
-                    )));
-                }
-                rec.record(Metric::RecvCall, t1 - t0);
-                let one_way = t1.saturating_sub(m.send_ns);
-                rec.record_primary(Metric::OneWay, one_way, t1);
-                if case.rate_hz.is_some() {
-                    rec.record(Metric::OneWayIntended, one_way + m.lag_ns);
-                    // Sent while this reader already waited in its read: it had to be woken.
-                    let idle = t0 < m.send_ns;
-                    rec.record(
-                        if idle {
-                            Metric::OneWayReaderIdle
-                        } else {
-                            Metric::OneWayReaderBusy
-                        },
-                        one_way,
-                    );
-                }
-                rec.counters.messages_received += 1;
-                rec.counters.bytes_received += n as u64;
-                rec.mark_end(t1);
-                // Slow only inside the measured window, so the backlog drains before END
-                // rather than for minutes after it.
-                if let Some(d) = case.slow_subscriber {
-                    let window = case.duration.map_or(u64::MAX, |w| w.as_nanos() as u64);
-                    if t1.saturating_sub(rec.start_ns()) < window {
-                        std::thread::sleep(d);
-                    }
-                }
-            }
-        };
-        let c = &tracker.counts;
-        // On a latest-value transport a gap is a message overwritten before it was read.
-        if case.latest {
-            rec.counters.overwritten = c.lost;
+/// The reader: checks and times every message until END; `slow` is spent on each message in
+/// the measured window (a slow consumer).
+pub(crate) fn read_stream(
+    ep: &mut dyn Endpoint,
+    case: &CaseConfig,
+    rec: &mut Recorder,
+    slow: Option<std::time::Duration>,
+) -> Result<(), RoleError> {
+    let mut buf = receive_buffer(case);
+    let mut ack = [0u8; HEADER];
+    let mut tracker = SeqTracker::new();
+    let mut measuring = false;
+    let result = loop {
+        let t0 = clock::now();
+        let got = if case.zero_copy {
+            let mut seen = Seen::default();
+            receive_in_place(ep, rec, &mut |m| seen = Seen::of(m, case)).map(|n| (n, seen))
         } else {
-            rec.counters.lost = c.lost;
+            receive(ep, &mut buf, case, rec).map(|n| (n, Seen::of(&buf[..n], case)))
+        };
+        let (n, m) = match got {
+            Ok(got) => got,
+            Err(e) => break Err(e.into()),
+        };
+        let t1 = clock::now();
+        if m.flags & END != 0 {
+            if measuring {
+                // END's send-time field holds the first measured sequence number.
+                tracker.end(m.seq, m.send_ns);
+            }
+            break Ok(());
         }
-        rec.counters.duplicated = c.duplicated;
-        rec.counters.reordered = c.reordered;
-        if result.is_ok() && case.strict && c.lost > 0 {
-            return Err(RoleError::Integrity(format!(
-                "{} messages never arrived on a reliable transport",
-                c.lost
-            )));
+        if m.flags & MEASURED != 0 && !measuring {
+            measuring = true;
+            rec.reset();
+            tracker.reset();
         }
-        result
+        if let Err(e) = m.check {
+            if case.strict {
+                break Err(RoleError::Integrity(e));
+            }
+            rec.counters.corrupted += 1;
+            continue;
+        }
+        if case.confirm {
+            ep.send(message::signal(&mut ack, ACK, m.seq))?;
+        }
+        if measuring {
+            let arrival = tracker.observe(m.seq);
+            if case.strict && arrival != Arrival::InOrder {
+                break Err(RoleError::Integrity(format!(
+                    "message {} arrived {arrival:?} on a reliable transport",
+                    m.seq
+                )));
+            }
+            rec.record(Metric::RecvCall, t1 - t0);
+            let one_way = t1.saturating_sub(m.send_ns);
+            rec.record_primary(Metric::OneWay, one_way, t1);
+            if case.rate_hz.is_some() {
+                rec.record(Metric::OneWayIntended, one_way + m.lag_ns);
+                // Sent while this reader already waited in its read: it had to be woken.
+                let idle = t0 < m.send_ns;
+                rec.record(
+                    if idle {
+                        Metric::OneWayReaderIdle
+                    } else {
+                        Metric::OneWayReaderBusy
+                    },
+                    one_way,
+                );
+            }
+            rec.counters.messages_received += 1;
+            rec.counters.bytes_received += n as u64;
+            rec.mark_end(t1);
+            // Slow only inside the measured window, so the backlog drains before END
+            // rather than for minutes after it.
+            if let Some(d) = slow {
+                let window = case.duration.map_or(u64::MAX, |w| w.as_nanos() as u64);
+                if t1.saturating_sub(rec.start_ns()) < window {
+                    std::thread::sleep(d);
+                }
+            }
+        }
+    };
+    let c = &tracker.counts;
+    // On a latest-value transport a gap is a message overwritten before it was read.
+    if case.latest {
+        rec.counters.overwritten = c.lost;
+    } else {
+        rec.counters.lost = c.lost;
     }
+    rec.counters.duplicated = c.duplicated;
+    rec.counters.reordered = c.reordered;
+    if result.is_ok() && case.strict && c.lost > 0 {
+        return Err(RoleError::Integrity(format!(
+            "{} messages never arrived on a reliable transport",
+            c.lost
+        )));
+    }
+    result
 }
 
 /// What the reader needs of a message, taken while it is in hand (in place or copied).
@@ -209,7 +227,7 @@ impl Default for Seen {
 impl Seen {
     fn of(m: &[u8], case: &CaseConfig) -> Self {
         let flags = message::flags(m);
-        let data = flags & (END | CONTROL) == 0;
+        let data = flags & END == 0;
         Seen {
             flags,
             seq: message::seq(m),
@@ -241,7 +259,7 @@ fn write(
     let mut done = 0u64;
     // Each phase keeps its own open-loop schedule from its start (see measure::pacing).
     let schedule = Schedule::new(clock::now(), case.rate_hz);
-    let mut pacer = RealClock;
+    let mut pacer = RealClock { stop };
     loop {
         let intended = schedule.wait_for(done, &mut pacer);
         let t0 = clock::now();

@@ -125,27 +125,45 @@ impl Drop for Server {
     }
 }
 
+/// Role processes that the library starts in this test process run the msgperf binary (not
+/// the test binary, which `current_exe` would name).
+pub fn roles_run_msgperf() {
+    // Every test of a binary sets the same value, so the race of two setting it is harmless.
+    std::env::set_var("MSGPERF_EXE", MSGPERF);
+}
+
 /// A short, threaded, unpinned run of `workload` on `transport` with exact counts; tests
 /// change the fields they care about.
-pub fn short_request(workload: &str, transport: &str) -> msgperf::plan::RunRequest {
-    msgperf::plan::RunRequest {
-        workload: workload.into(),
+pub fn short_request(workload: &str, transport: &str) -> msgperf::plan::RunOptions {
+    msgperf::plan::RunOptions {
+        workload: Some(workload.into()),
         transports: vec![transport.into()],
-        sizes: vec![64, 4096],
+        size: Some("64,4k".into()),
         count: Some(300),
-        duration: None,
-        warmup: Duration::from_millis(20),
-        poll: false,
-        confirm: false,
-        checksum: true,
-        rates_hz: vec![None],
-        timeout: Duration::from_secs(5),
-        placement: Some(msgperf::result::Placement::Any),
-        pin: None,
-        threads: true,
-        options: Default::default(),
-        connect: None,
+        warmup: Some("20ms".into()),
+        checksum: Some(true),
+        timeout: Some("5s".into()),
+        placement: Some(msgperf::plan::PlacementArg::Any),
+        threads: Some(true),
         ..Default::default()
+    }
+}
+
+/// The role processes msgperf `pid` started whose command line names `role` (`responder`,
+/// `subscriber 2`), once there is one.
+pub fn wait_for_role(pid: u32, role: &str) -> u32 {
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(c) = children(pid).into_iter().find(|c| {
+            std::fs::read_to_string(format!("/proc/{c}/cmdline"))
+                .unwrap_or_default()
+                .replace('\0', " ")
+                .contains(&format!("role {role} "))
+        }) {
+            return c;
+        }
+        assert!(Instant::now() < end, "msgperf never started its {role}");
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -13,8 +13,8 @@
 #![allow(unsafe_code)]
 
 use super::{
-    Capabilities, ChannelSpec, Endpoint, Listener, OptionSpec, Rendezvous, Transport,
-    TransportError,
+    channel_of, Capabilities, ChannelSpec, Deferred, Endpoint, Opening, OptionSpec, Options, Place,
+    Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::deadline::Deadline;
 use ::iceoryx2::port::listener::Listener as EventListener;
@@ -45,6 +45,7 @@ impl Transport for Iceoryx2 {
                 about:
                     "spin, spin-yield (spin 2 us, then yield) or block (sleep on an iceoryx2 event)",
                 values: &["spin", "spin-yield", "block"],
+                check: None,
             },
             OptionSpec {
                 key: "buffer",
@@ -52,50 +53,62 @@ impl Transport for Iceoryx2 {
                 about:
                     "subscriber queue depth in samples (auto: about 16 MiB of samples, 4 to 1024)",
                 values: &[],
+                check: Some(check_buffer),
             },
         ]
     }
-    fn capabilities(&self) -> Capabilities {
+    fn capabilities(&self, _: &Options) -> Capabilities {
         Capabilities {
             reliable: true,
-            ordered: true,
             max_message_bytes: 8 << 20,
             cross_process: true,
-            cross_host: false,
-            latest_value: false,
             zero_copy: true,
-            many_peers: false,
-            native_fan_out: 0,
+            notices_closed_peer: true,
+            ..Capabilities::default()
         }
     }
 
-    fn listen(&self, spec: &ChannelSpec) -> Result<Box<dyn Listener>, TransportError> {
+    fn setup(&self, _: &SetupPlan, _: &ChannelSpec) -> Result<Setup, TransportError> {
         static N: AtomicU32 = AtomicU32::new(0);
-        let prefix = spec.listen_at.clone().unwrap_or_else(|| {
-            format!(
-                "msgperf/{}/{}",
-                std::process::id(),
-                N.fetch_add(1, Ordering::Relaxed)
-            )
-        });
-        let side = Side::open(&prefix, "l2c", "c2l", spec, true)?;
-        Ok(Box::new(IoxListener {
-            prefix,
-            side: Some(side),
-        }))
+        let prefix = format!(
+            "msgperf/{}/{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        // The services live as long as the nodes of the sides that open them.
+        Ok(Setup::new(
+            Rendezvous::new(self.name(), Place::Key(prefix)),
+            (),
+        ))
     }
 
-    fn connect(
+    fn open(
         &self,
         at: &Rendezvous,
+        side: Side,
         spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
-        let mut side = Side::open(&at.address, "c2l", "l2c", spec, false)?;
-        // Hello: our process id; the listener answers with its own.
-        side.send_raw(&std::process::id().to_le_bytes())?;
-        let peer = side.recv_hello(spec.timeout)?;
-        side.peer_pid = peer;
-        Ok(Box::new(side))
+    ) -> Result<Box<dyn Opening>, TransportError> {
+        let (n, accept) = channel_of(self.name(), side)?;
+        let Place::Key(prefix) = &at.place else {
+            return Err(TransportError::Unsupported(
+                "iceoryx2 meets by service name".into(),
+            ));
+        };
+        let prefix = format!("{prefix}/{n}");
+        if !accept {
+            return Ok(Box::new(Deferred(
+                move |_: &Rendezvous, spec: &ChannelSpec| {
+                    let mut side = IoxSide::open(&prefix, "c2l", "l2c", spec, false)?;
+                    // Hello: our process id; the accepting side answers with its own.
+                    side.send_raw(&std::process::id().to_le_bytes())?;
+                    side.peer_pid = side.recv_hello(spec.timeout)?;
+                    Ok(Box::new(side) as Box<dyn Endpoint>)
+                },
+            )));
+        }
+        // Made now, so that the connecting side finds the services when it finishes.
+        let side = IoxSide::open(&prefix, "l2c", "c2l", spec, true)?;
+        Ok(Box::new(IoxAccept { side }))
     }
 }
 
@@ -103,24 +116,32 @@ fn err(what: &str, e: impl std::fmt::Debug) -> TransportError {
     TransportError::Unsupported(format!("iceoryx2: {what}: {e:?}"))
 }
 
-struct IoxListener {
-    prefix: String,
-    side: Option<Side>,
+/// `--opt buffer`: `auto` or a number of samples.
+fn check_buffer(v: &str) -> Result<(), String> {
+    match v {
+        "auto" => Ok(()),
+        n => n
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| (1..=1 << 20).contains(&n))
+            .map(|_| ())
+            .ok_or_else(|| "give auto or a number of samples from 1 to 1048576, e.g. 256".into()),
+    }
 }
 
-impl Listener for IoxListener {
-    fn rendezvous(&self) -> Rendezvous {
-        Rendezvous {
-            transport: "iceoryx2".into(),
-            address: self.prefix.clone(),
-        }
-    }
-    fn accept(&mut self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
-        let mut side = self.side.take().ok_or_else(|| {
-            TransportError::Unsupported("this iceoryx2 listener took its one peer".into())
-        })?;
-        let peer = side.recv_hello(spec.timeout)?;
-        side.peer_pid = peer;
+/// A channel's accepting side: its services made, waiting for the connecting side's hello.
+struct IoxAccept {
+    side: IoxSide,
+}
+
+impl Opening for IoxAccept {
+    fn finish(
+        self: Box<Self>,
+        _: &Rendezvous,
+        spec: &ChannelSpec,
+    ) -> Result<Box<dyn Endpoint>, TransportError> {
+        let mut side = self.side;
+        side.peer_pid = side.recv_hello(spec.timeout)?;
         side.send_raw(&std::process::id().to_le_bytes())?;
         Ok(Box::new(side))
     }
@@ -134,7 +155,7 @@ enum Wait {
 }
 
 /// One side: publishes on `tx`, subscribes to `rx`.
-struct Side {
+struct IoxSide {
     // Field order is drop order: ports before services before the node.
     publisher: Publisher<Svc, [u8], ()>,
     subscriber: Subscriber<Svc, [u8], ()>,
@@ -148,7 +169,7 @@ struct Side {
     peer_pid: u32,
 }
 
-impl Side {
+impl IoxSide {
     fn open(
         prefix: &str,
         tx: &str,
@@ -243,7 +264,7 @@ impl Side {
         } else {
             (None, None)
         };
-        Ok(Side {
+        Ok(IoxSide {
             publisher,
             subscriber,
             notifier,
@@ -320,7 +341,7 @@ impl Side {
     }
 }
 
-impl Endpoint for Side {
+impl Endpoint for IoxSide {
     fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
         let sample = self
             .publisher

@@ -1,6 +1,5 @@
-//! Writing and reading one ring with a wait strategy, and the two-way endpoint built of two
-//! rings: a pair's two sides, or a topic's reader (which reads the shared ring and answers on
-//! its own ring).
+//! Writing and reading one ring with a wait strategy, and the endpoint built of them: a pair's
+//! two sides (two rings), or a topic's reader (which reads the shared ring).
 
 use super::ring::{self, Record, Ring, MODE_LATEST};
 use super::{header, Config, WaitKind};
@@ -321,13 +320,13 @@ impl Peer {
     }
 }
 
-/// One side of a two-way channel: writes one ring, reads another. A pair's creator writes
-/// ring 0 and reads ring 1, its attacher the other way round; a topic's reader `k` reads the
-/// shared ring 0 as reader `k` and answers on ring `1 + k`.
+/// One side of a two-way channel: writes one ring, reads another. A pair's side 0 writes
+/// ring 0 and reads ring 1, side 1 the other way round; a topic's reader `k` reads the shared
+/// ring 0 as reader `k` and writes nothing.
 pub(super) struct ShmEndpoint {
     /// Keeps the segment mapped while the rings point into it.
     pub map: MmapRaw,
-    pub tx: RingWriter,
+    pub tx: Option<RingWriter>,
     pub rx: RingReader,
     pub cfg: Config,
     pub timeout: Duration,
@@ -347,10 +346,14 @@ impl Endpoint for ShmEndpoint {
         build: &mut dyn FnMut(&mut [u8]),
     ) -> Result<(), TransportError> {
         let (map, peer) = (&self.map, self.peer);
-        self.tx
-            .write(&self.cfg, self.timeout, len, None, build, &mut || {
-                peer.gone(map)
-            })
+        let Some(tx) = self.tx.as_mut() else {
+            return Err(TransportError::Unsupported(
+                "a topic's reader only reads".into(),
+            ));
+        };
+        tx.write(&self.cfg, self.timeout, len, None, build, &mut || {
+            peer.gone(map)
+        })
     }
 
     fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {
@@ -390,6 +393,8 @@ impl Drop for ShmEndpoint {
         header(&self.map)
             .state
             .fetch_or(self.my_closed, Ordering::SeqCst);
-        wake_all(&[&self.tx.ring, &self.rx.ring]);
+        let mut rings = vec![&self.rx.ring];
+        rings.extend(self.tx.as_ref().map(|t| &t.ring));
+        wake_all(&rings);
     }
 }

@@ -1,7 +1,9 @@
-//! `shm`: msgperf's own shared-memory transport. A segment in /dev/shm holds two rings, one per
-//! direction (see `ring.rs`), or for a topic (native fan-out, `topic.rs`) one ring that every
-//! reader reads and one per reader for its answers. The file is removed as soon as every peer
-//! has mapped it, so nothing is left behind even if all sides are killed afterwards.
+//! `shm`: msgperf's own shared-memory transport. A case's set-up makes one segment file in
+//! /dev/shm per channel (two rings, one per direction, see `ring.rs`) and one per topic (native
+//! fan-out, `topic.rs`: one ring that every reader reads). Each role maps its segment and claims
+//! its side (or its reader place) with its process id; the file is removed as soon as every side
+//! has mapped it, and by the set-up's guard at the latest, so nothing is left behind even if
+//! every side is killed.
 //!
 //! Options: `buffer=queue|latest` (FIFO ring, or a newest-value slot that writes overwrite),
 //! `wait=spin|spin-yield|block` (busy poll, poll then yield the CPU, or sleep on a futex until
@@ -17,27 +19,28 @@ pub mod ring;
 mod topic;
 
 use super::{
-    Capabilities, ChannelSpec, Endpoint, Floor, Listener, MulticastListener, OptionSpec,
-    Rendezvous, Transport, TransportError,
+    check_flag, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Floor, Opening, OptionSpec,
+    Options, Place, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::deadline::Deadline;
+use crate::delivery::{Delivery, History, Reliability, Setting};
 use endpoint::{Peer, RingReader, RingWriter, ShmEndpoint};
 use memmap2::MmapRaw;
-use ring::{
-    Header, Ring, ATTACHED, ATTACHER_CLOSED, CREATOR_CLOSED, MAGIC, MAX_READERS, MODE_LATEST,
-    MODE_QUEUE, VERSION,
-};
-use std::collections::BTreeMap;
+use ring::{side_closed, Header, Ring, MAGIC, MAX_READERS, MODE_LATEST, MODE_QUEUE, VERSION};
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 pub struct Shm;
 
 /// Where segments live.
 const SHM_DIR: &str = "/dev/shm";
+
+/// The smallest and largest `--opt capacity`.
+const MIN_CAPACITY: usize = 4096;
+const MAX_CAPACITY: usize = 1 << 32;
 
 impl Transport for Shm {
     fn name(&self) -> &'static str {
@@ -48,117 +51,184 @@ impl Transport for Shm {
     }
     fn options(&self) -> &'static [OptionSpec] {
         &[
-            OptionSpec { key: "buffer", default: "queue", about: "queue: FIFO ring, never overwrites; latest: one slot, readers get the newest", values: &["queue", "latest"] },
-            OptionSpec { key: "wait", default: "spin-yield", about: "how a side waits: spin (busy), spin-yield (spin 2 us, then yield), block (futex sleep)", values: &["spin", "spin-yield", "block"] },
-            OptionSpec { key: "zero-copy", default: "false", about: "build and read messages in place in the segment (queue only)", values: &["true", "false"] },
-            OptionSpec { key: "capacity", default: "256k", about: "bytes of each ring (grown to twice the largest message); a message may take up to half of it", values: &[] },
-            OptionSpec { key: "full", default: "wait", about: "a full queue makes the writer wait, or fail (counted as send_full)", values: &["wait", "fail"] },
-            OptionSpec { key: "fan-out", default: "shared", about: "pubsub: one ring that every subscriber reads (queue only), or a channel and a copy per subscriber", values: &["shared", "copy"] },
+            OptionSpec { key: "buffer", default: "queue", about: "queue: FIFO ring, never overwrites; latest: one slot, readers get the newest", values: &["queue", "latest"], check: None },
+            OptionSpec { key: "wait", default: "spin-yield", about: "how a side waits: spin (busy), spin-yield (spin 2 us, then yield), block (futex sleep)", values: &["spin", "spin-yield", "block"], check: None },
+            OptionSpec { key: "zero-copy", default: "false", about: "build and read messages in place in the segment (queue only)", values: &[], check: Some(check_flag) },
+            OptionSpec { key: "capacity", default: "256k", about: "bytes of each ring (grown to twice the largest message); a message may take up to half of it", values: &[], check: Some(|v| super::check_size(v, MIN_CAPACITY, MAX_CAPACITY)) },
+            OptionSpec { key: "full", default: "wait", about: "a full queue makes the writer wait, or fail (counted as send_full)", values: &["wait", "fail"], check: None },
+            OptionSpec { key: "fan-out", default: "shared", about: "pubsub: one ring that every subscriber reads (queue only), or a channel and a copy per subscriber", values: &["shared", "copy"], check: None },
         ]
     }
-    fn capabilities(&self) -> Capabilities {
-        self.capabilities_with(&BTreeMap::new())
-    }
-    fn capabilities_with(&self, o: &BTreeMap<String, String>) -> Capabilities {
+    fn capabilities(&self, o: &Options) -> Capabilities {
         let latest = o.get("buffer").is_some_and(|b| b == "latest");
         let fail = o.get("full").is_some_and(|f| f == "fail");
         Capabilities {
             reliable: !latest && !fail,
-            ordered: true,
             // The ring grows to hold twice the largest message the channel carries.
             max_message_bytes: 1 << 30,
             cross_process: true,
-            cross_host: false,
             latest_value: latest,
             zero_copy: !latest && o.get("zero-copy").is_some_and(|z| z == "true"),
-            many_peers: true,
             native_fan_out: if !latest && o.get("fan-out").is_none_or(|f| f == "shared") {
                 MAX_READERS
             } else {
                 0
             },
+            notices_closed_peer: true,
+            ..Capabilities::default()
         }
     }
 
-    fn listen(&self, spec: &ChannelSpec) -> Result<Box<dyn Listener>, TransportError> {
-        let cfg = Config::from(spec)?;
-        let path = match &spec.listen_at {
-            Some(n) => segment_path(n),
-            None => fresh_path(),
+    fn map_delivery(&self, d: &Delivery, options: &Options) -> Result<DeliveryMap, String> {
+        let mut m = DeliveryMap::default();
+        let latest = match d.history {
+            History::KeepAll => false,
+            History::KeepLast(1) => true,
+            History::KeepLast(n) => return Err(format!("shm's latest-value buffer keeps the newest message only, not the last {n}: use --history latest (the newest) or fifo")),
         };
-        remove_if_stale(&path);
-        // Made now, so that a peer may attach as soon as the rendezvous is known.
-        let created = Some(create_segment(&path, &cfg, 0)?);
-        Ok(Box::new(ShmListener { path, cfg, created }))
+        if latest && d.reliability == Some(Reliability::Reliable) {
+            return Err("--history latest overwrites unread messages, so it cannot be --delivery reliable: use --delivery best-effort".into());
+        }
+        if latest {
+            m.options.insert("buffer".into(), "latest".into());
+            m.settings.push(Setting::new(
+                "--opt buffer",
+                "latest",
+                "--history latest: one slot under a seqlock; readers get the newest message, overwritten ones are counted",
+            ));
+        } else if d.reliability == Some(Reliability::BestEffort) {
+            m.options.insert("full".into(), "fail".into());
+            m.settings.push(Setting::new(
+                "--opt full",
+                "fail",
+                "--delivery best-effort: a full queue refuses the message (counted as send_full) instead of waiting for the slowest reader",
+            ));
+        }
+        let mut effective = options.clone();
+        effective.extend(m.options.clone());
+        let caps = self.capabilities(&effective);
+        m.strict = match d.reliability {
+            Some(r) => r == Reliability::Reliable,
+            None => caps.reliable,
+        };
+        m.latest = caps.latest_value;
+        if !latest && d.reliability != Some(Reliability::BestEffort) {
+            let full = effective.get("full").map_or("wait", String::as_str);
+            m.settings.push(Setting::new(
+                "--opt full",
+                full,
+                if full == "wait" {
+                    "reliable: a full queue makes the writer wait for the slowest reader"
+                } else {
+                    "--opt full=fail: a full queue refuses the message; losses are counted"
+                },
+            ));
+        }
+        m.settings.push(Setting::new(
+            "durability",
+            "volatile",
+            "a reader reads what is written after it joined",
+        ));
+        Ok(m)
     }
 
-    fn multicast(
-        &self,
-        spec: &ChannelSpec,
-        readers: usize,
-    ) -> Result<Box<dyn MulticastListener>, TransportError> {
+    fn setup(&self, plan: &SetupPlan, spec: &ChannelSpec) -> Result<Setup, TransportError> {
         let cfg = Config::from(spec)?;
-        if cfg.mode == MODE_LATEST {
+        if cfg.mode == MODE_LATEST && !plan.topics.is_empty() {
             return Err(TransportError::Unsupported(
                 "shm's shared fan-out is a queue: use --opt buffer=queue, or --opt fan-out=copy"
                     .into(),
             ));
         }
-        if !(1..=MAX_READERS).contains(&readers) {
-            return Err(TransportError::Unsupported(format!(
-                "shm's shared ring takes 1 to {MAX_READERS} readers, not {readers}: use --opt fan-out=copy"
-            )));
+        let prefix = PathBuf::from(SHM_DIR).join(super::fresh_name());
+        let mut guard = SegmentGuard(Vec::new());
+        for c in 0..plan.channels {
+            let path = channel_path(&prefix, c);
+            create_segment(&path, &cfg, 0)?;
+            guard.0.push(path);
         }
-        let path = fresh_path();
-        let map = Some(create_segment(&path, &cfg, readers)?);
-        Ok(Box::new(topic::TopicListener {
-            path,
-            cfg,
-            readers,
-            map,
-        }))
+        for (t, &readers) in plan.topics.iter().enumerate() {
+            if !(1..=MAX_READERS as u32).contains(&readers) {
+                return Err(TransportError::Unsupported(format!(
+                    "shm's shared ring takes 1 to {MAX_READERS} readers, not {readers}: use --opt fan-out=copy"
+                )));
+            }
+            let path = topic_path(&prefix, t as u32);
+            create_segment(&path, &cfg, readers as usize)?;
+            guard.0.push(path);
+        }
+        Ok(Setup::new(
+            Rendezvous::new(self.name(), Place::Segments(prefix.display().to_string())),
+            guard,
+        ))
     }
 
-    fn connect(
+    fn open(
         &self,
         at: &Rendezvous,
+        side: Side,
         spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
+    ) -> Result<Box<dyn Opening>, TransportError> {
         let cfg = Config::from(spec)?;
-        // A topic's reader k joins at `PATH#k`.
-        let (name, slot) = match at.address.rsplit_once('#') {
-            Some((n, k)) if k.parse::<usize>().is_ok() => (n, k.parse().ok()),
-            _ => (at.address.as_str(), None),
+        let Place::Segments(prefix) = &at.place else {
+            return Err(TransportError::Unsupported(
+                "shm meets in segments its set-up made".into(),
+            ));
         };
-        let path = segment_path(name);
-        let deadline = Deadline::after(spec.timeout);
-        // A server offers one segment at a time and a fresh one as soon as a peer took it:
-        // a connector that lost the race for it, or came while it was being replaced, retries.
-        let mut replacing = Deadline::after(Duration::from_millis(200));
-        loop {
-            match attach(&path, slot, &cfg, spec, &deadline) {
-                Err(TransportError::AddressInUse(_)) if !deadline.expired() => {
-                    replacing = Deadline::after(Duration::from_millis(200));
-                }
-                Err(TransportError::Refused(_)) if !replacing.expired() && !deadline.expired() => {}
-                r => return r,
+        let prefix = Path::new(prefix);
+        let (path, topic) = match side {
+            Side::Accept(c) | Side::Connect(c) => (channel_path(prefix, c), false),
+            Side::Publish(t) | Side::Subscribe { topic: t, .. } => (topic_path(prefix, t), true),
+        };
+        let map = map_segment(&path, &cfg, topic)?;
+        let h = header(&map);
+        let me = std::process::id();
+        let claim = |pid: &AtomicU32, what: &str| {
+            pid.compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst)
+                .map(|_| ())
+                .map_err(|_| {
+                    TransportError::AddressInUse(format!("{} ({what} is taken)", path.display()))
+                })
+        };
+        let opening = match side {
+            Side::Accept(_) => {
+                claim(&h.side_pids[0], "side 0")?;
+                ShmOpening::Pair { side: 0 }
             }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-
-    fn delivery_options(
-        &self,
-        best_effort: bool,
-        latest: bool,
-    ) -> Result<BTreeMap<String, String>, String> {
-        let mut o = BTreeMap::new();
-        if latest {
-            o.insert("buffer".into(), "latest".into());
-        } else if best_effort {
-            o.insert("full".into(), "fail".into());
-        }
-        Ok(o)
+            Side::Connect(_) => {
+                claim(&h.side_pids[1], "side 1")?;
+                ShmOpening::Pair { side: 1 }
+            }
+            Side::Publish(_) => {
+                claim(&h.side_pids[0], "the writer's place")?;
+                ShmOpening::Writer
+            }
+            Side::Subscribe { reader, .. } => {
+                let k = reader as usize;
+                let readers = h.readers.load(Ordering::Acquire) as usize;
+                if k >= readers {
+                    return Err(TransportError::Unsupported(format!(
+                        "topic {} has no reader place {k} (it takes {readers})",
+                        path.display()
+                    )));
+                }
+                claim(&h.reader_pids[k], &format!("reader place {k}"))?;
+                // Active before it counts as joined: the writer waits for it from its first
+                // message on.
+                let ring_bytes = h.ring_bytes.load(Ordering::Acquire) as usize;
+                // SAFETY: the segment was checked to hold its ring; the mapping lives in the
+                // endpoint as long as the reader.
+                let rx = RingReader::join(unsafe { Ring::new(map.as_mut_ptr(), 0, ring_bytes) }, k);
+                h.joined.fetch_add(1, Ordering::SeqCst);
+                ShmOpening::Reader { k, rx }
+            }
+        };
+        Ok(Box::new(Opened {
+            map,
+            path,
+            cfg,
+            opening,
+        }))
     }
 
     fn floor(&self) -> Option<&'static dyn Floor> {
@@ -166,14 +236,127 @@ impl Transport for Shm {
     }
 }
 
-/// Opens, checks and attaches to the segment at `path`, once.
-fn attach(
-    path: &Path,
-    slot: Option<usize>,
-    cfg: &Config,
-    spec: &ChannelSpec,
-    deadline: &Deadline,
-) -> Result<Box<dyn Endpoint>, TransportError> {
+fn channel_path(prefix: &Path, c: u32) -> PathBuf {
+    PathBuf::from(format!("{}-c{c}", prefix.display()))
+}
+
+fn topic_path(prefix: &Path, t: u32) -> PathBuf {
+    PathBuf::from(format!("{}-t{t}", prefix.display()))
+}
+
+/// Removes a case's segment files (those not yet removed once every side had mapped them).
+struct SegmentGuard(Vec<PathBuf>);
+
+impl Drop for SegmentGuard {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// What a side claimed when it opened.
+enum ShmOpening {
+    Pair { side: usize },
+    Writer,
+    Reader { k: usize, rx: RingReader },
+}
+
+struct Opened {
+    map: MmapRaw,
+    path: PathBuf,
+    cfg: Config,
+    opening: ShmOpening,
+}
+
+impl Opening for Opened {
+    fn finish(
+        self: Box<Self>,
+        _: &Rendezvous,
+        spec: &ChannelSpec,
+    ) -> Result<Box<dyn Endpoint>, TransportError> {
+        let Opened {
+            map,
+            path,
+            cfg,
+            opening,
+        } = *self;
+        let h = header(&map);
+        let deadline = Deadline::after(spec.timeout);
+        // Everyone else must have mapped the segment: then its name is no longer needed.
+        let arrived = |others: &mut dyn FnMut() -> bool| -> Result<(), TransportError> {
+            let mut pause = Duration::from_micros(50);
+            while !others() {
+                if deadline.expired() {
+                    return Err(TransportError::Timeout(spec.timeout));
+                }
+                std::thread::sleep(pause.min(deadline.remaining_nonzero()));
+                pause = (pause * 2).min(Duration::from_millis(5));
+            }
+            let _ = std::fs::remove_file(&path);
+            Ok(())
+        };
+        let ring_bytes = h.ring_bytes.load(Ordering::Acquire) as usize;
+        match opening {
+            ShmOpening::Pair { side } => {
+                let other = &h.side_pids[1 - side];
+                arrived(&mut || other.load(Ordering::Acquire) != 0)?;
+                let peer = Peer {
+                    closed: side_closed(1 - side),
+                    pid: other.load(Ordering::Acquire),
+                };
+                // SAFETY: the mapping was checked to hold both rings and lives in the endpoint
+                // as long as they do.
+                let (tx, rx) = unsafe {
+                    (
+                        Ring::new(map.as_mut_ptr(), side, ring_bytes),
+                        Ring::new(map.as_mut_ptr(), 1 - side, ring_bytes),
+                    )
+                };
+                Ok(Box::new(ShmEndpoint {
+                    tx: Some(RingWriter::new(tx)),
+                    rx: RingReader::join(rx, 0),
+                    cfg,
+                    timeout: spec.timeout,
+                    peer,
+                    my_closed: side_closed(side),
+                    map,
+                }))
+            }
+            ShmOpening::Writer => {
+                let readers = h.readers.load(Ordering::Acquire);
+                arrived(&mut || h.joined.load(Ordering::Acquire) >= readers)?;
+                Ok(Box::new(topic::Topic::new(
+                    map,
+                    ring_bytes,
+                    readers as usize,
+                    cfg,
+                    spec.timeout,
+                )))
+            }
+            ShmOpening::Reader { k, rx } => {
+                let writer = &h.side_pids[0];
+                arrived(&mut || writer.load(Ordering::Acquire) != 0)?;
+                let peer = Peer {
+                    closed: side_closed(0),
+                    pid: writer.load(Ordering::Acquire),
+                };
+                Ok(Box::new(ShmEndpoint {
+                    tx: None,
+                    rx,
+                    cfg,
+                    timeout: spec.timeout,
+                    peer,
+                    my_closed: ring::reader_closed(k),
+                    map,
+                }))
+            }
+        }
+    }
+}
+
+/// Opens, checks and maps the segment at `path` (a topic if `topic`).
+fn map_segment(path: &Path, cfg: &Config, topic: bool) -> Result<MmapRaw, TransportError> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -182,164 +365,57 @@ fn attach(
             std::io::ErrorKind::NotFound => TransportError::Refused(path.display().to_string()),
             _ => e.into(),
         })?;
-    // The creator may still be sizing and initializing the segment: wait for its magic.
-    let map = loop {
-        let len = file.metadata()?.len() as usize;
-        if len >= ring::HEADER_BYTES {
-            let map = MmapRaw::map_raw(&file)?;
-            let magic = header(&map).magic.load(Ordering::Acquire);
-            if magic == MAGIC {
-                break map;
-            }
-            if magic != 0 {
-                return Err(TransportError::Unsupported(format!(
-                        "{} is not a msgperf segment (foreign magic {magic:#x}): remove it or pick another --name",
-                        path.display()
-                    )));
-            }
-        }
-        if deadline.expired() {
-            return Err(TransportError::Timeout(spec.timeout));
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    };
+    let len = file.metadata()?.len() as usize;
+    if len < ring::HEADER_BYTES {
+        return Err(TransportError::Foreign(format!(
+            "{} is not a msgperf segment (only {len} B): remove it",
+            path.display()
+        )));
+    }
+    let map = MmapRaw::map_raw(&file)?;
     let h = header(&map);
+    let magic = h.magic.load(Ordering::Acquire);
+    if magic != MAGIC {
+        return Err(TransportError::Foreign(format!(
+            "{} is not a msgperf segment (foreign magic {magic:#x}): remove it",
+            path.display()
+        )));
+    }
     let version = h.version.load(Ordering::Acquire);
     if version != VERSION {
-        return Err(TransportError::Unsupported(format!(
-                "segment {} has layout version {version}, this msgperf speaks {VERSION}: run the same msgperf on both sides",
-                path.display()
-            )));
+        return Err(TransportError::Foreign(format!(
+            "segment {} has layout version {version}, this msgperf speaks {VERSION}: run the same msgperf on every side",
+            path.display()
+        )));
     }
     if h.mode.load(Ordering::Acquire) != cfg.mode {
-        return Err(TransportError::Unsupported(format!(
-            "segment {} was made with another --opt buffer: use the same options on both sides",
+        return Err(TransportError::Foreign(format!(
+            "segment {} was made with another --opt buffer: use the same options on every side",
             path.display()
         )));
     }
     let ring_bytes = h.ring_bytes.load(Ordering::Acquire) as usize;
     let readers = h.readers.load(Ordering::Acquire) as usize;
-    if readers > MAX_READERS || map.len() < ring::segment_bytes(ring_bytes, 1 + readers.max(1)) {
+    let rings = if readers > 0 { 1 } else { 2 };
+    if readers > MAX_READERS || map.len() < ring::segment_bytes(ring_bytes, rings) {
         return Err(TransportError::Corrupt(format!(
             "segment {} is shorter than its header says",
             path.display()
         )));
     }
-    if readers > 0 {
-        return join_topic(map, path, slot, *cfg, spec, readers);
-    }
-    if h.state
-        .compare_exchange(0, ATTACHED, Ordering::SeqCst, Ordering::SeqCst)
-        .is_err()
-    {
-        return Err(TransportError::AddressInUse(format!(
-            "{} (another peer is attached)",
-            path.display()
+    if topic != (readers > 0) {
+        return Err(TransportError::Foreign(format!(
+            "segment {} is a {}, not a {}",
+            path.display(),
+            if readers > 0 { "topic" } else { "pair" },
+            if topic { "topic" } else { "pair" }
         )));
     }
-    h.attacher_pid.store(std::process::id(), Ordering::SeqCst);
-    let peer = Peer {
-        closed: CREATOR_CLOSED,
-        pid: h.creator_pid.load(Ordering::SeqCst),
-    };
-    Ok(Box::new(pair_side(map, 1, *cfg, spec.timeout, peer)))
-}
-
-/// Joins a topic as reader `slot` (or the first free one): reads ring 0 as its reader `k`,
-/// answers on ring `1 + k`.
-fn join_topic(
-    map: MmapRaw,
-    path: &Path,
-    slot: Option<usize>,
-    cfg: Config,
-    spec: &ChannelSpec,
-    readers: usize,
-) -> Result<Box<dyn Endpoint>, TransportError> {
-    let h = header(&map);
-    let me = std::process::id();
-    let claim = |k: usize| {
-        h.reader_pids[k]
-            .compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
-    };
-    let k = match slot {
-        Some(k) if k < readers && claim(k) => Some(k),
-        Some(_) => None,
-        None => (0..readers).find(|&k| claim(k)),
-    }
-    .ok_or_else(|| {
-        TransportError::Unsupported(format!(
-            "topic {} has no free reader place {}(it takes {readers})",
-            path.display(),
-            slot.map(|k| format!("#{k} ")).unwrap_or_default()
-        ))
-    })?;
-    let ring_bytes = h.ring_bytes.load(Ordering::Acquire) as usize;
-    // SAFETY: the segment was checked to hold 1 + readers rings; `map` outlives them (both
-    // live in the endpoint).
-    let (shared, answers) = unsafe {
-        (
-            Ring::new(map.as_mut_ptr(), 0, ring_bytes),
-            Ring::new(map.as_mut_ptr(), 1 + k, ring_bytes),
-        )
-    };
-    // Active before it counts as joined: the writer waits for it from its first message.
-    let rx = RingReader::join(shared, k);
-    h.joined.fetch_add(1, Ordering::SeqCst);
-    let peer = Peer {
-        closed: CREATOR_CLOSED,
-        pid: h.creator_pid.load(Ordering::SeqCst),
-    };
-    Ok(Box::new(ShmEndpoint {
-        tx: RingWriter::new(answers),
-        rx,
-        cfg,
-        timeout: spec.timeout,
-        peer,
-        my_closed: ring::reader_closed(k),
-        map,
-    }))
-}
-
-/// A pair's side 0 (creator) or 1 (attacher): writes ring `side`, reads the other.
-fn pair_side(map: MmapRaw, side: usize, cfg: Config, timeout: Duration, peer: Peer) -> ShmEndpoint {
-    let ring_bytes = header(&map).ring_bytes.load(Ordering::Acquire) as usize;
-    // SAFETY: the mapping was checked to hold both rings and lives in the endpoint as long as
-    // they do.
-    let (tx, rx) = unsafe {
-        (
-            Ring::new(map.as_mut_ptr(), side, ring_bytes),
-            Ring::new(map.as_mut_ptr(), 1 - side, ring_bytes),
-        )
-    };
-    ShmEndpoint {
-        tx: RingWriter::new(tx),
-        rx: RingReader::join(rx, 0),
-        cfg,
-        timeout,
-        peer,
-        my_closed: if side == 0 {
-            CREATOR_CLOSED
-        } else {
-            ATTACHER_CLOSED
-        },
-        map,
-    }
-}
-
-/// A fresh segment path of this process.
-fn fresh_path() -> PathBuf {
-    use std::sync::atomic::AtomicU32;
-    static N: AtomicU32 = AtomicU32::new(0);
-    PathBuf::from(SHM_DIR).join(format!(
-        "msgperf-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ))
+    Ok(map)
 }
 
 /// Creates a segment at `path`: a pair (`readers == 0`) or a topic for `readers` readers.
-fn create_segment(path: &Path, cfg: &Config, readers: usize) -> Result<MmapRaw, TransportError> {
+fn create_segment(path: &Path, cfg: &Config, readers: usize) -> Result<(), TransportError> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -352,7 +428,8 @@ fn create_segment(path: &Path, cfg: &Config, readers: usize) -> Result<MmapRaw, 
             }
             _ => e.into(),
         })?;
-    file.set_len(ring::segment_bytes(cfg.ring_bytes, 1 + readers.max(1)) as u64)?;
+    let rings = if readers > 0 { 1 } else { 2 };
+    file.set_len(ring::segment_bytes(cfg.ring_bytes, rings) as u64)?;
     let map = MmapRaw::map_raw(&file)?;
     let h = header(&map);
     h.version.store(VERSION, Ordering::Relaxed);
@@ -361,30 +438,27 @@ fn create_segment(path: &Path, cfg: &Config, readers: usize) -> Result<MmapRaw, 
     h.readers.store(readers as u32, Ordering::Relaxed);
     h.creator_pid.store(std::process::id(), Ordering::Relaxed);
     h.magic.store(MAGIC, Ordering::Release);
-    Ok(map)
+    Ok(())
 }
 
-/// A name (`demo`) or a path: names live in /dev/shm as `msgperf-NAME`.
-fn segment_path(name: &str) -> PathBuf {
-    if name.starts_with('/') {
-        PathBuf::from(name)
-    } else {
-        PathBuf::from(SHM_DIR).join(format!("msgperf-{name}"))
-    }
-}
-
-/// A segment whose creator died before a peer attached is removed; a live one is left alone.
+/// A segment whose creator died is removed; a live one is left alone. The file is mapped
+/// read-only: a segment made by another user can be read but not written, and is still judged.
 pub(crate) fn remove_if_stale(path: &Path) {
     let Ok(file) = std::fs::File::open(path) else {
         return;
     };
-    let Ok(map) = MmapRaw::map_raw(&file) else {
+    let Ok(map) = memmap2::MmapOptions::new().map_raw_read_only(&file) else {
         return;
     };
     if map.len() < ring::HEADER_BYTES {
         return;
     }
-    let pid = header(&map).creator_pid.load(Ordering::Acquire);
+    // SAFETY: the mapping holds the header page; only loads are made through it.
+    let h = unsafe { &*(map.as_ptr() as *const Header) };
+    if h.magic.load(Ordering::Acquire) != MAGIC {
+        return; // not ours: never remove what msgperf did not make
+    }
+    let pid = h.creator_pid.load(Ordering::Acquire);
     if pid == 0 || !std::path::Path::new(&format!("/proc/{pid}")).exists() {
         let _ = std::fs::remove_file(path);
     }
@@ -421,15 +495,15 @@ impl Config {
             None => DEFAULT_CAPACITY,
             Some(c) => crate::units::parse_size(c)
                 .ok()
-                .filter(|&n| (4096..=1 << 32).contains(&n))
-                .ok_or_else(|| {
-                    TransportError::Unsupported(format!(
-                        "--opt capacity={c}: give bytes from 4k to 4G, e.g. 1M"
-                    ))
+                .filter(|&n| (MIN_CAPACITY..=MAX_CAPACITY).contains(&n))
+                .ok_or_else(|| TransportError::BadOption {
+                    key: "capacity".into(),
+                    value: c.into(),
+                    why: "give bytes from 4k to 4G, e.g. 1M".into(),
                 })?,
         };
         // Room for the largest message the channel will carry, twice (a queue message may
-        // take at most half the ring), with its cell of address in a topic.
+        // take at most half the ring).
         let ring_bytes = ring_bytes
             .max(2 * (spec.max_message + 8 + ring::CELL).next_multiple_of(ring::CELL))
             .next_multiple_of(ring::CELL);
@@ -447,56 +521,5 @@ impl Config {
             ring_bytes,
             full_fail: spec.option("full") == Some("fail"),
         })
-    }
-}
-
-struct ShmListener {
-    path: PathBuf,
-    cfg: Config,
-    /// The segment made for the next peer, until one attaches.
-    created: Option<MmapRaw>,
-}
-
-impl Listener for ShmListener {
-    fn rendezvous(&self) -> Rendezvous {
-        Rendezvous {
-            transport: "shm".into(),
-            address: self.path.display().to_string(),
-        }
-    }
-
-    fn accept(&mut self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
-        if self.created.is_none() {
-            self.created = Some(create_segment(&self.path, &self.cfg, 0)?);
-        }
-        let deadline = Deadline::after(spec.timeout);
-        let map = self.created.as_ref().expect("created above");
-        // Poll for the peer's attach, backing off to 5 ms so an idle server costs nothing.
-        let mut pause = Duration::from_micros(100);
-        while header(map).state.load(Ordering::Acquire) & ATTACHED == 0 {
-            if deadline.expired() {
-                return Err(TransportError::Timeout(spec.timeout));
-            }
-            std::thread::sleep(pause.min(deadline.remaining_nonzero()));
-            pause = (pause * 2).min(Duration::from_millis(5));
-        }
-        // Both sides have it mapped: the name is no longer needed, and goes to a fresh
-        // segment at once, ready for the next peer of a server.
-        let _ = std::fs::remove_file(&self.path);
-        let map = self.created.take().expect("created above");
-        self.created = create_segment(&self.path, &self.cfg, 0).ok();
-        let peer = Peer {
-            closed: ATTACHER_CLOSED,
-            pid: header(&map).attacher_pid.load(Ordering::SeqCst),
-        };
-        Ok(Box::new(pair_side(map, 0, self.cfg, spec.timeout, peer)))
-    }
-}
-
-impl Drop for ShmListener {
-    fn drop(&mut self) {
-        if self.created.is_some() {
-            let _ = std::fs::remove_file(&self.path);
-        }
     }
 }

@@ -2,8 +2,8 @@
 //! rooms: it reads and writes memory that another process maps too.
 //!
 //! ```text
-//! pair:     Header (one page) | Ring 0 (creator -> attacher) | Ring 1 (attacher -> creator)
-//! topic:    Header | Ring 0 (writer -> every reader) | Ring 1+k (reader k -> writer), k < readers
+//! pair:     Header (one page) | Ring 0 (side 0 -> side 1) | Ring 1 (side 1 -> side 0)
+//! topic:    Header | Ring 0 (the writer -> every reader)
 //! ring:     write_pos | reader cursors x MAX_READERS | data futex | space futex | seqlock | cells
 //! record:   the message itself (its first 4 bytes are its length, as the transport contract
 //!           says), in 64-byte cells; a padding record to the ring's end starts with u32::MAX;
@@ -24,7 +24,7 @@ use std::time::Duration;
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"MSGPERF1");
 /// Bumped whenever the layout changes: an older or newer msgperf refuses the segment.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 pub const MAX_READERS: usize = 8;
 pub const HEADER_BYTES: usize = 4096;
 const LINE: usize = 128;
@@ -38,10 +38,11 @@ const TO_ONE: u32 = u32::MAX - 1;
 pub const MODE_QUEUE: u32 = 0;
 pub const MODE_LATEST: u32 = 1;
 
-/// Bits of `Header::state`.
-pub const ATTACHED: u32 = 1;
-pub const CREATOR_CLOSED: u32 = 2;
-pub const ATTACHER_CLOSED: u32 = 4;
+/// The `Header::state` bit that side `s` of a pair (or a topic's writer, side 0) sets when it
+/// leaves.
+pub fn side_closed(s: usize) -> u32 {
+    2 << s
+}
 
 /// The `Header::state` bit that topic reader `k` sets when it leaves.
 pub fn reader_closed(k: usize) -> u32 {
@@ -50,14 +51,18 @@ pub fn reader_closed(k: usize) -> u32 {
 
 #[repr(C)]
 pub struct Header {
-    /// Written last by the creator: an attacher that sees it sees the rest.
+    /// Written last by the creator: a side that sees it sees the rest.
     pub magic: AtomicU64,
     pub version: AtomicU32,
     pub mode: AtomicU32,
     /// Bytes of cells in each ring.
     pub ring_bytes: AtomicU64,
+    /// Who made the segment (msgperf's controller): the stale sweep removes the segments of one
+    /// that died.
     pub creator_pid: AtomicU32,
-    pub attacher_pid: AtomicU32,
+    /// Each side's process (a pair's two sides; a topic's writer is side 0), claimed by the
+    /// side as it opens.
+    pub side_pids: [AtomicU32; 2],
     pub state: AtomicU32,
     /// A topic's readers (one writer to many); 0 for a two-way pair.
     pub readers: AtomicU32,
@@ -374,29 +379,49 @@ pub fn futex_wake(word: &AtomicU32) {
     }
 }
 
-/// A shared anonymous mapping, inherited by forked children (the floor's loops).
-pub struct SharedAnon {
+/// A shared mapping of a memory file: two processes that map the same file (one received its
+/// descriptor at its start) share it, and so do threads. Used by the floor's loops and tests.
+pub struct SharedMem {
     pub ptr: *mut u8,
     len: usize,
 }
 
-impl SharedAnon {
-    pub fn new(len: usize) -> std::io::Result<Self> {
-        // SAFETY: a fresh anonymous mapping; checked for failure.
+// SAFETY: the mapping is plain shared memory, accessed through atomics or the floor's protocol.
+unsafe impl Send for SharedMem {}
+unsafe impl Sync for SharedMem {}
+
+impl SharedMem {
+    /// A fresh memory file of `len` bytes and its mapping.
+    pub fn create(len: usize) -> std::io::Result<(Self, std::os::fd::OwnedFd)> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: a valid NUL-terminated name; the returned descriptor is owned here.
+        let fd = unsafe { libc::memfd_create(c"msgperf-floor".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        let file = std::fs::File::from(fd.try_clone()?);
+        file.set_len(len as u64)?;
+        Ok((Self::map(&fd, len)?, fd))
+    }
+
+    /// Maps `len` bytes of the memory file `fd`.
+    pub fn map(fd: &impl std::os::fd::AsRawFd, len: usize) -> std::io::Result<Self> {
+        // SAFETY: a fresh shared mapping of a file the caller holds; checked for failure.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
                 0,
             )
         };
         if p == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
-        Ok(SharedAnon {
+        Ok(SharedMem {
             ptr: p as *mut u8,
             len,
         })
@@ -405,14 +430,14 @@ impl SharedAnon {
     /// The atomic at byte `offset` (4-byte aligned).
     pub fn u32_at(&self, offset: usize) -> &AtomicU32 {
         assert!(offset + 4 <= self.len && offset.is_multiple_of(4));
-        // SAFETY: as above.
+        // SAFETY: inside the mapping, aligned.
         unsafe { &*(self.ptr.add(offset) as *const AtomicU32) }
     }
 }
 
-impl Drop for SharedAnon {
+impl Drop for SharedMem {
     fn drop(&mut self) {
-        // SAFETY: unmaps exactly what `new` mapped.
+        // SAFETY: unmaps exactly what `map` mapped.
         unsafe { libc::munmap(self.ptr.cast(), self.len) };
     }
 }
@@ -421,9 +446,9 @@ impl Drop for SharedAnon {
 mod tests {
     use super::*;
 
-    /// A segment in anonymous shared memory, for tests between threads.
-    fn segment(ring_bytes: usize) -> SharedAnon {
-        SharedAnon::new(segment_bytes(ring_bytes, 2)).unwrap()
+    /// A segment in a memory file, for tests between threads.
+    fn segment(ring_bytes: usize) -> SharedMem {
+        SharedMem::create(segment_bytes(ring_bytes, 2)).unwrap().0
     }
 
     /// Bytes 0..4 are the length (the ring's), 8..16 the sequence, then a pattern.

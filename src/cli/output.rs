@@ -1,0 +1,139 @@
+//! Where results are written, safely: a regular file is written whole or not at all (beside it,
+//! then renamed over it); a FIFO, a character device (`/dev/null`) or `-` (standard output) is
+//! written through, never replaced; a symlink is followed to what it names; anything else (a
+//! directory) is refused. Every output is checked before the first case runs.
+
+use std::io::Write;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+/// What an output path is.
+enum Target {
+    Stdout,
+    /// A regular file (or none yet) at this path: write beside, then rename.
+    Regular(PathBuf),
+    /// A FIFO or a device: write through.
+    Through(PathBuf),
+}
+
+fn target(path: &Path) -> Result<Target, String> {
+    if path.as_os_str() == "-" {
+        return Ok(Target::Stdout);
+    }
+    // A symlink is followed: what it names is the file the user means.
+    let resolved = match std::fs::canonicalize(path) {
+        Ok(p) => p,
+        Err(_) => path.to_path_buf(),
+    };
+    match std::fs::metadata(&resolved) {
+        Ok(m) if m.is_file() => Ok(Target::Regular(resolved)),
+        Ok(m) if m.file_type().is_fifo() || m.file_type().is_char_device() => {
+            Ok(Target::Through(resolved))
+        }
+        Ok(m) if m.is_dir() => Err(format!(
+            "{} is a directory: name a file in it, e.g. {}",
+            path.display(),
+            path.join("results.json").display()
+        )),
+        Ok(_) => Err(format!(
+            "{} is neither a regular file nor a FIFO or device: name a file",
+            path.display()
+        )),
+        Err(_) => Ok(Target::Regular(resolved)),
+    }
+}
+
+/// Checks, before anything runs, that `path` can be written: its directory exists and takes a
+/// file, or it is something to write through.
+pub fn check(path: &Path) -> Result<(), String> {
+    match target(path)? {
+        Target::Stdout | Target::Through(_) => Ok(()),
+        Target::Regular(p) => {
+            let probe = partial(&p);
+            let r = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&probe);
+            let _ = std::fs::remove_file(&probe);
+            r.map(|_| ()).map_err(|e| {
+                format!(
+                    "cannot write {}: {e}; pick a path in a directory you can write",
+                    path.display()
+                )
+            })
+        }
+    }
+}
+
+fn partial(p: &Path) -> PathBuf {
+    let mut name = p.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    p.with_file_name(name)
+}
+
+/// Writes `bytes` to `path` as [`check`] found it.
+pub fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let fail = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
+    match target(path)? {
+        Target::Stdout => {
+            let mut o = std::io::stdout().lock();
+            o.write_all(bytes).and_then(|_| o.flush()).map_err(fail)
+        }
+        Target::Through(p) => std::fs::OpenOptions::new()
+            .write(true)
+            .open(p)
+            .and_then(|mut f| f.write_all(bytes))
+            .map_err(fail),
+        Target::Regular(p) => {
+            let tmp = partial(&p);
+            std::fs::write(&tmp, bytes)
+                .and_then(|_| std::fs::rename(&tmp, &p))
+                .map_err(|e| {
+                    let _ = std::fs::remove_file(&tmp);
+                    fail(e)
+                })
+        }
+    }
+}
+
+/// The roles' CSV beside the cases' one: `r.csv` → `r.roles.csv`.
+pub fn roles_csv(path: &Path) -> PathBuf {
+    if path.as_os_str() == "-" {
+        return path.to_path_buf();
+    }
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let ext = path.extension().map(|e| e.to_string_lossy().to_string());
+    path.with_file_name(match ext {
+        Some(e) => format!("{stem}.roles.{e}"),
+        None => format!("{stem}.roles"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_device_or_fifo_is_written_through_and_a_symlink_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        write(Path::new("/dev/null"), b"x").unwrap();
+        assert!(Path::new("/dev/null")
+            .metadata()
+            .unwrap()
+            .file_type()
+            .is_char_device());
+        let real = dir.path().join("real.json");
+        std::fs::write(&real, b"old").unwrap();
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        write(&link, b"new").unwrap();
+        assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read(&real).unwrap(), b"new");
+        assert!(check(dir.path()).unwrap_err().contains("is a directory"));
+        assert!(check(Path::new("/nonexistent/dir/x.json"))
+            .unwrap_err()
+            .contains("cannot write"));
+        assert_eq!(roles_csv(Path::new("a/r.csv")), Path::new("a/r.roles.csv"));
+    }
+}

@@ -1,0 +1,168 @@
+//! One way to run a case: its transport set up once, every role of the workload's topology
+//! started where the case says (threads, role processes, or a `msgperf serve` for the roles that
+//! do not drive), driven through the control protocol together, every result collected in the
+//! topology's order.
+
+use super::control::{ControlAddr, Order, Report};
+use super::drive::{drive, Bounds, Outcome, Started};
+use super::role::{self, RoleEnv};
+use super::runner::{Event, ProcessRole, RemoteRole, RoleHandle, ThreadRole, Watchdog};
+use crate::result::{CaseConfig, FanOut, RoleResult, Wait};
+use crate::transport::{self, ChannelSpec};
+use crate::workload::{self, message, RoleSpec};
+use std::time::Duration;
+
+/// What running a case's roles gave.
+pub struct CaseRun {
+    pub roles: Vec<RoleResult>,
+    pub error: Option<String>,
+    pub interrupted: bool,
+    pub fan_out: Option<FanOut>,
+}
+
+impl CaseRun {
+    fn failed(error: String) -> Self {
+        CaseRun {
+            roles: vec![],
+            error: Some(error),
+            interrupted: false,
+            fan_out: None,
+        }
+    }
+}
+
+/// Runs `case`'s roles; with `connect`, the roles that do not drive are at that `msgperf serve`.
+pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>) -> CaseRun {
+    let found =
+        transport::find(&case.transport).and_then(|t| Ok((t, workload::find(&case.workload)?)));
+    let (t, w) = match found {
+        Ok(tw) => tw,
+        Err(e) => return CaseRun::failed(e),
+    };
+    let caps = t.capabilities(&case.effective_options);
+    let topology = w.topology(case, &caps);
+    let threads = case.threads || !caps.cross_process;
+    let watchable = Watchdog::can_watch();
+    // Every role's peers are watched by this runner, so blocking waits need no timer.
+    let watched = connect.is_none() && (threads || watchable);
+    let spec = ChannelSpec {
+        options: case.effective_options.clone(),
+        timeout: case.timeout,
+        poll: case.wait == Wait::Poll,
+        max_message: case.size_bytes.max(message::HEADER),
+        watched,
+    };
+    let mut plan = topology.setup.clone();
+    plan.host = connect.map(ControlAddr::host);
+    let setup = match t.setup(&plan, &spec) {
+        Ok(s) => s,
+        Err(e) => return CaseRun::failed(format!("could not set up `{}`: {e}", case.transport)),
+    };
+
+    let (tx, events) = crossbeam_channel::unbounded::<Event>();
+    let mut started = Vec::new();
+    for (i, r) in topology.roles.iter().enumerate() {
+        let handle: Result<Box<dyn RoleHandle>, String> = match connect {
+            Some(at) if !r.drives => {
+                RemoteRole::start(i, at, case.timeout, tx.clone()).map(|h| Box::new(h) as _)
+            }
+            _ if threads => ThreadRole::start(
+                i,
+                format!("msgperf {}", r.id),
+                tx.clone(),
+                |mut conn, stop| {
+                    let env = RoleEnv {
+                        stop: &stop,
+                        floor_ends: None,
+                        pin: None,
+                        admit: None,
+                    };
+                    role::serve(&mut conn, env).map(|_| ())
+                },
+            )
+            .map(|h| Box::new(h) as _),
+            _ => ProcessRole::start(
+                i,
+                &role_args(case, r),
+                None,
+                tx.clone(),
+                // Where its waits have timers of their own (a peer at a `msgperf serve`), the
+                // watchdog is only the backstop and must not race them.
+                watchable.then_some(if watched {
+                    case.timeout
+                } else {
+                    case.timeout * 2 + Duration::from_secs(1)
+                }),
+            )
+            .map(|h| Box::new(h) as _),
+        };
+        match handle {
+            Ok(handle) => started.push(Started {
+                label: r.id.to_string(),
+                drives: r.drives,
+                handle,
+            }),
+            Err(e) => return CaseRun::failed(format!("could not start the {}: {e}", r.id)),
+        }
+    }
+    let orders = topology
+        .roles
+        .iter()
+        .map(|r| Order::Case {
+            case: case.clone(),
+            role: r.clone(),
+            rendezvous: setup.rendezvous.clone(),
+            watched,
+        })
+        .collect();
+    let bounds = Bounds {
+        // Starting a process and opening its ends takes milliseconds; the timeout is the bound.
+        phase: case.timeout,
+        run: case.duration.map(|d| case.warmup + d + case.timeout * 3),
+    };
+    let driven = drive(
+        &mut started,
+        orders,
+        &events,
+        Some(setup.rendezvous.clone()),
+        bounds,
+    );
+    let pids: Vec<u32> = started.iter().map(|s| s.handle.pid()).collect();
+    drop(started);
+    drop(setup);
+    // A role that never reported appears with what is known of it, so every role is listed.
+    let roles = topology
+        .roles
+        .iter()
+        .zip(driven.outcomes)
+        .zip(pids)
+        .filter_map(|((spec, outcome), pid)| match outcome {
+            Some(Outcome::Reported(report)) => match *report {
+                Report::Case(r) => Some(r),
+                Report::Floor(_) => None,
+            },
+            Some(Outcome::Failed(why)) => Some(RoleResult::missing(spec.id, pid, why)),
+            None => None,
+        })
+        .collect();
+    CaseRun {
+        roles,
+        error: driven.error,
+        interrupted: driven.interrupted,
+        fan_out: topology.fan_out,
+    }
+}
+
+/// A role process's command line: what `ps` shows (`msgperf role subscriber 2 ...`). The
+/// process learns its order over its control socket.
+fn role_args(case: &CaseConfig, r: &RoleSpec) -> Vec<String> {
+    let mut args = vec![r.id.kind.label().to_string()];
+    args.extend(r.id.number.map(|n| n.to_string()));
+    args.extend([
+        "--workload".into(),
+        case.workload.clone(),
+        "--transport".into(),
+        case.transport.clone(),
+    ]);
+    args
+}

@@ -1,0 +1,447 @@
+//! The control protocol between msgperf's runner and its roles. It travels out of band: a role
+//! process's inherited socket (fd 3), a role thread's socket pair, or a `msgperf serve`'s
+//! connection; never the channel being measured, so a best-effort transport cannot lose it and
+//! a result of any size fits.
+//!
+//! ```text
+//! runner                                    role
+//!   Hello {the whole case, the role's part} ──►
+//!                                           ◄── Bound {addresses its accepting ends got}
+//!   Open {where every accepting end is}     ──►
+//!                                           ◄── Ready (opened, pinned, allocated)
+//!   Go (every role is ready: the start)     ──►
+//!   Stop (end early; also raised out of     ──►     ...the workload's messages and END...
+//!         band: a signal or a flag)
+//!                                           ◄── Result {what it measured} (or Error)
+//!   Finish (every result is in)             ──►
+//!                                           ◄── Heartbeat, any time (a role the runner
+//!                                               cannot watch: one at a `msgperf serve`)
+//! ```
+//! A frame is `MPC` + a version byte + a u32 LE length + a JSON body of that length, at most
+//! [`MAX_FRAME`] bytes. Anything else is refused with [`ControlError`], never a panic.
+
+use crate::result::{CaseConfig, RoleResult};
+use crate::transport::{FloorFigure, FloorLoop, FloorRoles, Rendezvous};
+use crate::workload::RoleSpec;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Bumped when a message changes: a role of another version is refused by name.
+pub const VERSION: u8 = 1;
+const MAGIC: &[u8; 3] = b"MPC";
+const HEAD: usize = 8;
+/// The largest frame: a role result with many interval means and histograms is a few MB.
+pub const MAX_FRAME: usize = 256 << 20;
+
+/// From the runner to a role.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum ToRole {
+    Hello(Box<Order>),
+    /// Where every accepting end is: finish opening.
+    Open(Rendezvous),
+    /// Every role is ready: start.
+    Go,
+    /// End the case early: a driving role stops sending.
+    Stop,
+    /// Every result is in: close the ends and exit.
+    Finish,
+}
+
+/// What a role is to do.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+// Sent once per role, boxed in its message: the size of a variant does not matter.
+#[allow(clippy::large_enum_variant)]
+pub enum Order {
+    /// One role of a case.
+    Case {
+        case: CaseConfig,
+        role: RoleSpec,
+        rendezvous: Rendezvous,
+        /// Every peer of this role is watched by a runner (see `ChannelSpec::watched`).
+        watched: bool,
+    },
+    /// One side of a transport's plain loop; a process side finds its descriptors at fds 4..
+    Floor {
+        transport: String,
+        kind: FloorLoop,
+        side: usize,
+        size: usize,
+        roles: FloorRoles,
+        cpu: Option<usize>,
+    },
+}
+
+/// From a role to the runner.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum FromRole {
+    /// Its accepting ends are bound: the addresses the kernel chose, by channel.
+    Bound(BTreeMap<u32, String>),
+    Ready,
+    Result(Box<Report>),
+    /// It could not take part: why (one line).
+    Error(String),
+    Heartbeat,
+}
+
+/// What a role measured.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Report {
+    Case(RoleResult),
+    Floor(Option<FloorFigure>),
+}
+
+/// What is wrong with a control stream.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("the other side closed the control channel")]
+    Closed,
+    #[error("no control message within {0:?}")]
+    Timeout(Duration),
+    #[error("a control frame was cut short ({got} of {want} B)")]
+    Truncated { got: usize, want: usize },
+    #[error("not a msgperf control frame (it starts with {0:02x?}): is the other side msgperf?")]
+    BadMagic([u8; 3]),
+    #[error("the other side speaks control version {0}, this msgperf {VERSION}: run the same msgperf on every side")]
+    WrongVersion(u8),
+    #[error("a control frame of {0} B is over the {MAX_FRAME} B bound")]
+    TooLarge(usize),
+    #[error("a control message does not parse ({0}): is the other side the same msgperf version?")]
+    Malformed(String),
+    #[error("control channel: {0}")]
+    Io(std::io::Error),
+}
+
+/// Writes one frame.
+pub fn write_frame(w: &mut impl Write, msg: &impl Serialize) -> Result<(), ControlError> {
+    let body = serde_json::to_vec(msg).map_err(|e| ControlError::Malformed(e.to_string()))?;
+    if body.len() > MAX_FRAME {
+        return Err(ControlError::TooLarge(body.len()));
+    }
+    let mut frame = Vec::with_capacity(HEAD + body.len());
+    frame.extend_from_slice(MAGIC);
+    frame.push(VERSION);
+    frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    frame.extend_from_slice(&body);
+    w.write_all(&frame).map_err(io_error)?;
+    w.flush().map_err(io_error)
+}
+
+/// Reads one frame; a clean end of stream between frames is [`ControlError::Closed`].
+pub fn read_frame<T: DeserializeOwned>(r: &mut impl Read) -> Result<T, ControlError> {
+    let mut head = [0u8; HEAD];
+    let got = read_full(r, &mut head)?;
+    if got == 0 {
+        return Err(ControlError::Closed);
+    }
+    if head[..3] != MAGIC[..] {
+        return Err(ControlError::BadMagic([head[0], head[1], head[2]]));
+    }
+    if got < HEAD {
+        return Err(ControlError::Truncated { got, want: HEAD });
+    }
+    if head[3] != VERSION {
+        return Err(ControlError::WrongVersion(head[3]));
+    }
+    let len = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
+    if len > MAX_FRAME {
+        return Err(ControlError::TooLarge(len));
+    }
+    let mut body = vec![0u8; len];
+    let got = read_full(r, &mut body)?;
+    if got < len {
+        return Err(ControlError::Truncated { got, want: len });
+    }
+    serde_json::from_slice(&body).map_err(|e| ControlError::Malformed(e.to_string()))
+}
+
+/// Reads until `buf` is full or the stream ends; returns how much came.
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> Result<usize, ControlError> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_error(e)),
+        }
+    }
+    Ok(got)
+}
+
+fn io_error(e: std::io::Error) -> ControlError {
+    match e.kind() {
+        ErrorKind::WouldBlock | ErrorKind::TimedOut => ControlError::Timeout(Duration::ZERO),
+        ErrorKind::BrokenPipe | ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof => {
+            ControlError::Closed
+        }
+        _ => ControlError::Io(e),
+    }
+}
+
+/// A control connection: a unix socket (a role process's fd 3, a thread's pair, a named
+/// `msgperf serve`) or TCP (a `msgperf serve` at host:port).
+pub enum Conn {
+    Unix(UnixStream),
+    Tcp(std::net::TcpStream),
+}
+
+impl Conn {
+    pub fn try_clone(&self) -> std::io::Result<Conn> {
+        Ok(match self {
+            Conn::Unix(s) => Conn::Unix(s.try_clone()?),
+            Conn::Tcp(s) => Conn::Tcp(s.try_clone()?),
+        })
+    }
+
+    /// Bounds the next reads (None: wait for ever, which only the runner's reader threads do:
+    /// they end when the role's side closes).
+    pub fn set_read_timeout(&self, d: Option<Duration>) -> std::io::Result<()> {
+        let d = d.map(|d| d.max(Duration::from_millis(1)));
+        match self {
+            Conn::Unix(s) => s.set_read_timeout(d),
+            Conn::Tcp(s) => s.set_read_timeout(d),
+        }
+    }
+
+    pub fn shutdown(&self) {
+        let _ = match self {
+            Conn::Unix(s) => s.shutdown(std::net::Shutdown::Both),
+            Conn::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+        };
+    }
+
+    /// Sends one message.
+    pub fn send(&mut self, msg: &impl Serialize) -> Result<(), ControlError> {
+        write_frame(self, msg)
+    }
+
+    /// Receives one message within `within` (None: no bound).
+    pub fn recv<T: DeserializeOwned>(
+        &mut self,
+        within: Option<Duration>,
+    ) -> Result<T, ControlError> {
+        self.set_read_timeout(within).map_err(ControlError::Io)?;
+        read_frame(self).map_err(|e| match (e, within) {
+            (ControlError::Timeout(_), Some(d)) => ControlError::Timeout(d),
+            (e, _) => e,
+        })
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Unix(s) => s.read(b),
+            Conn::Tcp(s) => s.read(b),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Unix(s) => s.write(b),
+            Conn::Tcp(s) => s.write(b),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Where a `msgperf serve` takes control connections: `host:port` (TCP), or a path (a unix
+/// socket; a named server's is `/dev/shm/msgperf-NAME`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ControlAddr {
+    Tcp(String),
+    Unix(PathBuf),
+}
+
+impl ControlAddr {
+    pub fn parse(s: &str) -> ControlAddr {
+        use std::net::ToSocketAddrs;
+        if !s.contains('/') && s.to_socket_addrs().is_ok_and(|mut a| a.next().is_some()) {
+            ControlAddr::Tcp(s.to_string())
+        } else {
+            ControlAddr::Unix(PathBuf::from(s))
+        }
+    }
+
+    /// A server found by name.
+    pub fn named(name: &str) -> ControlAddr {
+        ControlAddr::Unix(PathBuf::from(format!("/dev/shm/msgperf-{name}")))
+    }
+
+    /// The host that data channels to this server reach (network transports).
+    pub fn host(&self) -> String {
+        match self {
+            ControlAddr::Tcp(a) => {
+                use std::net::ToSocketAddrs;
+                a.to_socket_addrs()
+                    .ok()
+                    .and_then(|mut a| a.next())
+                    .map_or_else(|| "127.0.0.1".to_string(), |a| a.ip().to_string())
+            }
+            ControlAddr::Unix(_) => "127.0.0.1".into(),
+        }
+    }
+
+    /// Connects within `timeout`.
+    pub fn connect(&self, timeout: Duration) -> Result<Conn, String> {
+        match self {
+            ControlAddr::Tcp(a) => {
+                use std::net::ToSocketAddrs;
+                let addr = a
+                    .to_socket_addrs()
+                    .ok()
+                    .and_then(|mut x| x.next())
+                    .ok_or_else(|| {
+                        format!("`{a}` is not a socket address: write e.g. 127.0.0.1:7000")
+                    })?;
+                std::net::TcpStream::connect_timeout(&addr, timeout)
+                    .map(Conn::Tcp)
+                    .map_err(|e| match e.kind() {
+                        ErrorKind::ConnectionRefused => {
+                            format!("connection refused at {a}: is `msgperf serve` running there?")
+                        }
+                        _ => format!("could not reach `msgperf serve` at {a}: {e}"),
+                    })
+            }
+            ControlAddr::Unix(p) => {
+                use std::os::unix::fs::FileTypeExt;
+                match std::fs::symlink_metadata(p) {
+                    Err(_) => return Err(format!("connection refused at {}: no `msgperf serve` there (nothing at that path)", p.display())),
+                    Ok(m) if !m.file_type().is_socket() => return Err(format!("{} is not a msgperf server (a foreign file, not its socket): pick another --name or --connect, or remove it", p.display())),
+                    Ok(_) => {}
+                }
+                UnixStream::connect(p)
+                    .map(Conn::Unix)
+                    .map_err(|e| match e.kind() {
+                        ErrorKind::ConnectionRefused => format!(
+                            "connection refused at {}: is `msgperf serve` running there?",
+                            p.display()
+                        ),
+                        _ => format!("could not reach `msgperf serve` at {}: {e}", p.display()),
+                    })
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for ControlAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ControlAddr::Tcp(a) => f.write_str(a),
+            ControlAddr::Unix(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::result::{RoleId, RoleKind};
+
+    fn frame(msg: &impl Serialize) -> Vec<u8> {
+        let mut v = Vec::new();
+        write_frame(&mut v, msg).unwrap();
+        v
+    }
+
+    #[test]
+    fn messages_round_trip_one_after_another() {
+        let mut bytes = frame(&FromRole::Ready);
+        bytes.extend(frame(&FromRole::Error("no".into())));
+        let mut r = bytes.as_slice();
+        assert!(matches!(
+            read_frame::<FromRole>(&mut r),
+            Ok(FromRole::Ready)
+        ));
+        assert!(matches!(read_frame::<FromRole>(&mut r), Ok(FromRole::Error(e)) if e == "no"));
+        assert!(matches!(
+            read_frame::<FromRole>(&mut r),
+            Err(ControlError::Closed)
+        ));
+    }
+
+    #[test]
+    fn a_result_of_ten_megabytes_passes() {
+        let mut r = RoleResult::missing(RoleId::one(RoleKind::Reader), 1, String::new());
+        r.interval_means_ns = (0..1_500_000u64).map(|i| i * 7_919).collect();
+        let bytes = frame(&FromRole::Result(Box::new(Report::Case(r.clone()))));
+        assert!(bytes.len() > 10 << 20, "{} B", bytes.len());
+        match read_frame::<FromRole>(&mut bytes.as_slice()).unwrap() {
+            FromRole::Result(b) => match *b {
+                Report::Case(back) => assert_eq!(back.interval_means_ns, r.interval_means_ns),
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_frames_are_named_never_a_panic() {
+        let good = frame(&FromRole::Ready);
+        // Truncated: in the head, and in the body.
+        for cut in [5, good.len() - 1] {
+            let e = read_frame::<FromRole>(&mut &good[..cut]).unwrap_err();
+            assert!(matches!(e, ControlError::Truncated { .. }), "{cut}: {e}");
+        }
+        // Oversized: a length over the bound is refused before anything is allocated.
+        let mut big = good.clone();
+        big[4..8].copy_from_slice(&(MAX_FRAME as u32 + 1).to_le_bytes());
+        assert!(matches!(
+            read_frame::<FromRole>(&mut big.as_slice()),
+            Err(ControlError::TooLarge(_))
+        ));
+        // Another version.
+        let mut other = good.clone();
+        other[3] = VERSION + 1;
+        let e = read_frame::<FromRole>(&mut other.as_slice()).unwrap_err();
+        assert!(e.to_string().contains("same msgperf"), "{e}");
+        // A body that is not a message.
+        let mut junk = good[..HEAD].to_vec();
+        junk[4..8].copy_from_slice(&5u32.to_le_bytes());
+        junk.extend_from_slice(b"{{{{{");
+        assert!(matches!(
+            read_frame::<FromRole>(&mut junk.as_slice()),
+            Err(ControlError::Malformed(_))
+        ));
+        // Random bytes: refused by their first three, whatever they are.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..2_000 {
+            let n = (seed % 64) as usize;
+            let bytes: Vec<u8> = (0..n)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    seed as u8
+                })
+                .collect();
+            let r = read_frame::<ToRole>(&mut bytes.as_slice());
+            assert!(r.is_err() || bytes.starts_with(MAGIC), "{bytes:?}");
+        }
+    }
+
+    #[test]
+    fn addresses_are_told_apart() {
+        assert_eq!(
+            ControlAddr::parse("127.0.0.1:7000"),
+            ControlAddr::Tcp("127.0.0.1:7000".into())
+        );
+        assert_eq!(
+            ControlAddr::parse("/tmp/x.sock"),
+            ControlAddr::Unix("/tmp/x.sock".into())
+        );
+        assert_eq!(
+            ControlAddr::named("demo"),
+            ControlAddr::Unix("/dev/shm/msgperf-demo".into())
+        );
+    }
+}

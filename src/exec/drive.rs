@@ -1,0 +1,308 @@
+//! Takes a case's started roles through the control protocol's phases together (iperf3's
+//! control state machine, for any number of roles): every role bound, then every role open and
+//! ready, then Go for all at once (the start barrier), then every result. Every wait has a
+//! bound. A role that dies or hangs is named, the driving roles are told to stop so that the
+//! others end their streams with every message accounted for, and every result that comes is
+//! kept. Ctrl-C stops the driving roles the same way.
+
+use super::control::{FromRole, Order, Report, ToRole};
+use super::runner::{Event, RoleHandle};
+use crate::deadline::Deadline;
+use crate::transport::Rendezvous;
+use crossbeam_channel::Receiver;
+use std::time::Duration;
+
+/// A started role.
+pub struct Started {
+    /// How errors name it: `subscriber 2`.
+    pub label: String,
+    /// It decides when the case ends: a stop is sent to it.
+    pub drives: bool,
+    pub handle: Box<dyn RoleHandle>,
+}
+
+/// How a role's part ended.
+pub enum Outcome {
+    Reported(Box<Report>),
+    /// It could not take part, died or hung: why.
+    Failed(String),
+}
+
+pub struct Driven {
+    /// Each role's outcome, in the order of the roles given.
+    pub outcomes: Vec<Option<Outcome>>,
+    /// Why the case failed: a role's death first, else the first role that reported an error.
+    pub error: Option<String>,
+    pub interrupted: bool,
+}
+
+/// The bounds of a case's phases.
+pub struct Bounds {
+    /// Each phase before the start, for every role.
+    pub phase: Duration,
+    /// From the start to the last result, if the case has a known length.
+    pub run: Option<Duration>,
+}
+
+/// Drives `roles`, whose orders are `orders`. With a rendezvous, roles first bind and say where
+/// (a case); without, they only get ready (a floor).
+pub fn drive(
+    roles: &mut [Started],
+    orders: Vec<Order>,
+    events: &Receiver<Event>,
+    rendezvous: Option<Rendezvous>,
+    bounds: Bounds,
+) -> Driven {
+    let mut d = Driver {
+        outcomes: roles.iter().map(|_| None).collect(),
+        hung: roles.iter().map(|_| None).collect(),
+        died: None,
+        failed: None,
+        interrupted: false,
+        stopped: false,
+    };
+    let started = d.before_go(roles, orders, events, rendezvous, &bounds);
+    if started {
+        d.run(roles, events, &bounds);
+    }
+    for r in roles.iter_mut() {
+        let _ = r.handle.send(&ToRole::Finish);
+    }
+    if !started {
+        // Called off before the start: nothing was measured, nothing to wait for.
+        for r in roles.iter_mut() {
+            r.handle.kill();
+        }
+    }
+    for r in roles.iter_mut() {
+        r.handle.finish(bounds.phase.min(Duration::from_secs(5)));
+    }
+    // A death is the cause; what another role saw of it follows.
+    let error = match (d.died, d.failed) {
+        (Some(died), Some(saw)) => Some(format!("{died} (the {saw})")),
+        (died, saw) => died.or(saw),
+    };
+    Driven {
+        outcomes: d.outcomes,
+        error,
+        interrupted: d.interrupted,
+    }
+}
+
+struct Driver {
+    outcomes: Vec<Option<Outcome>>,
+    /// Why the runner judged a role hung, until its connection ends.
+    hung: Vec<Option<String>>,
+    died: Option<String>,
+    failed: Option<String>,
+    interrupted: bool,
+    stopped: bool,
+}
+
+/// What a phase waits for from each role.
+enum Step {
+    Bound,
+    Ready,
+}
+
+impl Driver {
+    /// Hello, Bound, Open, Ready, Go; false if the case was called off before Go.
+    fn before_go(
+        &mut self,
+        roles: &mut [Started],
+        orders: Vec<Order>,
+        events: &Receiver<Event>,
+        rendezvous: Option<Rendezvous>,
+        bounds: &Bounds,
+    ) -> bool {
+        for (r, o) in roles.iter_mut().zip(orders) {
+            if let Err(e) = r.handle.send(&ToRole::Hello(Box::new(o))) {
+                self.failed = Some(format!("could not brief the {}: {e}", r.label));
+                return false;
+            }
+        }
+        if let Some(mut rdv) = rendezvous {
+            let Some(addresses) = self.wait_all(roles, events, bounds.phase, Step::Bound) else {
+                return false;
+            };
+            for a in addresses {
+                rdv.bound.extend(a);
+            }
+            for r in roles.iter_mut() {
+                if let Err(e) = r.handle.send(&ToRole::Open(rdv.clone())) {
+                    self.failed = Some(format!("{}: {e}", r.label));
+                    return false;
+                }
+            }
+        }
+        if self
+            .wait_all(roles, events, bounds.phase, Step::Ready)
+            .is_none()
+        {
+            return false;
+        }
+        for r in roles.iter_mut() {
+            if let Err(e) = r.handle.send(&ToRole::Go) {
+                self.failed = Some(format!("{}: {e}", r.label));
+                return false;
+            }
+        }
+        true
+    }
+
+    /// One answer from every role; None (with the reason recorded) if one failed, the phase's
+    /// bound passed or Ctrl-C came.
+    fn wait_all(
+        &mut self,
+        roles: &mut [Started],
+        events: &Receiver<Event>,
+        bound: Duration,
+        step: Step,
+    ) -> Option<Vec<std::collections::BTreeMap<u32, String>>> {
+        let deadline = Deadline::after(bound);
+        let mut got: Vec<Option<std::collections::BTreeMap<u32, String>>> =
+            roles.iter().map(|_| None).collect();
+        while got.iter().any(Option::is_none) {
+            if super::stop_requested() {
+                self.interrupted = true;
+                return None;
+            }
+            let Ok(ev) = events.recv_timeout(Duration::from_millis(50)) else {
+                if deadline.expired() {
+                    let late: Vec<&str> = roles
+                        .iter()
+                        .zip(&got)
+                        .filter(|(_, g)| g.is_none())
+                        .map(|(r, _)| r.label.as_str())
+                        .collect();
+                    self.failed = Some(format!(
+                        "the {} did not get ready within {bound:?}: raise --timeout, or see why in its error",
+                        late.join(", the ")
+                    ));
+                    return None;
+                }
+                continue;
+            };
+            match ev {
+                Event::Frame(i, FromRole::Bound(a)) if matches!(step, Step::Bound) => {
+                    got[i] = Some(a)
+                }
+                Event::Frame(i, FromRole::Ready) if matches!(step, Step::Ready) => {
+                    got[i] = Some(Default::default())
+                }
+                Event::Frame(_, FromRole::Heartbeat) => {}
+                Event::Frame(i, FromRole::Error(e)) => {
+                    self.outcomes[i] = Some(Outcome::Failed(e.clone()));
+                    self.failed = Some(e);
+                    return None;
+                }
+                Event::Frame(i, other) => {
+                    self.failed = Some(format!(
+                        "the {} answered out of turn: {other:?}",
+                        roles[i].label
+                    ));
+                    return None;
+                }
+                Event::Hung(i, why) => self.hung[i] = Some(why),
+                Event::Ended(i, bad) => {
+                    let why = self.why_gone(roles, i, bad);
+                    self.failed = Some(why);
+                    return None;
+                }
+            }
+        }
+        Some(got.into_iter().flatten().collect())
+    }
+
+    /// From Go to the last result.
+    fn run(&mut self, roles: &mut [Started], events: &Receiver<Event>, bounds: &Bounds) {
+        let deadline = bounds.run.map(Deadline::after);
+        while self.outcomes.iter().any(Option::is_none) {
+            if super::stop_requested() && !self.stopped {
+                self.interrupted = true;
+                self.stop_drivers(roles);
+            }
+            let Ok(ev) = events.recv_timeout(Duration::from_millis(50)) else {
+                if deadline.is_some_and(|d| d.expired()) {
+                    let bound = bounds.run.unwrap_or_default();
+                    for (i, r) in roles.iter_mut().enumerate() {
+                        if self.outcomes[i].is_none() {
+                            r.handle.kill();
+                            let why = format!(
+                                "{} was still running {:.1} s after the start, past the case's length and 3x --timeout; msgperf ended it",
+                                r.label,
+                                bound.as_secs_f64()
+                            );
+                            self.died.get_or_insert(why.clone());
+                            self.outcomes[i] = Some(Outcome::Failed(why));
+                        }
+                    }
+                }
+                continue;
+            };
+            match ev {
+                Event::Frame(i, FromRole::Result(report)) => {
+                    if let Report::Case(r) = report.as_ref() {
+                        if let Some(e) = &r.error {
+                            self.failed
+                                .get_or_insert_with(|| format!("{}: {e}", roles[i].label));
+                        }
+                    }
+                    self.outcomes[i] = Some(Outcome::Reported(report));
+                }
+                Event::Frame(i, FromRole::Error(e)) => {
+                    self.failed.get_or_insert_with(|| e.clone());
+                    self.outcomes[i] = Some(Outcome::Failed(e));
+                }
+                Event::Frame(..) => {}
+                Event::Hung(i, why) => self.hung[i] = Some(why),
+                Event::Ended(i, bad) => {
+                    if self.outcomes[i].is_some() {
+                        continue;
+                    }
+                    // Gone before its result: the case failed, and the driving roles stop so
+                    // that every other role ends its streams and reports.
+                    let why = self.why_gone(roles, i, bad);
+                    self.died.get_or_insert(why.clone());
+                    self.outcomes[i] = Some(Outcome::Failed(why));
+                    self.stop_drivers(roles);
+                }
+            }
+        }
+    }
+
+    fn stop_drivers(&mut self, roles: &mut [Started]) {
+        self.stopped = true;
+        for (i, r) in roles.iter_mut().enumerate() {
+            if r.drives && self.outcomes[i].is_none() {
+                let _ = r.handle.send(&ToRole::Stop);
+                r.handle.stop();
+            }
+        }
+    }
+
+    /// Why role `i`'s connection ended before it reported.
+    fn why_gone(&mut self, roles: &mut [Started], i: usize, bad: Option<String>) -> String {
+        let r = &mut roles[i];
+        let pid = r.handle.pid();
+        let whose = if pid == std::process::id() {
+            format!("the {} (a thread)", r.label)
+        } else if pid == 0 {
+            format!("the {}", r.label)
+        } else {
+            format!("the {} (pid {pid})", r.label)
+        };
+        if let Some(h) = self.hung[i].take() {
+            r.handle.finish(Duration::from_secs(2));
+            return format!("{whose} {h}");
+        }
+        if let Some(b) = bad {
+            r.handle.kill();
+            return format!("{whose} broke the control protocol: {b}");
+        }
+        match r.handle.finish(Duration::from_secs(2)) {
+            Some(why) => format!("{whose} died: {why}"),
+            None => format!("{whose} ended without a result"),
+        }
+    }
+}

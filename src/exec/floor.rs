@@ -1,0 +1,106 @@
+//! A transport's plain loop, run as two roles as the case's own roles run: two threads, or two
+//! role processes that inherit what the loop shares (a descriptor pair, a memory file) at their
+//! start. No process forks a copy of this multi-threaded one.
+
+use super::control::{Order, Report};
+use super::drive::{drive, Bounds, Outcome, Started};
+use super::role::{self, RoleEnv};
+use super::runner::{Event, ProcessRole, RoleHandle, ThreadRole, Watchdog};
+use crate::result::FloorKind;
+use crate::transport::{FloorFigure, FloorLoop, FloorRoles, Transport};
+use std::time::Duration;
+
+/// How long a floor's loop may run past its own length before it counts as hung.
+const SLACK: Duration = Duration::from_secs(10);
+
+/// Measures `t`'s plain loop of `kind` at `size`, its sides in threads or processes.
+pub fn measure(
+    t: &dyn Transport,
+    kind: FloorKind,
+    size: usize,
+    roles: &FloorRoles,
+    threads: bool,
+) -> Result<FloorFigure, String> {
+    let f = t
+        .floor()
+        .ok_or_else(|| format!("transport `{}` has no floor", t.name()))?;
+    let l = match kind {
+        FloorKind::RoundTrip => FloorLoop::PingPong,
+        FloorKind::Stream => FloorLoop::Stream,
+    };
+    let sides = f
+        .make(l, size, roles)
+        .map_err(|e| format!("could not make the floor of `{}`: {e}", t.name()))?;
+    let (tx, events) = crossbeam_channel::unbounded::<Event>();
+    let mut started = Vec::new();
+    let mut orders = Vec::new();
+    let stall = Watchdog::can_watch().then_some(roles.duration + SLACK);
+    for (side, ends) in sides.into_iter().enumerate() {
+        let cpu = if side == 0 {
+            roles.cpus.0
+        } else {
+            roles.cpus.1
+        };
+        let handle: Box<dyn RoleHandle> = if threads {
+            Box::new(ThreadRole::start(
+                side,
+                format!("msgperf floor {side}"),
+                tx.clone(),
+                move |mut conn, stop| {
+                    let env = RoleEnv {
+                        stop: &stop,
+                        floor_ends: Some(ends),
+                        pin: None,
+                        admit: None,
+                    };
+                    role::serve(&mut conn, env).map(|_| ())
+                },
+            )?)
+        } else {
+            let args = [
+                "floor".to_string(),
+                side.to_string(),
+                "--transport".into(),
+                t.name().into(),
+            ];
+            Box::new(ProcessRole::start(
+                side,
+                &args,
+                Some(ends),
+                tx.clone(),
+                stall,
+            )?)
+        };
+        // Both sides stop early at Ctrl-C: the measuring one ends its loop, the writing one
+        // stops writing.
+        started.push(Started {
+            label: format!("floor's side {side}"),
+            drives: true,
+            handle,
+        });
+        orders.push(Order::Floor {
+            transport: t.name().into(),
+            kind: l,
+            side,
+            size,
+            roles: roles.clone(),
+            cpu,
+        });
+    }
+    let bounds = Bounds {
+        phase: SLACK,
+        run: Some(roles.warmup + roles.duration + SLACK),
+    };
+    let mut driven = drive(&mut started, orders, &events, None, bounds);
+    let measured = match driven.outcomes.swap_remove(0) {
+        Some(Outcome::Reported(report)) => match *report {
+            Report::Floor(fig) => fig,
+            Report::Case(_) => None,
+        },
+        _ => None,
+    };
+    match (measured, driven.error) {
+        (Some(fig), None) => Ok(fig),
+        (_, e) => Err(e.unwrap_or_else(|| "the floor's measuring side reported nothing".into())),
+    }
+}

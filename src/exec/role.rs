@@ -1,0 +1,325 @@
+//! A role's side of the control protocol (see `control.rs`): the same code in a role process,
+//! a role thread and a `msgperf serve`. It opens the role's ends by side, says where its
+//! accepting ends are, starts on Go, runs the workload's role, sends END on a driving role's
+//! ends and its result on the control channel, and lingers until the runner says Finish (a
+//! driving role on a transport that may drop repeats END meanwhile).
+
+use super::control::{Conn, ControlError, FromRole, Order, Report, ToRole};
+use crate::measure::Recorder;
+use crate::result::{CaseConfig, RoleResult, Wait};
+use crate::sys;
+use crate::transport::{
+    self, ChannelSpec, Endpoint, FloorEnds, Opening, Rendezvous, Side, TransportError,
+};
+use crate::workload::{self, message, RoleControl, RoleSpec, Sent};
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+/// How a role talks to its runner.
+pub trait Link {
+    fn send(&mut self, msg: &FromRole) -> Result<(), ControlError>;
+    /// The next message within `within`.
+    fn recv(&mut self, within: Duration) -> Result<ToRole, ControlError>;
+}
+
+impl Link for Conn {
+    fn send(&mut self, msg: &FromRole) -> Result<(), ControlError> {
+        Conn::send(self, msg)
+    }
+    fn recv(&mut self, within: Duration) -> Result<ToRole, ControlError> {
+        Conn::recv(self, Some(within))
+    }
+}
+
+/// Says why an order is refused, if it is.
+pub type Admit<'a> = &'a dyn Fn(&Order) -> Result<(), String>;
+
+/// What a role's runner gives it besides its link.
+pub struct RoleEnv<'a> {
+    /// Raised to end the case early.
+    pub stop: &'a AtomicBool,
+    /// A floor side's ends (a process's descriptors from fd 4, a thread's local ones).
+    pub floor_ends: Option<FloorEnds>,
+    /// The CPU to run on, over the order's (`msgperf serve --pin`).
+    pub pin: Option<usize>,
+    /// Refuses an order this side was not started for (`msgperf serve -t uds` and a tcp case).
+    pub admit: Option<Admit<'a>>,
+}
+
+/// The longest a role waits for its runner's next step: the runner itself waits at most the
+/// case's timeout for each step of every role.
+fn phase_bound(timeout: Duration) -> Duration {
+    timeout * 3 + Duration::from_secs(10)
+}
+
+/// Serves one order; returns the case and what this role measured (None for a floor side or
+/// a case the runner called off), or why it failed.
+pub fn serve(
+    link: &mut dyn Link,
+    env: RoleEnv,
+) -> Result<Option<(CaseConfig, RoleResult)>, String> {
+    let order = match link.recv(Duration::from_secs(30)) {
+        Ok(ToRole::Hello(o)) => *o,
+        Ok(other) => {
+            return Err(format!(
+                "the first control message was {other:?}, not a hello"
+            ))
+        }
+        Err(e) => return Err(format!("no order from the runner: {e}")),
+    };
+    if let Some(Err(why)) = env.admit.map(|admit| admit(&order)) {
+        return refuse(link, why);
+    }
+    match order {
+        Order::Case {
+            case,
+            role,
+            rendezvous,
+            watched,
+        } => serve_case(link, env, case, role, rendezvous, watched),
+        Order::Floor {
+            transport,
+            kind,
+            side,
+            size,
+            roles,
+            cpu,
+        } => {
+            let f = transport::find(&transport)
+                .ok()
+                .and_then(|t| t.floor())
+                .ok_or_else(|| format!("transport `{transport}` has no floor"));
+            let ends = env
+                .floor_ends
+                .ok_or_else(|| "this floor side was given no ends".to_string());
+            let prepared = f.and_then(|f| Ok((f, ends?))).and_then(|r| {
+                pin(env.pin.or(cpu))?;
+                Ok(r)
+            });
+            let (f, ends) = match prepared {
+                Ok(p) => p,
+                Err(e) => return refuse(link, e),
+            };
+            let bound = phase_bound(roles.duration);
+            send(link, &FromRole::Ready)?;
+            if !wait_go(link, bound)? {
+                return Ok(None);
+            }
+            let report = match f.run(kind, side, ends, size, &roles, env.stop) {
+                Ok(fig) => FromRole::Result(Box::new(Report::Floor(fig))),
+                Err(e) => FromRole::Error(format!("the floor's side {side}: {e}")),
+            };
+            send(link, &report)?;
+            linger(link, bound, &mut || {});
+            Ok(None)
+        }
+    }
+}
+
+fn send(link: &mut dyn Link, msg: &FromRole) -> Result<(), String> {
+    link.send(msg)
+        .map_err(|e| format!("could not answer the runner: {e}"))
+}
+
+/// Tells the runner why this role cannot take part, and returns it.
+fn refuse<T>(link: &mut dyn Link, why: String) -> Result<T, String> {
+    let _ = link.send(&FromRole::Error(why.clone()));
+    Err(why)
+}
+
+fn pin(cpu: Option<usize>) -> Result<(), String> {
+    match cpu {
+        Some(c) => sys::pin_current_thread(c).map_err(|e| {
+            format!(
+                "cannot pin to CPU {c}: {e}; pick one of {:?}",
+                sys::allowed_cpus()
+            )
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Waits for Go; false if the runner called the case off (Finish, or it went away).
+fn wait_go(link: &mut dyn Link, bound: Duration) -> Result<bool, String> {
+    loop {
+        match link.recv(bound) {
+            Ok(ToRole::Go) => return Ok(true),
+            // A stop before the start: the runner follows it with Finish.
+            Ok(ToRole::Stop) => {}
+            Ok(ToRole::Finish) | Err(ControlError::Closed) => return Ok(false),
+            Ok(other) => return Err(format!("expected Go, got {other:?}")),
+            Err(e) => return Err(format!("no start from the runner: {e}")),
+        }
+    }
+}
+
+/// Waits for Finish (or the runner's end), calling `meanwhile` every 200 ms.
+fn linger(link: &mut dyn Link, bound: Duration, meanwhile: &mut dyn FnMut()) {
+    let deadline = crate::deadline::Deadline::after(bound);
+    while !deadline.expired() {
+        match link.recv(Duration::from_millis(200)) {
+            Ok(ToRole::Finish) | Err(ControlError::Closed) => return,
+            Ok(_) => {}
+            Err(ControlError::Timeout(_)) => meanwhile(),
+            Err(_) => return,
+        }
+    }
+}
+
+fn serve_case(
+    link: &mut dyn Link,
+    env: RoleEnv,
+    case: CaseConfig,
+    role: RoleSpec,
+    rendezvous: Rendezvous,
+    watched: bool,
+) -> Result<Option<(CaseConfig, RoleResult)>, String> {
+    let label = role.id.to_string();
+    let found =
+        transport::find(&case.transport).and_then(|t| Ok((t, workload::find(&case.workload)?)));
+    let (t, w) = match found.and_then(|tw| pin(env.pin.or(role.cpu)).map(|_| tw)) {
+        Ok(tw) => tw,
+        Err(e) => return refuse(link, format!("{label}: {e}")),
+    };
+    let spec = ChannelSpec {
+        options: case.effective_options.clone(),
+        timeout: case.timeout,
+        poll: case.wait == Wait::Poll,
+        max_message: case.size_bytes.max(message::HEADER),
+        watched,
+    };
+    let bound = phase_bound(case.timeout);
+
+    // Bind every end; none waits for a peer yet.
+    let mut openings: Vec<Option<Box<dyn Opening>>> = Vec::new();
+    let mut bound_at = BTreeMap::new();
+    for side in &role.ends {
+        match t.open(&rendezvous, *side, &spec) {
+            Ok(o) => {
+                if let (Some(a), Side::Accept(n)) = (o.address(), side) {
+                    bound_at.insert(*n, a);
+                }
+                openings.push(Some(o));
+            }
+            Err(e) => {
+                return refuse(
+                    link,
+                    format!("{label} could not open {}: {e}", side_label(*side)),
+                )
+            }
+        }
+    }
+    send(link, &FromRole::Bound(bound_at))?;
+    let rendezvous = match link.recv(bound) {
+        Ok(ToRole::Open(r)) => r,
+        Ok(ToRole::Finish | ToRole::Stop) | Err(ControlError::Closed) => return Ok(None),
+        Ok(other) => return Err(format!("{label}: expected Open, got {other:?}")),
+        Err(e) => return Err(format!("{label}: no rendezvous from the runner: {e}")),
+    };
+
+    // Meet the peers, channel by channel in the same order in every role.
+    let mut order: Vec<usize> = (0..role.ends.len()).collect();
+    order.sort_by_key(|&i| role.ends[i].order());
+    let mut ends: Vec<Option<Box<dyn Endpoint>>> = (0..role.ends.len()).map(|_| None).collect();
+    for i in order {
+        let opening = openings[i].take().expect("each end opens once");
+        match opening.finish(&rendezvous, &spec) {
+            Ok(ep) => ends[i] = Some(ep),
+            Err(e) => {
+                return refuse(
+                    link,
+                    format!("{label} could not open {}: {e}", side_label(role.ends[i])),
+                )
+            }
+        }
+    }
+    let mut ends: Vec<Box<dyn Endpoint>> = ends.into_iter().flatten().collect();
+    let mut rec = Recorder::new();
+    send(link, &FromRole::Ready)?;
+    if !wait_go(link, bound)? {
+        return Ok(None);
+    }
+
+    let run = w.run(
+        &role,
+        &mut ends,
+        &case,
+        &mut rec,
+        &RoleControl { stop: env.stop },
+    );
+    let (sent, error) = match run {
+        Ok(sent) => (sent, None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    let mut end = [0u8; message::HEADER];
+    let end = sent.map(|s| message::end(&mut end, s.next, s.first_measured).to_vec());
+    if let Some(end) = &end {
+        send_end(&mut ends, end, case.timeout);
+    }
+    let mut result = rec.finish(role.id, error);
+    result.sent_total = sent.map_or(0, |s: Sent| s.next);
+    send(
+        link,
+        &FromRole::Result(Box::new(Report::Case(result.clone()))),
+    )?;
+    // END may be lost where the transport drops: repeat it until every result is in.
+    let reliable = t.capabilities(&case.effective_options).reliable;
+    linger(link, bound, &mut || {
+        if let (Some(end), false) = (&end, reliable) {
+            send_end(&mut ends, end, Duration::from_millis(100));
+        }
+    });
+    Ok(Some((case, result)))
+}
+
+/// END on every end: a driving role is done. A full queue that refuses data (`full=fail`) is
+/// waited on, within `timeout`; an end whose peer is gone is passed over.
+fn send_end(ends: &mut [Box<dyn Endpoint>], end: &[u8], timeout: Duration) {
+    for ep in ends {
+        let deadline = crate::deadline::Deadline::after(timeout);
+        loop {
+            match ep.send(end) {
+                Err(TransportError::Full) if !deadline.expired() => {
+                    std::thread::sleep(Duration::from_micros(50))
+                }
+                _ => break,
+            }
+        }
+    }
+}
+
+fn side_label(side: Side) -> String {
+    match side {
+        Side::Accept(n) => format!("its end of channel {n} (accepting)"),
+        Side::Connect(n) => format!("its end of channel {n} (connecting)"),
+        Side::Publish(n) => format!("topic {n} as its writer"),
+        Side::Subscribe { topic, reader } => format!("topic {topic} as reader {reader}"),
+    }
+}
+
+/// `msgperf role ...`: a role process. Its control socket is fd 3 and a floor side's ends
+/// follow it; SIGUSR1 raises its stop flag. It stays single-threaded: the kernel then skips the
+/// reference counting of a shared descriptor table on each read and write, as for a plain C
+/// loop, and glibc its cancellation-point bookkeeping.
+pub fn process_main() -> Result<(), String> {
+    let mut fds = sys::inherited_fds(3);
+    if fds.is_empty() {
+        return Err(
+            "no control socket at fd 3: `msgperf role` is started by msgperf itself, not by hand"
+                .into(),
+        );
+    }
+    let control = fds.remove(0);
+    let mut conn = Conn::Unix(std::os::unix::net::UnixStream::from(control));
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGUSR1, stop.clone())
+        .map_err(|e| format!("could not take SIGUSR1: {e}"))?;
+    let env = RoleEnv {
+        stop: &stop,
+        floor_ends: (!fds.is_empty()).then_some(FloorEnds::Fds(fds)),
+        pin: None,
+        admit: None,
+    };
+    serve(&mut conn, env).map(|_| ())
+}

@@ -1,0 +1,413 @@
+//! Where a role runs: a thread of this process, a role process (`msgperf role ...`), or a
+//! `msgperf serve` started by hand (and, next, an agent on another host), behind one interface.
+//! Each started role speaks the control protocol on its own connection; a reader thread turns
+//! what it says into [`Event`]s on one channel, so the case's driver waits on one thing with
+//! one deadline. Liveness is the runner's: a role process is watched from outside (a
+//! watchdog kills one that does not run for `--timeout`), a thread ends when its role does, and a
+//! `msgperf serve` sends heartbeats.
+
+use super::control::{read_frame, Conn, ControlAddr, ControlError, FromRole, ToRole};
+use crate::sys;
+use crate::transport::FloorEnds;
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What a started role said or did, tagged with its index in the case.
+#[derive(Debug)]
+pub enum Event {
+    Frame(usize, FromRole),
+    /// Its control connection ended (it exited, died or hung up), with a bad frame's
+    /// description if that is what ended it.
+    Ended(usize, Option<String>),
+    /// The runner judged it hung (and, for a process, killed it): why.
+    Hung(usize, String),
+}
+
+/// A role that was started.
+pub trait RoleHandle: Send {
+    /// Sends it a control message.
+    fn send(&mut self, msg: &ToRole) -> Result<(), String>;
+    /// Raises its stop flag out of band (a signal, a flag), for a role busy in its loop.
+    fn stop(&mut self);
+    /// Its process (this process for a thread; 0 where unknown).
+    fn pid(&self) -> u32;
+    /// Ends it now if it can be ended (a process).
+    fn kill(&mut self);
+    /// Waits, at most `grace`, for it to be gone; why it failed, if it did (an exit status and
+    /// its last words on stderr).
+    fn finish(&mut self, grace: Duration) -> Option<String>;
+    /// Whether peers of its ends are told when it stops: its runner watches it.
+    fn watched(&self) -> bool;
+}
+
+/// Reads frames from `conn` into `events` until it ends. `silence`: a role that sends nothing
+/// (not even a heartbeat) for this long is hung.
+fn pump(index: usize, mut conn: Conn, events: Sender<Event>, silence: Option<Duration>) {
+    std::thread::spawn(move || {
+        let _ = conn.set_read_timeout(silence);
+        loop {
+            match read_frame::<FromRole>(&mut conn) {
+                Ok(msg) => {
+                    if events.send(Event::Frame(index, msg)).is_err() {
+                        return;
+                    }
+                }
+                Err(ControlError::Closed) => break,
+                Err(ControlError::Timeout(_)) => {
+                    let d = silence.unwrap_or_default();
+                    let _ = events.send(Event::Hung(
+                        index,
+                        format!(
+                            "sent nothing, not even a heartbeat, for {:.1} s: hung",
+                            d.as_secs_f64()
+                        ),
+                    ));
+                    conn.shutdown();
+                    break;
+                }
+                Err(e) => {
+                    let _ = events.send(Event::Ended(index, Some(e.to_string())));
+                    return;
+                }
+            }
+        }
+        let _ = events.send(Event::Ended(index, None));
+    });
+}
+
+/// A role in a process of its own: `msgperf role KIND ...`, its control socket at fd 3.
+pub struct ProcessRole {
+    pid: u32,
+    conn: Conn,
+    stderr: Receiver<String>,
+    _watchdog: Watchdog,
+    watched: bool,
+    reaped: Option<Option<String>>,
+}
+
+impl ProcessRole {
+    /// Starts `msgperf role ARGS`; `ends` are a floor side's descriptors (at fds 4..).
+    /// `stall`: kill it if it does not run for this long (None: never judged hung).
+    pub fn start(
+        index: usize,
+        args: &[String],
+        ends: Option<FloorEnds>,
+        events: Sender<Event>,
+        stall: Option<Duration>,
+    ) -> Result<Self, String> {
+        let (ours, theirs) =
+            UnixStream::pair().map_err(|e| format!("could not make a control socket: {e}"))?;
+        let floor_fds = match ends {
+            Some(FloorEnds::Fds(f)) => f,
+            Some(FloorEnds::Local(_)) => {
+                return Err("this floor runs in threads only".into());
+            }
+            None => vec![],
+        };
+        let mut fds = vec![theirs.as_raw_fd()];
+        fds.extend(floor_fds.iter().map(|f| f.as_raw_fd()));
+        let mut cmd = Command::new(super::own_executable()?);
+        cmd.arg("role")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        sys::role_command(&mut cmd, &fds);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("could not start a role process: {e}"))?;
+        // The child holds its copies now.
+        drop(theirs);
+        drop(floor_fds);
+        let pid = child.id();
+        let mut stderr = child.stderr.take().expect("piped");
+        let (err_tx, err_rx) = bounded(1);
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = stderr.read_to_string(&mut s);
+            let _ = err_tx.send(s);
+        });
+        let conn = Conn::Unix(ours);
+        pump(
+            index,
+            conn.try_clone().map_err(|e| e.to_string())?,
+            events.clone(),
+            None,
+        );
+        let watchdog = Watchdog::arm(pid, stall, move |why| {
+            let _ = events.send(Event::Hung(index, why));
+        });
+        // Reaped with a bound (`finish`), not by std's unbounded wait.
+        drop(child);
+        Ok(ProcessRole {
+            pid,
+            conn,
+            stderr: err_rx,
+            _watchdog: watchdog,
+            watched: stall.is_some(),
+            reaped: None,
+        })
+    }
+}
+
+impl RoleHandle for ProcessRole {
+    fn send(&mut self, msg: &ToRole) -> Result<(), String> {
+        self.conn.send(msg).map_err(|e| e.to_string())
+    }
+    fn stop(&mut self) {
+        sys::kill(self.pid, libc::SIGUSR1);
+    }
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+    fn kill(&mut self) {
+        if self.reaped.is_none() {
+            sys::kill(self.pid, libc::SIGKILL);
+        }
+    }
+    fn finish(&mut self, grace: Duration) -> Option<String> {
+        if let Some(r) = &self.reaped {
+            return r.clone();
+        }
+        let status = match sys::reap(self.pid, grace) {
+            Some(0) => None,
+            Some(code) if code < 0 => Some(format!("killed by signal {}", -code)),
+            Some(code) => Some(format!("exit status {code}")),
+            None => Some("killed after it did not exit".into()),
+        };
+        let err = self
+            .stderr
+            .recv_timeout(Duration::from_secs(1))
+            .unwrap_or_default();
+        let last = err
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .map(|l| l.trim_start_matches("msgperf: ").to_string());
+        let why = match (status, last) {
+            (None, _) => None,
+            (Some(s), Some(l)) => Some(format!("{s}: {l}")),
+            (Some(s), None) => Some(s),
+        };
+        self.reaped = Some(why.clone());
+        why
+    }
+    fn watched(&self) -> bool {
+        self.watched
+    }
+}
+
+impl Drop for ProcessRole {
+    fn drop(&mut self) {
+        if self.reaped.is_none() {
+            sys::kill(self.pid, libc::SIGKILL);
+            sys::reap(self.pid, Duration::from_secs(1));
+        }
+    }
+}
+
+/// A role in a thread of this process, speaking the protocol over a socket pair.
+pub struct ThreadRole {
+    conn: Conn,
+    stop: Arc<AtomicBool>,
+    done: Receiver<Result<(), String>>,
+    outcome: Option<Option<String>>,
+}
+
+impl ThreadRole {
+    /// Starts `body` (the role's side of the protocol) on a thread.
+    pub fn start(
+        index: usize,
+        name: String,
+        events: Sender<Event>,
+        body: impl FnOnce(Conn, Arc<AtomicBool>) -> Result<(), String> + Send + 'static,
+    ) -> Result<Self, String> {
+        let (ours, theirs) =
+            UnixStream::pair().map_err(|e| format!("could not make a control socket: {e}"))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (done_tx, done) = bounded(1);
+        let flag = stop.clone();
+        std::thread::Builder::new()
+            .name(name)
+            .spawn(move || {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    body(Conn::Unix(theirs), flag)
+                }))
+                .unwrap_or_else(|_| Err("the role's thread panicked".into()));
+                let _ = done_tx.send(r);
+            })
+            .map_err(|e| format!("could not start a role thread: {e}"))?;
+        let conn = Conn::Unix(ours);
+        pump(
+            index,
+            conn.try_clone().map_err(|e| e.to_string())?,
+            events,
+            None,
+        );
+        Ok(ThreadRole {
+            conn,
+            stop,
+            done,
+            outcome: None,
+        })
+    }
+}
+
+impl RoleHandle for ThreadRole {
+    fn send(&mut self, msg: &ToRole) -> Result<(), String> {
+        self.conn.send(msg).map_err(|e| e.to_string())
+    }
+    fn stop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+    fn pid(&self) -> u32 {
+        std::process::id()
+    }
+    fn kill(&mut self) {
+        // A thread cannot be killed: closing its control connection ends its waits, and its
+        // channel ends' timeouts end the rest.
+        self.stop();
+        self.conn.shutdown();
+    }
+    fn finish(&mut self, grace: Duration) -> Option<String> {
+        if let Some(o) = &self.outcome {
+            return o.clone();
+        }
+        let why = match self.done.recv_timeout(grace) {
+            Ok(r) => r.err(),
+            Err(_) => Some(format!("its thread did not end within {grace:?}")),
+        };
+        self.outcome = Some(why.clone());
+        why
+    }
+    fn watched(&self) -> bool {
+        true
+    }
+}
+
+/// A role at a `msgperf serve` started by hand: only its control connection and heartbeats
+/// say whether it lives.
+pub struct RemoteRole {
+    conn: Conn,
+    at: ControlAddr,
+}
+
+/// How often a `msgperf serve` says it lives while it serves a case.
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
+
+impl RemoteRole {
+    pub fn start(
+        index: usize,
+        at: &ControlAddr,
+        timeout: Duration,
+        events: Sender<Event>,
+    ) -> Result<Self, String> {
+        let conn = at.connect(timeout)?;
+        // Silence longer than the timeout (and a few heartbeats) is a hung server.
+        let silence = timeout.max(HEARTBEAT * 3);
+        pump(
+            index,
+            conn.try_clone().map_err(|e| e.to_string())?,
+            events,
+            Some(silence),
+        );
+        Ok(RemoteRole {
+            conn,
+            at: at.clone(),
+        })
+    }
+}
+
+impl RoleHandle for RemoteRole {
+    fn send(&mut self, msg: &ToRole) -> Result<(), String> {
+        self.conn
+            .send(msg)
+            .map_err(|e| format!("`msgperf serve` at {}: {e}", self.at))
+    }
+    fn stop(&mut self) {
+        // The server raises its role's flag when the Stop frame comes.
+    }
+    fn pid(&self) -> u32 {
+        0
+    }
+    fn kill(&mut self) {
+        self.conn.shutdown();
+    }
+    fn finish(&mut self, _: Duration) -> Option<String> {
+        self.conn.shutdown();
+        None
+    }
+    fn watched(&self) -> bool {
+        false
+    }
+}
+
+/// Ends a role process that hangs while alive, which a blocking read with no timer of its own
+/// would never notice: kills it when it has not run at all (no time on a CPU, not once
+/// scheduled in) for `stall`, after telling `fired` why. Watching from outside costs the role
+/// nothing, where a timer on every blocking wait costs each wait a kernel timer. Cancelled when
+/// dropped.
+pub struct Watchdog {
+    cancel: Option<Sender<()>>,
+}
+
+impl Watchdog {
+    pub fn arm(
+        pid: u32,
+        stall: Option<Duration>,
+        fired: impl FnOnce(String) + Send + 'static,
+    ) -> Self {
+        let Some(stall) = stall else {
+            return Watchdog { cancel: None };
+        };
+        let (cancel, cancelled) = bounded::<()>(1);
+        // A stall is noticed within a tenth of its bound.
+        let period = (stall / 10).clamp(Duration::from_millis(10), Duration::from_secs(1));
+        std::thread::spawn(move || {
+            let mut last = (sys::run_count(pid), Instant::now());
+            loop {
+                if cancelled.recv_timeout(period) != Err(RecvTimeoutError::Timeout) {
+                    return;
+                }
+                let now = Instant::now();
+                let count = sys::run_count(pid);
+                if count.is_none() || !sys::process_alive(pid) {
+                    return; // ended (a zombie runs no more either): its connection says so
+                }
+                if count != last.0 {
+                    last = (count, now);
+                } else if now - last.1 >= stall {
+                    // Said before the kill, so that whoever sees the connection close knows why.
+                    fired(format!(
+                        "did not run for {:.1} s: hung, so msgperf killed it (raise --timeout if it is only slow)",
+                        (now - last.1).as_secs_f64()
+                    ));
+                    sys::kill(pid, libc::SIGKILL);
+                    return;
+                }
+            }
+        });
+        Watchdog {
+            cancel: Some(cancel),
+        }
+    }
+
+    /// Whether this kernel lets a watchdog see that a process stopped running.
+    pub fn can_watch() -> bool {
+        sys::run_count(std::process::id()).is_some()
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        if let Some(tx) = self.cancel.take() {
+            let _ = tx.send(());
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! `msgperf serve`: a server started by hand (NML's perfsvr) that plays the roles of a case that
+//! do not drive, for a `msgperf run ... --connect` elsewhere. It takes control connections at
+//! its address and serves each one through the same protocol as any role; every setting comes
+//! from the case, so what is recorded is what ran. While it serves, it sends heartbeats: the
+//! runner cannot watch its process.
+
+use super::control::{read_frame, Conn, ControlAddr, ControlError, FromRole, Order, ToRole};
+use super::role::{self, Link, RoleEnv};
+use super::runner::HEARTBEAT;
+use crate::result::{CaseConfig, RoleResult};
+use crate::transport::{self, Options};
+use crossbeam_channel::{bounded, Receiver};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub struct ServeOptions {
+    pub transport: String,
+    /// Where control connections come: host:port, or a unix socket's path.
+    pub at: ControlAddr,
+    /// The CPU to serve on.
+    pub pin: Option<usize>,
+    /// Serve one case, then exit.
+    pub once: bool,
+    /// `--opt` values this server insists on: a case with others is refused, naming them.
+    pub options: Options,
+}
+
+/// A control listener.
+enum Listener {
+    Tcp(std::net::TcpListener),
+    Unix(std::os::unix::net::UnixListener, std::path::PathBuf),
+}
+
+impl Listener {
+    fn bind(at: &ControlAddr) -> Result<Self, String> {
+        match at {
+            ControlAddr::Tcp(a) => std::net::TcpListener::bind(a)
+                .map(Listener::Tcp)
+                .map_err(|e| match e.kind() {
+                    std::io::ErrorKind::AddrInUse => format!(
+                        "address {a} is in use: pick another with --listen, or stop what holds it"
+                    ),
+                    _ => format!("cannot listen at {a}: {e}"),
+                }),
+            ControlAddr::Unix(p) => {
+                use std::os::unix::fs::FileTypeExt;
+                if let Ok(m) = std::fs::symlink_metadata(p) {
+                    if !m.file_type().is_socket() {
+                        return Err(format!("{} exists and is not a socket: pick another --name or --listen, or remove it", p.display()));
+                    }
+                    if std::os::unix::net::UnixStream::connect(p).is_ok() {
+                        return Err(format!(
+                            "address {} is in use: another `msgperf serve` listens there",
+                            p.display()
+                        ));
+                    }
+                    // Left by a server that died.
+                    let _ = std::fs::remove_file(p);
+                }
+                if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    let _ = std::fs::create_dir_all(dir);
+                }
+                std::os::unix::net::UnixListener::bind(p)
+                    .map(|l| Listener::Unix(l, p.clone()))
+                    .map_err(|e| format!("cannot listen at {}: {e}", p.display()))
+            }
+        }
+    }
+
+    fn address(&self) -> String {
+        match self {
+            Listener::Tcp(l) => l.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+            Listener::Unix(_, p) => p.display().to_string(),
+        }
+    }
+
+    /// The next control connection, or None after `slice` (so that Ctrl-C is noticed).
+    fn accept(&self, slice: Duration) -> Result<Option<Conn>, String> {
+        use std::os::fd::AsRawFd;
+        let fd = match self {
+            Listener::Tcp(l) => l.as_raw_fd(),
+            Listener::Unix(l, _) => l.as_raw_fd(),
+        };
+        if !crate::sys::wait_readable(fd, slice.as_millis() as i32).map_err(|e| e.to_string())? {
+            return Ok(None);
+        }
+        match self {
+            Listener::Tcp(l) => l.accept().map(|(s, _)| Some(Conn::Tcp(s))),
+            Listener::Unix(l, _) => l.accept().map(|(s, _)| Some(Conn::Unix(s))),
+        }
+        .map_err(|e| format!("could not accept a connection: {e}"))
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Listener::Unix(_, p) = self {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Serves cases until Ctrl-C (or one, with `once`); `report` hears of each.
+pub fn serve(
+    o: &ServeOptions,
+    mut report: impl FnMut(Result<(CaseConfig, RoleResult), String>),
+) -> Result<(), String> {
+    let t = transport::find(&o.transport)?;
+    if !t.capabilities(&o.options).cross_process {
+        return Err(format!(
+            "transport `{}` joins threads of one process: it cannot be served to another",
+            t.name()
+        ));
+    }
+    let listener = Listener::bind(&o.at)?;
+    super::say(&format!(
+        "msgperf serve: {} listening at {} (Ctrl-C to stop)\n",
+        o.transport,
+        listener.address()
+    ));
+    loop {
+        if super::stop_requested() {
+            return Ok(());
+        }
+        let Some(conn) = listener.accept(Duration::from_millis(250))? else {
+            continue;
+        };
+        let r = serve_one(conn, o);
+        let failed = r.as_ref().err().cloned();
+        if let Ok(None) = r {
+            continue; // the runner called it off before the start
+        }
+        report(r.map(|x| x.expect("checked above")));
+        if o.once {
+            return failed.map_or(Ok(()), Err);
+        }
+    }
+}
+
+/// The control connection of one case, read by a thread (which raises the role's stop flag
+/// when Stop comes), written by the role and a heartbeat thread.
+struct ServeLink {
+    writer: Arc<Mutex<Conn>>,
+    frames: Receiver<Result<ToRole, ControlError>>,
+}
+
+impl Link for ServeLink {
+    fn send(&mut self, msg: &FromRole) -> Result<(), ControlError> {
+        self.writer
+            .lock()
+            .map_err(|_| ControlError::Closed)?
+            .send(msg)
+    }
+    fn recv(&mut self, within: Duration) -> Result<ToRole, ControlError> {
+        match self.frames.recv_timeout(within) {
+            Ok(r) => r,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => Err(ControlError::Timeout(within)),
+            Err(_) => Err(ControlError::Closed),
+        }
+    }
+}
+
+fn serve_one(conn: Conn, o: &ServeOptions) -> Result<Option<(CaseConfig, RoleResult)>, String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicBool::new(false));
+    let mut reader = conn.try_clone().map_err(|e| e.to_string())?;
+    let writer = Arc::new(Mutex::new(conn));
+    let (tx, frames) = bounded(16);
+    {
+        let stop = stop.clone();
+        std::thread::spawn(move || loop {
+            let r = read_frame::<ToRole>(&mut reader);
+            if matches!(r, Ok(ToRole::Stop)) {
+                stop.store(true, Ordering::SeqCst);
+            }
+            let end = r.is_err();
+            if tx.send(r).is_err() || end {
+                return;
+            }
+        });
+    }
+    {
+        let (writer, done) = (writer.clone(), done.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::SeqCst) {
+                std::thread::sleep(HEARTBEAT);
+                let Ok(mut w) = writer.lock() else { return };
+                if done.load(Ordering::SeqCst) || w.send(&FromRole::Heartbeat).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    let admit = |order: &Order| admit(o, order);
+    let mut link = ServeLink { writer, frames };
+    let r = role::serve(
+        &mut link,
+        RoleEnv {
+            stop: &stop,
+            floor_ends: None,
+            pin: o.pin,
+            admit: Some(&admit),
+        },
+    );
+    done.store(true, Ordering::SeqCst);
+    r
+}
+
+/// Refuses an order this server was not started for, naming why.
+fn admit(o: &ServeOptions, order: &Order) -> Result<(), String> {
+    let Order::Case { case, .. } = order else {
+        return Err("msgperf serve plays a case's roles, not floors".into());
+    };
+    if case.transport != o.transport {
+        return Err(format!(
+            "this server serves `{}`, the case is on `{}`: start `msgperf serve -t {}`",
+            o.transport, case.transport, case.transport
+        ));
+    }
+    for (k, v) in &o.options {
+        let theirs = case.effective_options.get(k);
+        if theirs != Some(v) {
+            return Err(format!(
+                "this server was started with --opt {k}={v}, the case runs {k}={}: run the case with --opt {k}={v}, or restart the server without it",
+                theirs.map_or("(unset)", String::as_str)
+            ));
+        }
+    }
+    Ok(())
+}
