@@ -318,3 +318,11 @@ pub fn inherited_fds(first: RawFd) -> Vec<std::os::fd::OwnedFd> {
     }
     out
 }
+
+/// The width of the terminal on standard output, if it is one.
+pub fn terminal_width() -> Option<usize> {
+    // SAFETY: winsize is plain data; TIOCGWINSZ fills it or fails.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::ioctl(1, libc::TIOCGWINSZ, &mut ws) };
+    (r == 0 && ws.ws_col > 0).then_some(ws.ws_col as usize)
+}

@@ -155,12 +155,14 @@ pub fn parse_rate_list(s: &str) -> Result<Vec<Option<f64>>, String> {
 
 /// Formats a size the way users type it (`64`, `4k`, `1M`, `1500`).
 pub fn format_size(v: usize) -> String {
-    if v >= 1 << 20 && v.is_multiple_of(1 << 20) {
-        format!("{}M", v >> 20)
+    if v >= 1 << 30 && v.is_multiple_of(1 << 30) {
+        format!("{} GiB", v >> 30)
+    } else if v >= 1 << 20 && v.is_multiple_of(1 << 20) {
+        format!("{} MiB", v >> 20)
     } else if v >= 1 << 10 && v.is_multiple_of(1 << 10) {
-        format!("{}k", v >> 10)
+        format!("{} KiB", v >> 10)
     } else {
-        v.to_string()
+        format!("{v} B")
     }
 }
 
@@ -226,7 +228,8 @@ mod tests {
         assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
         assert!(parse_duration("10 parsecs").is_err());
         assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
-        assert_eq!(format_size(65536), "64k");
-        assert_eq!(format_size(1500), "1500");
+        assert_eq!(format_size(65536), "64 KiB");
+        assert_eq!(format_size(1500), "1500 B");
+        assert_eq!(format_size(1 << 30), "1 GiB");
     }
 }

@@ -112,7 +112,8 @@ fn json_and_csv_hold_every_figure_and_the_environment() {
     for col in [
         "p50 [us]",
         "p99.99 [us]",
-        "msgs/s",
+        "rate [/s]",
+        "MiB/s",
         "vs floor",
         "write max [us]",
         "user [us/msg]",
@@ -209,7 +210,7 @@ fn json_and_csv_hold_every_figure_and_the_environment() {
         "effective_options",
         "p99_99_ns",
         "msgs_per_s",
-        "mb_per_s",
+        "mib_per_s",
         "vs_floor",
         "hostname",
     ] {

@@ -3,6 +3,7 @@
 use super::{print_out, CliError, Exit};
 use crate::exec;
 use crate::plan;
+use crate::report::progress::Progress;
 use crate::result::{FloorKind, Placement};
 use crate::transport::{self, FloorFigure, FloorRoles};
 use crate::units::{format_size, parse_duration, parse_size_list};
@@ -65,7 +66,7 @@ pub fn floor(a: FloorArgs) -> Exit {
     t.set_header(vec![
         "floor",
         "loop",
-        "size [B]",
+        "size",
         "cpus",
         "peer",
         "samples",
@@ -102,62 +103,96 @@ pub fn floor(a: FloorArgs) -> Exit {
                 .map_or("-".into(), |b| format!("{:.1}", b / 1e6)),
         ]);
     };
+    // Every loop to measure, first, so that progress can show the whole plan.
+    enum Loop<'a> {
+        Spin,
+        Memcpy(usize),
+        Plain(&'a dyn transport::Transport, FloorKind, usize, bool),
+    }
+    let mut plan = Vec::new();
     for &p in &placements {
         let Ok((_, cpus)) = plan::resolve_placement(Some(p), None, false) else {
             continue;
         };
-        let roles = FloorRoles {
-            cpus,
-            warmup: Duration::from_millis(100),
-            duration: a.duration,
-            options: Default::default(),
-        };
-        let spin = transport::spin_pingpong(&roles);
-        let how = if cpus.0.is_some() && cpus.0 == cpus.1 {
-            "spin-yield ping-pong"
-        } else {
-            "cache-line ping-pong"
-        };
-        row("hardware", how, 8, cpus, "thread", &spin);
-        for &s in &stream_sizes {
-            row(
-                "hardware",
-                "memcpy",
-                s,
-                (cpus.0, cpus.0),
-                "-",
-                &transport::memcpy_bandwidth(s, &roles),
-            );
-        }
+        plan.push((cpus, Loop::Spin));
+        plan.extend(stream_sizes.iter().map(|&s| (cpus, Loop::Memcpy(s))));
         for tr in &transports {
             if tr.floor().is_none() {
                 continue;
             }
             let caps = tr.capabilities(&Default::default());
             let threads = a.threads || !caps.cross_process;
-            let peer = if threads { "thread" } else { "process" };
-            for (kind, list, name) in [
-                (FloorKind::RoundTrip, &sizes, "ping-pong"),
-                (FloorKind::Stream, &stream_sizes, "stream"),
+            for (kind, list) in [
+                (FloorKind::RoundTrip, &sizes),
+                (FloorKind::Stream, &stream_sizes),
             ] {
                 // A size the transport cannot carry is measured at its largest (udp: 65507 B).
                 for s in list.iter().map(|&s| s.min(caps.max_message_bytes)) {
-                    if exec::stop_requested() {
-                        return Err(CliError::Run("interrupted".into()));
-                    }
-                    match exec::measure_floor(*tr, kind, s, &roles, threads) {
-                        Ok(fig) => row(tr.name(), name, s, cpus, peer, &fig),
-                        Err(e) => {
-                            return Err(CliError::Run(format!(
-                                "floor of {} failed: {e}",
-                                tr.name()
-                            )))
-                        }
+                    plan.push((cpus, Loop::Plain(*tr, kind, s, threads)));
+                }
+            }
+        }
+    }
+    let warmup = Duration::from_millis(100);
+    let progress = Progress::new("floors", plan.iter().map(|_| warmup + a.duration).collect());
+    for (i, (cpus, l)) in plan.iter().enumerate() {
+        if exec::stop_requested() {
+            break;
+        }
+        let cpus = *cpus;
+        let roles = FloorRoles {
+            cpus,
+            warmup,
+            duration: a.duration,
+            options: Default::default(),
+        };
+        match l {
+            Loop::Spin => {
+                progress.step(i, "the hardware: a cache line between two threads");
+                let how = if cpus.0.is_some() && cpus.0 == cpus.1 {
+                    "spin-yield ping-pong"
+                } else {
+                    "cache-line ping-pong"
+                };
+                row(
+                    "hardware",
+                    how,
+                    8,
+                    cpus,
+                    "thread",
+                    &transport::spin_pingpong(&roles),
+                );
+            }
+            Loop::Memcpy(s) => {
+                progress.step(i, &format!("the hardware: memcpy of {}", format_size(*s)));
+                row(
+                    "hardware",
+                    "memcpy",
+                    *s,
+                    (cpus.0, cpus.0),
+                    "-",
+                    &transport::memcpy_bandwidth(*s, &roles),
+                );
+            }
+            Loop::Plain(tr, kind, s, threads) => {
+                let name = match kind {
+                    FloorKind::RoundTrip => "ping-pong",
+                    FloorKind::Stream => "stream",
+                };
+                progress.step(i, &format!("{} {name} {}", tr.name(), format_size(*s)));
+                let peer = if *threads { "thread" } else { "process" };
+                match exec::measure_floor(*tr, *kind, *s, &roles, *threads) {
+                    Ok(fig) => row(tr.name(), name, *s, cpus, peer, &fig),
+                    Err(_) if exec::stop_requested() => break,
+                    Err(e) => {
+                        progress.finish();
+                        return Err(CliError::Run(format!("floor of {} failed: {e}", tr.name())));
                     }
                 }
             }
         }
     }
+    progress.finish();
     print_out(&format!("{t}\nThe plainest loop each transport allows, with no framing and no histogram: raw read/write on the descriptors; for shm a flag each way and a copy (streams: a ring of slots as large as shm's, one copy in and one out), with the wait strategy of --opt wait; memcpy is one CPU copying, which a stream between two CPUs cannot reach; for inproc a pool of buffers, a copy in and out. `run` divides by the same loop at the same size and placement.\n"))?;
-    Ok(0)
+    Ok(if exec::stop_requested() { 130 } else { 0 })
 }

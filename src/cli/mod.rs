@@ -47,6 +47,7 @@ enum Command {
     /// Every built-in transport, ping-pong 64 B and 4 KiB and a 64 KiB stream, in both pinned placements.
     Survey(SurveyArgs),
     /// Run one workload on one or more transports and sizes.
+    #[command(after_help = RUN_EXAMPLES)]
     Run(Box<RunOptions>),
     /// Measure each transport's plain loop (and the hardware's), with no harness.
     Floor(floor_cmd::FloorArgs),
@@ -60,6 +61,16 @@ enum Command {
     #[command(hide = true)]
     Role(RoleArgs),
 }
+
+const RUN_EXAMPLES: &str = "Examples:
+  msgperf run pingpong -t uds,tcp,shm --size 64,4k          round trips, one row per transport and size
+  msgperf run stream -t tcp --size 64k --duration 5s         throughput at the reader
+  msgperf run stream -t uds --size 200 --rate 1khz,10khz,max paced: latency from the intended send time
+  msgperf run pubsub -t uds,shm --pubs 1 --subs 5 --rate 1khz  5 subscribers, each a process
+  msgperf run pingpong -t shm --opt wait=spin,block          sweep a transport option
+  msgperf run pingpong -t tcp --connect 10.0.0.2:7000        the responder at a `msgperf serve`
+  msgperf run stream -t uds --json r.json --csv r.csv        every figure, the setup and the machine
+  msgperf run stream -t uds --rate sweep --print-scenario > t.toml; msgperf run --scenario t.toml";
 
 #[derive(Args, Debug)]
 struct SurveyArgs {
@@ -104,6 +115,8 @@ struct ServeArgs {
 
 #[derive(Args, Debug)]
 struct TransportsArgs {
+    /// One transport, with all it says of itself.
+    name: Option<String>,
     /// Print the table as Markdown (the README's table is this output).
     #[arg(long)]
     markdown: bool,
@@ -172,7 +185,11 @@ fn dispatch(cli: Cli, args: &[String]) -> Exit {
         }
         Some(Command::Serve(a)) => serve(a),
         Some(Command::Transports(a)) => {
-            print_out(&transports_table(a.markdown))?;
+            let only = match &a.name {
+                Some(n) => Some(transport::find(n).map_err(CliError::Usage)?),
+                None => None,
+            };
+            print_out(&transports_table(a.markdown, only))?;
             Ok(0)
         }
         Some(Command::Report(a)) => report_file(a),
@@ -247,7 +264,7 @@ fn run(a: RunOptions, args: &[String]) -> Exit {
 fn label(c: &CaseConfig) -> String {
     let cpu = |c: Option<usize>| c.map_or("-".to_string(), |c| c.to_string());
     format!(
-        "{} {} {} B, cpus {}/{}",
+        "{} {} {}, cpus {}/{}",
         c.transport,
         c.workload,
         format_size(c.size_bytes),
@@ -260,7 +277,8 @@ fn check_outputs(out: &OutputOptions) -> Result<(), CliError> {
     let paths = out.json.iter().cloned().chain(
         out.csv
             .iter()
-            .flat_map(|c| [c.clone(), output::roles_csv(c)]),
+            .flat_map(|c| [Some(c.clone()), output::roles_csv(c)])
+            .flatten(),
     );
     for p in paths {
         output::check(&p).map_err(CliError::Usage)?;
@@ -268,13 +286,18 @@ fn check_outputs(out: &OutputOptions) -> Result<(), CliError> {
     Ok(())
 }
 
-fn write_outputs(run: &RunResult, out: &OutputOptions) -> Result<(), String> {
-    if let Some(p) = &out.json {
+/// Writes the outputs: regular files after every case (so that a crash keeps what was
+/// measured), FIFOs and standard output once, when `last`.
+fn write_outputs(run: &RunResult, out: &OutputOptions, last: bool) -> Result<(), String> {
+    let now = |p: &std::path::Path| last || output::rewritable(p);
+    if let Some(p) = out.json.as_deref().filter(|p| now(p)) {
         output::write(p, &report::to_json(run)?)?;
     }
-    if let Some(p) = &out.csv {
+    if let Some(p) = out.csv.as_deref().filter(|p| now(p)) {
         output::write(p, &report::to_csv(run)?)?;
-        output::write(&output::roles_csv(p), &report::roles_csv(run)?)?;
+        if let Some(roles) = output::roles_csv(p) {
+            output::write(&roles, &report::roles_csv(run)?)?;
+        }
     }
     Ok(())
 }
@@ -289,13 +312,23 @@ fn execute(
 ) -> Exit {
     check_outputs(out)?;
     install_stop_handler();
-    let expected: Duration = cases
+    // Each case's expected time: its warm-up and length, and its floor's (at most 3 s).
+    let steps: Vec<Duration> = cases
         .iter()
         .map(|c| {
-            let floored = floor && c.rate_hz.is_none();
-            (c.warmup + c.duration.unwrap_or(Duration::from_secs(1))) * if floored { 2 } else { 1 }
+            let length = c.warmup + c.duration.unwrap_or(Duration::from_secs(1));
+            let floor_length = c.warmup
+                + c.duration
+                    .unwrap_or(Duration::from_secs(1))
+                    .min(Duration::from_secs(3));
+            length
+                + if floor && c.rate_hz.is_none() {
+                    floor_length
+                } else {
+                    Duration::ZERO
+                }
         })
-        .sum();
+        .collect();
     let mut run = RunResult {
         schema_version: SCHEMA_VERSION,
         msgperf_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -304,11 +337,11 @@ fn execute(
         cases: Vec::new(),
         interrupted: false,
     };
-    let progress = Progress::new(cases.len(), expected);
+    let progress = Progress::new("cases", steps);
     let mut runner = Runner::new(connect, floor);
     // A rate sweep stops offering more load to a case that could not hold a lower one.
     let mut saturated: Vec<(CaseConfig, f64)> = Vec::new();
-    for case in &cases {
+    for (i, case) in cases.iter().enumerate() {
         if exec::stop_requested() {
             break;
         }
@@ -316,10 +349,9 @@ fn execute(
             .iter()
             .any(|(c, hz)| same_but_rate(c, case) && case.rate_hz.is_some_and(|r| r > *hz))
         {
-            progress.done_one();
             continue;
         }
-        progress.case(&label(case));
+        progress.step(i, &label(case));
         let result = runner.run_case(case);
         if let (Some(hz), Some(err)) = (
             case.rate_hz,
@@ -330,14 +362,43 @@ fn execute(
             }
         }
         run.cases.push(result);
-        write_outputs(&run, out).map_err(CliError::Run)?;
-        progress.done_one();
+        write_outputs(&run, out, false).map_err(CliError::Run)?;
     }
     run.interrupted = exec::stop_requested();
-    write_outputs(&run, out).map_err(CliError::Run)?;
+    write_outputs(&run, out, true).map_err(CliError::Run)?;
     progress.finish();
-    let details = out.details.unwrap_or(cases.len() <= 8);
-    print_out(&report::render_terminal(&run, details))?;
+    let layout = report::Layout {
+        details: out.details.unwrap_or(cases.len() <= 8),
+        width: width(out),
+    };
+    let mut text = report::render_terminal(&run, &layout);
+    let written: Vec<String> = out
+        .json
+        .iter()
+        .cloned()
+        .chain(
+            out.csv
+                .iter()
+                .flat_map(|c| [Some(c.clone()), output::roles_csv(c)])
+                .flatten(),
+        )
+        .filter(|p| p.as_os_str() != "-")
+        .map(|p| p.display().to_string())
+        .collect();
+    if !written.is_empty() {
+        text.push_str(&report::table::wrap(
+            &format!("summary: results written to {}.", written.join(", ")),
+            layout.width,
+        ));
+    }
+    // The JSON or CSV on standard output is what the caller reads: the table then goes to stderr.
+    if out.json.as_deref().is_some_and(|p| p.as_os_str() == "-")
+        || out.csv.as_deref().is_some_and(|p| p.as_os_str() == "-")
+    {
+        eprint!("{text}");
+    } else {
+        print_out(&text)?;
+    }
     if run.interrupted {
         return Ok(130);
     }
@@ -395,6 +456,11 @@ fn serve(a: ServeArgs) -> Exit {
     };
     let o = ServeOptions {
         transport: a.transport.clone(),
+        option: if a.name.is_some() {
+            "--name"
+        } else {
+            "--listen"
+        },
         at,
         pin: a.pin,
         once: a.once,
@@ -404,7 +470,7 @@ fn serve(a: ServeArgs) -> Exit {
     exec::serve::serve(&o, |r| match r {
         Ok((case, role)) => {
             if let Err(e) = print_out(&format!(
-                "served {} {} B{}: {} messages, {}\n",
+                "served {} {}{}: {} messages, {}\n",
                 case.workload,
                 format_size(case.size_bytes),
                 if case.wait == Wait::Poll {
@@ -429,26 +495,15 @@ fn serve(a: ServeArgs) -> Exit {
     }
 }
 
-fn transports_table(markdown: bool) -> String {
-    let mut rows = vec![vec![
-        "transport".to_string(),
-        "what it is".into(),
-        "reliable".into(),
-        "max message [B]".into(),
-        "processes".into(),
-        "fan-out".into(),
-        "options".into(),
-    ]];
-    for t in transport::REGISTRY {
+fn transports_table(markdown: bool, only: Option<&'static dyn transport::Transport>) -> String {
+    let list: Vec<&dyn transport::Transport> = match only {
+        Some(t) => vec![t],
+        None => transport::REGISTRY.to_vec(),
+    };
+    let facts = |t: &dyn transport::Transport| {
         let c = t.capabilities(&Default::default());
-        let opts: Vec<String> = t
-            .options()
-            .iter()
-            .map(|o| format!("{}={} ({})", o.key, o.default, o.about))
-            .collect();
-        rows.push(vec![
-            t.name().into(),
-            t.about().into(),
+        [
+            t.name().to_string(),
             if c.reliable { "yes" } else { "no" }.into(),
             c.max_message_bytes.to_string(),
             if c.cross_process {
@@ -462,35 +517,89 @@ fn transports_table(markdown: bool) -> String {
             } else {
                 "a copy per reader".into()
             },
-            if opts.is_empty() {
-                "-".into()
+        ]
+    };
+    let options = |t: &dyn transport::Transport| -> Vec<String> {
+        t.options()
+            .iter()
+            .map(|o| format!("{}={} ({})", o.key, o.default, o.about))
+            .collect()
+    };
+    if markdown {
+        let mut s = String::from("| transport | what it is | reliable | max message [B] | processes | fan-out | options |\n|");
+        s.push_str(&" --- |".repeat(7));
+        s.push('\n');
+        for t in &list {
+            let f = facts(*t);
+            let o = options(*t);
+            s.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} |\n",
+                f[0],
+                t.about(),
+                f[1],
+                f[2],
+                f[3],
+                f[4],
+                if o.is_empty() {
+                    "-".into()
+                } else {
+                    o.join("; ")
+                }
+            ));
+        }
+        return s;
+    }
+    let width =
+        crate::sys::terminal_width().or_else(|| std::env::var("COLUMNS").ok()?.parse().ok());
+    let mut t = comfy_table::Table::new();
+    t.load_preset(crate::report::table::STYLE);
+    t.set_header(vec![
+        "transport",
+        "reliable",
+        "max message",
+        "processes",
+        "fan-out",
+    ]);
+    for tr in &list {
+        let c = tr.capabilities(&Default::default());
+        let f = facts(*tr);
+        t.add_row(vec![
+            f[0].clone(),
+            f[1].clone(),
+            format_size(c.max_message_bytes),
+            f[3].clone(),
+            if c.native_fan_out > 0 {
+                format!("shared, {} readers", c.native_fan_out)
             } else {
-                opts.join("; ")
+                "a copy each".into()
             },
         ]);
     }
-    if markdown {
-        let mut s = String::new();
-        for (i, r) in rows.iter().enumerate() {
-            s.push_str(&format!("| {} |\n", r.join(" | ")));
-            if i == 0 {
-                s.push_str(&format!("|{}\n", " --- |".repeat(r.len())));
-            }
+    let mut out = format!("{t}\n");
+    let wrap = |s: &str| crate::report::table::wrap(s, width);
+    for tr in &list {
+        out.push('\n');
+        out.push_str(&wrap(&format!("{}: {}", tr.name(), tr.about())));
+        for o in options(*tr) {
+            out.push_str(&wrap(&format!("  --opt {o}")));
         }
-        s
-    } else {
-        let mut t = comfy_table::Table::new();
-        t.load_preset(crate::report::table::STYLE);
-        t.set_header(rows[0].clone());
-        for r in &rows[1..] {
-            t.add_row(r.clone());
-        }
-        let w: Vec<String> = workload::REGISTRY
-            .iter()
-            .map(|w| format!("  {:<10} {}", w.name(), w.about()))
-            .collect();
-        format!("{t}\n\nworkloads:\n{}\n", w.join("\n"))
     }
+    if only.is_none() {
+        out.push_str("\nworkloads:\n");
+        for w in workload::REGISTRY {
+            out.push_str(&wrap(&format!("  {}: {}", w.name(), w.about())));
+        }
+    }
+    out
+}
+
+/// The width tables fit: the terminal's, or `COLUMNS` when output is not a terminal but the
+/// variable says how wide to be; None (every column) with `--wide` or plain piped output.
+fn width(out: &OutputOptions) -> Option<usize> {
+    if out.wide == Some(true) {
+        return None;
+    }
+    crate::sys::terminal_width().or_else(|| std::env::var("COLUMNS").ok()?.parse().ok())
 }
 
 fn report_file(a: ReportArgs) -> Exit {
@@ -503,10 +612,15 @@ fn report_file(a: ReportArgs) -> Exit {
         ))
     })?;
     check_outputs(&a.out)?;
-    write_outputs(&run, &a.out).map_err(CliError::Run)?;
-    print_out(&report::render_terminal(
-        &run,
-        a.out.details.unwrap_or(false),
+    write_outputs(&run, &a.out, true).map_err(CliError::Run)?;
+    let layout = report::Layout {
+        details: a.out.details.unwrap_or(false),
+        width: width(&a.out),
+    };
+    print_out(&format!(
+        "{}{}",
+        report::heading(&run, layout.width),
+        report::render_terminal(&run, &layout)
     ))?;
     Ok(0)
 }

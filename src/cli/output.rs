@@ -66,10 +66,44 @@ pub fn check(path: &Path) -> Result<(), String> {
     }
 }
 
+/// Opens a FIFO or device for writing, waiting (at most 10 s) for a FIFO's reader to come.
+fn open_through(p: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let deadline = crate::deadline::Deadline::after(std::time::Duration::from_secs(10));
+    loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(p)
+        {
+            Ok(f) => {
+                // Writes then wait for room, as a plain file's would.
+                crate::sys::set_nonblocking(std::os::fd::AsRawFd::as_raw_fd(&f), false)?;
+                return Ok(f);
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) && !deadline.expired() => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                return Err(std::io::Error::other(
+                    "no one read the FIFO within 10 s: start its reader first",
+                ))
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 fn partial(p: &Path) -> PathBuf {
     let mut name = p.file_name().unwrap_or_default().to_os_string();
     name.push(".partial");
     p.with_file_name(name)
+}
+
+/// Whether `path` can be written again and again (after each case): a regular file. A FIFO or
+/// standard output gets the whole document once, at the end.
+pub fn rewritable(path: &Path) -> bool {
+    matches!(target(path), Ok(Target::Regular(_)))
 }
 
 /// Writes `bytes` to `path` as [`check`] found it.
@@ -80,9 +114,7 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
             let mut o = std::io::stdout().lock();
             o.write_all(bytes).and_then(|_| o.flush()).map_err(fail)
         }
-        Target::Through(p) => std::fs::OpenOptions::new()
-            .write(true)
-            .open(p)
+        Target::Through(p) => open_through(&p)
             .and_then(|mut f| f.write_all(bytes))
             .map_err(fail),
         Target::Regular(p) => {
@@ -97,17 +129,18 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
     }
 }
 
-/// The roles' CSV beside the cases' one: `r.csv` → `r.roles.csv`.
-pub fn roles_csv(path: &Path) -> PathBuf {
-    if path.as_os_str() == "-" {
-        return path.to_path_buf();
+/// The roles' CSV beside the cases' one, `r.csv` → `r.roles.csv`, where the cases' CSV is a
+/// file (not standard output, a FIFO or a device, which have no place beside them).
+pub fn roles_csv(path: &Path) -> Option<PathBuf> {
+    if !matches!(target(path), Ok(Target::Regular(_))) {
+        return None;
     }
     let stem = path.file_stem().unwrap_or_default().to_string_lossy();
     let ext = path.extension().map(|e| e.to_string_lossy().to_string());
-    path.with_file_name(match ext {
+    Some(path.with_file_name(match ext {
         Some(e) => format!("{stem}.roles.{e}"),
         None => format!("{stem}.roles"),
-    })
+    }))
 }
 
 #[cfg(test)]
@@ -134,6 +167,11 @@ mod tests {
         assert!(check(Path::new("/nonexistent/dir/x.json"))
             .unwrap_err()
             .contains("cannot write"));
-        assert_eq!(roles_csv(Path::new("a/r.csv")), Path::new("a/r.roles.csv"));
+        assert_eq!(
+            roles_csv(Path::new("a/r.csv")).unwrap(),
+            Path::new("a/r.roles.csv")
+        );
+        assert_eq!(roles_csv(Path::new("-")), None);
+        assert_eq!(roles_csv(Path::new("/dev/null")), None);
     }
 }

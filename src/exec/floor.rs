@@ -35,12 +35,14 @@ pub fn measure(
     let mut started = Vec::new();
     let mut orders = Vec::new();
     let stall = Watchdog::can_watch().then_some(roles.duration + SLACK);
+    // Each side on the CPU of the case's role that does its work: a ping-pong's measuring side
+    // is the initiator (the driving role's CPU), a stream's is the reader (the other's).
+    let (measuring, other) = match kind {
+        FloorKind::RoundTrip => (roles.cpus.0, roles.cpus.1),
+        FloorKind::Stream => (roles.cpus.1, roles.cpus.0),
+    };
     for (side, ends) in sides.into_iter().enumerate() {
-        let cpu = if side == 0 {
-            roles.cpus.0
-        } else {
-            roles.cpus.1
-        };
+        let cpu = if side == 0 { measuring } else { other };
         let handle: Box<dyn RoleHandle> = if threads {
             Box::new(ThreadRole::start(
                 side,

@@ -1,16 +1,21 @@
 //! What else ran on the CPUs a case used: per-CPU busy time from /proc/stat before and after,
-//! less the CPU time msgperf's own roles spent there.
+//! less the CPU time msgperf's own processes spent there (its roles and its helper threads).
+//! Busy means time in programs (user, nice, system): interrupt and softirq time is mostly the
+//! case's own traffic (loopback packets are processed in softirq, charged to no process), and
+//! steal is the hypervisor's, neither of which another program on the machine took.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Busy and total ticks of each CPU.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct CpuTicks(BTreeMap<usize, (u64, u64)>);
 
 pub fn sample() -> CpuTicks {
-    let Ok(stat) = std::fs::read_to_string("/proc/stat") else {
-        return CpuTicks::default();
-    };
+    parse(&std::fs::read_to_string("/proc/stat").unwrap_or_default())
+}
+
+/// Reads /proc/stat's per-CPU lines: `cpuN user nice system idle iowait irq softirq steal ...`.
+fn parse(stat: &str) -> CpuTicks {
     let mut m = BTreeMap::new();
     for line in stat.lines() {
         let mut f = line.split_whitespace();
@@ -25,9 +30,9 @@ pub fn sample() -> CpuTicks {
         if v.len() < 8 {
             continue;
         }
-        // user nice system idle iowait irq softirq steal
-        let busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
-        let total = busy + v[3] + v[4];
+        let busy = v[0] + v[1] + v[2];
+        // Steal is time the CPU did not have: it is neither busy nor available.
+        let total = v[..7].iter().sum();
         m.insert(cpu, (busy, total));
     }
     CpuTicks(m)
@@ -66,4 +71,46 @@ pub fn loopback_tx() -> Option<(u64, u64)> {
         .filter_map(|x| x.parse().ok())
         .collect();
     Some((*f.get(8)?, *f.get(9)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// /proc/stat with CPU 0's and 1's counters.
+    fn stat(cpu0: [u64; 8], cpu1: [u64; 8]) -> String {
+        let line = |n: usize, v: [u64; 8]| {
+            format!(
+                "cpu{n} {}\n",
+                v.iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
+        };
+        format!("cpu 0 0 0 0 0 0 0 0\n{}{}", line(0, cpu0), line(1, cpu1))
+    }
+
+    #[test]
+    fn a_busy_program_counts_and_interrupts_steal_and_our_own_time_do_not() {
+        let ticks = crate::sys::clock_ticks_per_s();
+        let ns = |t: u64| t * 1_000_000_000 / ticks;
+        let cpus: BTreeSet<usize> = [0].into();
+        let before = parse(&stat([0; 8], [0; 8]));
+        // 100 ticks on CPU 0: 60 user, 10 system, 20 softirq, 10 idle; 50 stolen.
+        let after = parse(&stat(
+            [60, 0, 10, 10, 0, 0, 20, 50],
+            [0, 0, 0, 100, 0, 0, 0, 0],
+        ));
+        // An idle machine: all of the programs' time was msgperf's own.
+        let idle = other_load_pct(&before, &after, &cpus, ns(70)).unwrap();
+        assert!(idle < 0.01, "{idle}");
+        // A known busy program: 50 of the 70 program ticks were not ours.
+        let busy = other_load_pct(&before, &after, &cpus, ns(20)).unwrap();
+        assert!((busy - 50.0).abs() < 0.01, "{busy}");
+        // The other CPU, all idle, is not asked about.
+        let both: BTreeSet<usize> = [0, 1].into();
+        let spread = other_load_pct(&before, &after, &both, ns(20)).unwrap();
+        assert!((spread - 25.0).abs() < 0.01, "{spread}");
+    }
 }

@@ -18,6 +18,8 @@ pub struct ServeOptions {
     pub transport: String,
     /// Where control connections come: host:port, or a unix socket's path.
     pub at: ControlAddr,
+    /// The option that named `at` (`--name` or `--listen`), for errors to point at.
+    pub option: &'static str,
     /// The CPU to serve on.
     pub pin: Option<usize>,
     /// Serve one case, then exit.
@@ -33,13 +35,13 @@ enum Listener {
 }
 
 impl Listener {
-    fn bind(at: &ControlAddr) -> Result<Self, String> {
+    fn bind(at: &ControlAddr, option: &str) -> Result<Self, String> {
         match at {
             ControlAddr::Tcp(a) => std::net::TcpListener::bind(a)
                 .map(Listener::Tcp)
                 .map_err(|e| match e.kind() {
                     std::io::ErrorKind::AddrInUse => format!(
-                        "address {a} is in use: pick another with --listen, or stop what holds it"
+                        "address {a} is in use: pick another with {option}, or stop what holds it"
                     ),
                     _ => format!("cannot listen at {a}: {e}"),
                 }),
@@ -47,11 +49,14 @@ impl Listener {
                 use std::os::unix::fs::FileTypeExt;
                 if let Ok(m) = std::fs::symlink_metadata(p) {
                     if !m.file_type().is_socket() {
-                        return Err(format!("{} exists and is not a socket: pick another --name or --listen, or remove it", p.display()));
+                        return Err(format!(
+                            "{} exists and is not a socket: pick another {option}, or remove it",
+                            p.display()
+                        ));
                     }
                     if std::os::unix::net::UnixStream::connect(p).is_ok() {
                         return Err(format!(
-                            "address {} is in use: another `msgperf serve` listens there",
+                            "address {} is in use: another `msgperf serve` listens there; pick another {option}",
                             p.display()
                         ));
                     }
@@ -113,7 +118,7 @@ pub fn serve(
             t.name()
         ));
     }
-    let listener = Listener::bind(&o.at)?;
+    let listener = Listener::bind(&o.at, o.option)?;
     super::say(&format!(
         "msgperf serve: {} listening at {} (Ctrl-C to stop)\n",
         o.transport,

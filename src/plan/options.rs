@@ -153,6 +153,11 @@ pub struct OutputOptions {
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<bool>,
+    /// Show every column, however wide (a terminal otherwise gets the columns that fit it;
+    /// piped output always gets them all).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wide: Option<bool>,
 }
 
 impl OutputOptions {

@@ -10,33 +10,51 @@ pub mod warnings;
 use crate::result::RunResult;
 use serde::Serialize;
 use summary::{summarize, CaseSummary};
+pub use table::Layout;
 
-/// The terminal output: cases, floors, roles (with `details`), notes.
-pub fn render_terminal(run: &RunResult, details: bool) -> String {
+/// The terminal output: the run's heading, cases, paced and subscriber tables, roles, floors
+/// and settings (with `details`), sweeps, notes and a summary in words.
+pub fn render_terminal(run: &RunResult, layout: &Layout) -> String {
+    let w = layout.width;
     let s: Vec<CaseSummary> = run.cases.iter().map(summarize).collect();
-    let mut out = table::cases_table(&s);
-    out.push('\n');
+    let mut out = table::cases_table(&s, w);
     if s.iter().any(|c| c.rate_hz.is_some()) {
-        out.push_str(&table::paced_table(&s));
-        out.push('\n');
+        out.push_str(&table::paced_table(&s, w));
     }
     if s.iter().any(|c| c.fan_out.is_some()) {
-        out.push_str(&table::subscribers_table(&s));
-        out.push('\n');
+        out.push_str(&table::subscribers_table(&s, w));
     }
-    if details {
-        out.push_str(&table::roles_table(&s));
-        out.push('\n');
+    if layout.details {
+        out.push_str(&table::roles_table(&s, w));
         if s.iter()
             .any(|c| c.vs_floor.is_some() || c.wire_bytes_per_msg.is_some())
         {
-            out.push_str(&table::floors_table(&s));
-            out.push('\n');
+            out.push_str(&table::floors_table(&s, w));
         }
+        out.push_str(&table::settings(run, w));
     }
     out.push_str(&sweep::render(&sweep::sweeps(&s)));
-    out.push_str(&table::notes(run, &s));
+    out.push_str(&table::notes(run, &s, w));
+    out.push_str(&table::summary_in_words(&s, w));
     out
+}
+
+/// Where and when a saved run was taken, and by which command.
+pub fn heading(run: &RunResult, width: Option<usize>) -> String {
+    let e = &run.environment;
+    table::wrap(
+        &format!(
+            "run of {} on {} ({}, {} CPUs, kernel {}), msgperf {}: {}",
+            e.started_utc,
+            e.hostname,
+            e.cpu_model,
+            e.cores,
+            e.kernel,
+            run.msgperf_version,
+            run.command_line.join(" ")
+        ),
+        width,
+    )
 }
 
 /// The JSON document: the run as recorded (histograms included) with each case's computed
@@ -87,10 +105,10 @@ struct CaseRow<'a> {
     p99_99_ns: Option<u64>,
     max_ns: Option<u64>,
     msgs_per_s: f64,
-    mb_per_s: f64,
+    mib_per_s: f64,
     floor_kind: Option<&'a str>,
     floor_p50_ns: Option<u64>,
-    floor_mb_per_s: Option<f64>,
+    floor_mib_per_s: Option<f64>,
     vs_floor: Option<f64>,
     lost: u64,
     duplicated: u64,
@@ -152,13 +170,13 @@ pub fn to_csv(run: &RunResult) -> Result<Vec<u8>, String> {
             p99_99_ns: d.and_then(|d| d.p99_99_ns),
             max_ns: d.map(|d| d.max_ns),
             msgs_per_s: s.msgs_per_s,
-            mb_per_s: s.mb_per_s,
+            mib_per_s: s.mib_per_s,
             floor_kind: s.floor_kind.map(|k| match k {
                 crate::result::FloorKind::RoundTrip => "round-trip",
                 crate::result::FloorKind::Stream => "stream",
             }),
             floor_p50_ns: s.floor_p50_ns,
-            floor_mb_per_s: s.floor_mb_per_s,
+            floor_mib_per_s: s.floor_mib_per_s,
             vs_floor: s.vs_floor,
             lost: s.lost,
             duplicated: s.duplicated,

@@ -110,18 +110,23 @@ pub struct CaseSummary {
     /// CPUs the roles were pinned to, `a/b` (`-` unpinned).
     pub cpus: String,
     pub roles_as: String,
+    /// How readers waited: `poll`, or the transport's own strategy inside a blocking call
+    /// (`spin`, `spin-yield`, `block`).
     pub wait: String,
     /// What the latency figures mean, as the workload recorded it.
     pub latency_kind: LatencyKind,
     pub latency: Option<Distribution>,
     pub msgs_per_s: f64,
-    pub mb_per_s: f64,
+    /// The primary rate's messages in bytes, one direction, in MiB/s (2^20 B/s).
+    pub mib_per_s: f64,
     /// The floor's figure this case divides by: round-trip p50 (ns) or MB/s.
     pub floor_kind: Option<FloorKind>,
     pub floor_p50_ns: Option<u64>,
-    pub floor_mb_per_s: Option<f64>,
+    pub floor_mib_per_s: Option<f64>,
     /// p50 / floor p50 for round trips, MB/s / floor MB/s for streams.
     pub vs_floor: Option<f64>,
+    /// Why the ratio to the floor is outside 0.8x-1.25x, where it is.
+    pub floor_note: Option<String>,
     pub lost: u64,
     pub duplicated: u64,
     pub reordered: u64,
@@ -261,27 +266,66 @@ fn wire_per_msg(case: &CaseResult) -> Option<(f64, f64)> {
     Some((w.bytes as f64 / msgs, payload as f64 / measured as f64))
 }
 
+/// Bytes in a MiB: sizes (`4k` = 4096 B) and rates (MiB/s) use one convention, binary.
+const MIB: f64 = 1_048_576.0;
+
+/// Why a ratio to the floor falls outside 0.8x-1.25x, from what the case recorded.
+fn floor_note(case: &CaseResult, ratio: f64, latency: Option<&Distribution>) -> Option<String> {
+    if (0.8..=1.25).contains(&ratio) {
+        return None;
+    }
+    let cfg = &case.config;
+    let samples = latency.map_or(0, |d| d.samples);
+    let window = cfg.duration.unwrap_or_default();
+    let cross = cfg.cpus.0.is_some() && cfg.cpus.1.is_some() && cfg.cpus.0 != cfg.cpus.1;
+    let spins = cfg
+        .effective_options
+        .get("wait")
+        .is_some_and(|w| w == "spin");
+    Some(
+        if let Some(pct) = case.other_load_pct.filter(|&p| p >= 20.0) {
+            format!("other programs used {pct:.0}% of the pinned CPUs: stop them, or pin elsewhere")
+        } else if samples < 1000 {
+            format!("only {samples} samples: measure longer (--duration)")
+        } else if window < std::time::Duration::from_secs(1) {
+            format!(
+            "measured for {} ms only, and the floor as briefly: on this kind of VM short runs swing; use --duration 2s or bench/ratios.py --repeat 5",
+            window.as_millis()
+        )
+        } else if cross && !spins {
+            "between two CPUs a blocking reader's pace depends on how soon its idle CPU wakes, which swings from run to run on a VM: compare medians of several runs (bench/ratios.py --repeat 5)".into()
+        } else {
+            "outside 0.8x-1.25x: msgperf's own work per message (framing, timestamps, checks) or noise; compare medians of several runs (bench/ratios.py --repeat 5)".into()
+        },
+    )
+}
+
 pub fn summarize(case: &CaseResult) -> CaseSummary {
     let cfg = &case.config;
     let (msgs_per_s, latency, receivers) = match primary(case) {
         Some((h, rate, n)) => (rate, Some(Distribution::of(&h)), n),
         None => (0.0, None, 0),
     };
-    let mb_per_s = msgs_per_s * cfg.size_bytes as f64 / 1e6;
+    let mib_per_s = msgs_per_s * cfg.size_bytes as f64 / MIB;
     let floor = case.floor.as_ref();
     let floor_p50_ns = floor.and_then(|f| f.rtt_p50_ns).filter(|&v| v > 0);
-    let floor_mb_per_s = floor
+    let floor_mib_per_s = floor
         .and_then(|f| f.bytes_per_s)
-        .map(|b| b / 1e6)
+        .map(|b| b / MIB)
         .filter(|&v| v > 0.0);
+    // Like with like only: a poll loop does other work than the floor's blocking one, and a
+    // latest-value buffer delivers what it has not overwritten.
+    let comparable = cfg.wait == Wait::Block && !cfg.latest;
     let vs_floor = match (
         floor.map(|f| f.kind),
         latency.as_ref().and_then(|d| d.p50_ns),
     ) {
+        _ if !comparable => None,
         (Some(FloorKind::RoundTrip), Some(p50)) => floor_p50_ns.map(|f| p50 as f64 / f as f64),
-        (Some(FloorKind::Stream), _) if mb_per_s > 0.0 => floor_mb_per_s.map(|f| mb_per_s / f),
+        (Some(FloorKind::Stream), _) if mib_per_s > 0.0 => floor_mib_per_s.map(|f| mib_per_s / f),
         _ => None,
     };
+    let floor_note = vs_floor.and_then(|r| floor_note(case, r, latency.as_ref()));
     let sum = |f: fn(&RoleResult) -> u64| case.roles.iter().map(f).sum::<u64>();
     let dist = |m: Metric| merged(case, m).map(|h| Distribution::of(&h));
     let wire = wire_per_msg(case);
@@ -306,18 +350,22 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
         },
         roles_as: if cfg.threads { "threads" } else { "processes" }.into(),
         wait: match cfg.wait {
-            Wait::Block => "block",
-            Wait::Poll => "poll",
-        }
-        .into(),
+            Wait::Poll => "poll".to_string(),
+            Wait::Block => cfg
+                .effective_options
+                .get("wait")
+                .cloned()
+                .unwrap_or_else(|| "block".into()),
+        },
         latency_kind: case.latency_kind,
         latency,
         msgs_per_s,
-        mb_per_s,
+        mib_per_s,
         floor_kind: floor.map(|f| f.kind),
         floor_p50_ns,
-        floor_mb_per_s,
+        floor_mib_per_s,
         vs_floor,
+        floor_note,
         lost: sum(|r| r.counters.lost),
         duplicated: sum(|r| r.counters.duplicated),
         reordered: sum(|r| r.counters.reordered),

@@ -18,7 +18,7 @@ pub struct Sweep {
 
 fn key(s: &CaseSummary) -> String {
     format!(
-        "{} {} {} {} B",
+        "{} {} {} {}",
         s.transport, s.options, s.workload, s.size_bytes
     )
 }
@@ -113,11 +113,12 @@ mod tests {
             latency_kind: crate::result::LatencyKind::OneWay,
             latency: Some(d.clone()),
             msgs_per_s: achieved,
-            mb_per_s: 0.0,
+            mib_per_s: 0.0,
             floor_kind: None,
             floor_p50_ns: None,
-            floor_mb_per_s: None,
+            floor_mib_per_s: None,
             vs_floor: None,
+            floor_note: None,
             lost: 0,
             duplicated: 0,
             reordered: 0,

@@ -1,12 +1,23 @@
-//! The terminal table: one row per case (latency distribution, rates, ratio to the floor), a
-//! second table per role (call times, CPU, memory), then notes, warnings and errors.
+//! The terminal tables: one row per case (latency distribution, rates, ratio to the floor), a
+//! table per role (call times, CPU, memory), paced and subscriber tables, then settings, notes,
+//! warnings, errors and a summary in words. Each column has a priority: a table wider than the
+//! terminal drops its least important columns first (and says so); `--wide` and piped output
+//! keep every column.
 
-use super::summary::{CaseSummary, PERCENTILES};
+use super::summary::{CaseSummary, Distribution, PERCENTILES};
 use super::warnings;
-use crate::result::RunResult;
+use crate::result::{LatencyKind, RunResult};
 use crate::units::format_size;
 use comfy_table::{CellAlignment, Table};
-use std::fmt::Write;
+
+/// How the terminal output is laid out.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Layout {
+    /// Also the per-role tables, the floors and each case's settings.
+    pub details: bool,
+    /// The terminal's width: tables and notes fit it. None: every column, unwrapped.
+    pub width: Option<usize>,
+}
 
 fn us(ns: f64) -> String {
     let v = ns / 1e3;
@@ -23,16 +34,140 @@ fn opt_us(ns: Option<f64>) -> String {
     ns.map_or("-".into(), us)
 }
 
-/// The headers of [`distribution_cells`].
-fn distribution_header() -> Vec<String> {
-    let mut h = vec!["min [us]".to_string()];
-    h.extend(PERCENTILES.iter().map(|(_, name)| format!("{name} [us]")));
-    h.extend(["max [us]".into(), "mean [us]".into()]);
-    h
+/// Lines above, below and under the header only: dense rows, easy to scan.
+pub const STYLE: &str = "  ── ══      ──    ";
+
+/// A table being built: its columns (header, priority) and rows.
+struct Grid {
+    columns: Vec<(String, u8)>,
+    rows: Vec<Vec<String>>,
+}
+
+/// A column that stays whatever the width.
+const ALWAYS: u8 = u8::MAX;
+
+impl Grid {
+    fn new(columns: &[(&str, u8)]) -> Self {
+        Grid {
+            columns: columns.iter().map(|(h, p)| (h.to_string(), *p)).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    fn row(&mut self, cells: Vec<String>) {
+        debug_assert_eq!(cells.len(), self.columns.len());
+        self.rows.push(cells);
+    }
+
+    fn table(&self, keep: &[bool]) -> Table {
+        let mut t = Table::new();
+        t.load_preset(STYLE);
+        let pick = |cells: &[String]| -> Vec<String> {
+            cells
+                .iter()
+                .zip(keep)
+                .filter(|(_, k)| **k)
+                .map(|(c, _)| c.clone())
+                .collect()
+        };
+        let header: Vec<String> = self.columns.iter().map(|c| c.0.clone()).collect();
+        t.set_header(pick(&header));
+        for r in &self.rows {
+            t.add_row(pick(r));
+        }
+        for i in 1..keep.iter().filter(|k| **k).count() {
+            if let Some(c) = t.column_mut(i) {
+                c.set_cell_alignment(CellAlignment::Right);
+            }
+        }
+        t
+    }
+
+    /// The table, dropping its least important columns (the rightmost of equals first) until it
+    /// fits `width`.
+    fn render(&self, width: Option<usize>) -> String {
+        let mut keep = vec![true; self.columns.len()];
+        let widest = |t: &Table| {
+            t.to_string()
+                .lines()
+                .map(|l| l.chars().count())
+                .max()
+                .unwrap_or(0)
+        };
+        let mut t = self.table(&keep);
+        let mut dropped = Vec::new();
+        if let Some(w) = width {
+            while widest(&t) > w {
+                let Some((i, _)) = self
+                    .columns
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, c)| keep[*i] && c.1 != ALWAYS)
+                    .min_by_key(|(i, c)| (c.1, usize::MAX - i))
+                else {
+                    break;
+                };
+                keep[i] = false;
+                dropped.push(self.columns[i].0.clone());
+                t = self.table(&keep);
+            }
+        }
+        let mut out = t.to_string();
+        out.push('\n');
+        if !dropped.is_empty() {
+            let line = format!(
+                "({} more columns with --wide: {})",
+                dropped.len(),
+                dropped.join(", ")
+            );
+            out.push_str(&wrap(&line, width));
+        }
+        out
+    }
+}
+
+/// `text` wrapped at `width` on spaces, its indentation kept and continuation lines indented by
+/// two more.
+pub fn wrap(text: &str, width: Option<usize>) -> String {
+    let Some(w) = width.filter(|w| *w >= 20) else {
+        return format!("{text}\n");
+    };
+    let indent = &text[..text.len() - text.trim_start().len()];
+    let mut out = String::new();
+    let mut line = indent.to_string();
+    for word in text.trim_start().split(' ') {
+        if line.len() > indent.len() && line.chars().count() + 1 + word.chars().count() > w {
+            out.push_str(&line);
+            out.push('\n');
+            line = format!("{indent}  {word}");
+        } else {
+            if line.len() > indent.len() {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+    }
+    out.push_str(&line);
+    out.push('\n');
+    out
+}
+
+/// The distribution's columns, with their priorities.
+fn distribution_columns() -> Vec<(String, u8)> {
+    let prio = [240u8, 140, 220, 150, 90];
+    let mut c = vec![("min [us]".to_string(), 130u8)];
+    c.extend(
+        PERCENTILES
+            .iter()
+            .zip(prio)
+            .map(|((_, name), p)| (format!("{name} [us]"), p)),
+    );
+    c.extend([("max [us]".into(), 180), ("mean [us]".into(), 95)]);
+    c
 }
 
 /// min, the percentiles (`—` where unsupported), max and mean, in microseconds.
-fn distribution_cells(d: Option<&super::summary::Distribution>) -> Vec<String> {
+fn distribution_cells(d: Option<&Distribution>) -> Vec<String> {
     let Some(d) = d else {
         return vec!["-".into(); 3 + PERCENTILES.len()];
     };
@@ -47,92 +182,96 @@ fn distribution_cells(d: Option<&super::summary::Distribution>) -> Vec<String> {
     cells
 }
 
-/// Lines above, below and under the header only: dense rows, easy to scan.
-pub const STYLE: &str = "  ── ══      ──    ";
+fn grid_with_distribution(before: &[(&str, u8)], after: &[(&str, u8)]) -> Grid {
+    let dist = distribution_columns();
+    let mut cols: Vec<(&str, u8)> = before.to_vec();
+    cols.extend(dist.iter().map(|(h, p)| (h.as_str(), *p)));
+    cols.extend_from_slice(after);
+    Grid::new(&cols)
+}
 
-fn table(header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(STYLE);
-    t.set_header(header.iter().copied());
-    for i in 1..header.len() {
-        if let Some(c) = t.column_mut(i) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
+/// A case's name in a table: its transport and the options it was given.
+fn transport_cell(s: &CaseSummary) -> String {
+    let name = if s.options.is_empty() {
+        s.transport.clone()
+    } else {
+        format!("{} {}", s.transport, s.options)
+    };
+    if s.error.is_some() {
+        format!("{name} (failed)")
+    } else {
+        name
     }
-    t
 }
 
 /// The main table: one row per case.
-pub fn cases_table(summaries: &[CaseSummary]) -> String {
-    let mut header = vec![
-        "#",
-        "transport",
-        "workload",
-        "size [B]",
-        "cpus",
-        "wait",
-        "latency",
-        "samples",
-    ];
-    let dist = distribution_header();
-    header.extend(dist.iter().map(String::as_str));
-    header.extend(["msgs/s", "MB/s", "lost/dup/reord", "vs floor"]);
-    let mut t = table(&header);
+pub fn cases_table(summaries: &[CaseSummary], width: Option<usize>) -> String {
+    let mut g = grid_with_distribution(
+        &[
+            ("#", ALWAYS),
+            ("transport", ALWAYS),
+            ("workload", 250),
+            ("size", 250),
+            ("cpus", 200),
+            ("wait", 120),
+            ("latency", 110),
+            ("samples", 100),
+        ],
+        &[
+            ("rate [/s]", 210),
+            ("MiB/s", 200),
+            ("lost/dup/reord", 170),
+            ("vs floor", 230),
+        ],
+    );
     for (i, s) in summaries.iter().enumerate() {
         let mut row = vec![
             (i + 1).to_string(),
-            if s.options.is_empty() {
-                s.transport.clone()
-            } else {
-                format!("{} {}", s.transport, s.options)
-            },
+            transport_cell(s),
             s.workload.clone(),
             format_size(s.size_bytes),
             s.cpus.clone(),
             s.wait.clone(),
             s.latency_kind.label().to_string(),
-        ];
-        row.push(
             s.latency
                 .as_ref()
                 .map_or("-".into(), |d| d.samples.to_string()),
-        );
+        ];
         row.extend(distribution_cells(s.latency.as_ref()));
         row.push(format!("{:.0}", s.msgs_per_s));
-        row.push(format!("{:.1}", s.mb_per_s));
+        row.push(format!("{:.1}", s.mib_per_s));
         row.push(format!("{}/{}/{}", s.lost, s.duplicated, s.reordered));
-        row.push(s.vs_floor.map_or("-".into(), |r| format!("{r:.2}x")));
-        if s.error.is_some() {
-            row[1] = format!("{} (failed)", row[1]);
-        }
-        t.add_row(row);
+        row.push(s.vs_floor.map_or("-".into(), |r| {
+            format!("{r:.2}x{}", if s.floor_note.is_some() { " *" } else { "" })
+        }));
+        g.row(row);
     }
-    t.to_string()
+    g.render(width)
 }
 
 /// The per-role table: call times, CPU per message, context switches, memory.
-pub fn roles_table(summaries: &[CaseSummary]) -> String {
-    let mut t = table(&[
-        "#",
-        "role",
-        "ran on",
-        "messages",
-        "write avg [us]",
-        "write max [us]",
-        "read avg [us]",
-        "read max [us]",
-        "user [us/msg]",
-        "sys [us/msg]",
-        "cpu [%]",
-        "ctx sw/msg",
-        "reads/s",
-        "new msgs/s",
-        "peak RSS [MiB]",
+pub fn roles_table(summaries: &[CaseSummary], width: Option<usize>) -> String {
+    let mut g = Grid::new(&[
+        ("#", ALWAYS),
+        ("role", ALWAYS),
+        ("ran on", 200),
+        ("messages", 150),
+        ("write avg [us]", 180),
+        ("write max [us]", 170),
+        ("read avg [us]", 180),
+        ("read max [us]", 170),
+        ("user [us/msg]", 190),
+        ("sys [us/msg]", 190),
+        ("cpu [%]", 160),
+        ("ctx sw/msg", 120),
+        ("reads/s", 110),
+        ("new msgs/s", 110),
+        ("peak RSS [MiB]", 130),
     ]);
     for (i, s) in summaries.iter().enumerate() {
         for r in &s.roles {
             let cpus: Vec<String> = r.cpus_seen.iter().map(|c| format!("cpu{c}")).collect();
-            t.add_row(vec![
+            g.row(vec![
                 (i + 1).to_string(),
                 r.role.clone(),
                 format!(
@@ -159,45 +298,42 @@ pub fn roles_table(summaries: &[CaseSummary]) -> String {
             ]);
         }
     }
-    t.to_string()
+    g.render(width)
 }
 
 /// Paced cases: the rate held, latency from the intended send time, the sender's lag.
-pub fn paced_table(summaries: &[CaseSummary]) -> String {
-    let mut t = table(&[
-        "#",
-        "transport",
-        "size [B]",
-        "rate [Hz]",
-        "achieved [msgs/s]",
-        "error [%]",
-        "from intended p50 [us]",
-        "p99 [us]",
-        "max [us]",
-        "from send p50 [us]",
-        "sender lag p99 [us]",
-        "lag max [us]",
-        "reader idle: msgs",
-        "p50 [us]",
-        "reader busy: msgs",
-        "p50 [us]",
+pub fn paced_table(summaries: &[CaseSummary], width: Option<usize>) -> String {
+    let mut g = Grid::new(&[
+        ("#", ALWAYS),
+        ("transport", ALWAYS),
+        ("size", 240),
+        ("rate [Hz]", 250),
+        ("achieved [/s]", 245),
+        ("error [%]", 240),
+        ("from intended p50 [us]", 230),
+        ("p99 [us]", 225),
+        ("max [us]", 200),
+        ("from send p50 [us]", 180),
+        ("sender lag p99 [us]", 170),
+        ("lag max [us]", 150),
+        ("reader idle: msgs", 120),
+        ("p50 [us]", 130),
+        ("reader busy: msgs", 110),
+        ("p50 [us] ", 125),
     ]);
     for (i, s) in summaries.iter().enumerate() {
         let Some(rate) = s.rate_hz else { continue };
-        let p = |d: &Option<super::summary::Distribution>, k: usize| {
+        let p = |d: &Option<Distribution>, k: usize| {
             d.as_ref()
                 .and_then(|d| d.percentiles()[k])
                 .map_or("—".into(), |v| us(v as f64))
         };
-        let max = |d: &Option<super::summary::Distribution>| {
-            d.as_ref().map_or("-".into(), |d| us(d.max_ns as f64))
-        };
-        let count = |d: &Option<super::summary::Distribution>| {
-            d.as_ref().map_or("0".into(), |d| d.samples.to_string())
-        };
-        t.add_row(vec![
+        let max = |d: &Option<Distribution>| d.as_ref().map_or("-".into(), |d| us(d.max_ns as f64));
+        let count =
+            |d: &Option<Distribution>| d.as_ref().map_or("0".into(), |d| d.samples.to_string());
+        g.row(vec![
             (i + 1).to_string(),
-            s.transport.clone(),
+            transport_cell(s),
             format_size(s.size_bytes),
             format!("{rate:.0}"),
             // Per publisher and subscriber, like the rate asked for.
@@ -216,21 +352,21 @@ pub fn paced_table(summaries: &[CaseSummary]) -> String {
             p(&s.latency_reader_busy, 0),
         ]);
     }
-    t.to_string()
+    g.render(width)
 }
 
 /// Fan-out cases: each subscriber's deliveries and latency distribution.
-pub fn subscribers_table(summaries: &[CaseSummary]) -> String {
-    let mut header = vec![
-        "#",
-        "subscriber",
-        "received",
-        "lost/dup/reord",
-        "overwritten",
-    ];
-    let dist = distribution_header();
-    header.extend(dist.iter().map(String::as_str));
-    let mut t = table(&header);
+pub fn subscribers_table(summaries: &[CaseSummary], width: Option<usize>) -> String {
+    let mut g = grid_with_distribution(
+        &[
+            ("#", ALWAYS),
+            ("subscriber", ALWAYS),
+            ("received", 240),
+            ("lost/dup/reord", 230),
+            ("overwritten", 150),
+        ],
+        &[],
+    );
     for (i, s) in summaries.iter().enumerate() {
         if s.fan_out.is_none() {
             continue;
@@ -244,40 +380,40 @@ pub fn subscribers_table(summaries: &[CaseSummary]) -> String {
                 r.overwritten.to_string(),
             ];
             row.extend(distribution_cells(r.latency.as_ref()));
-            t.add_row(row);
+            g.row(row);
         }
     }
-    t.to_string()
+    g.render(width)
 }
 
 /// The floors each case divides by.
-pub fn floors_table(summaries: &[CaseSummary]) -> String {
-    let mut t = table(&[
-        "#",
-        "transport",
-        "size [B]",
-        "cpus",
-        "floor p50 [us]",
-        "floor [MB/s]",
-        "msgperf",
-        "vs floor",
-        "wire [B/msg]",
-        "not payload [B/msg]",
+pub fn floors_table(summaries: &[CaseSummary], width: Option<usize>) -> String {
+    let mut g = Grid::new(&[
+        ("#", ALWAYS),
+        ("transport", ALWAYS),
+        ("size", 240),
+        ("cpus", 200),
+        ("floor p50 [us]", 220),
+        ("floor [MiB/s]", 220),
+        ("msgperf", 230),
+        ("vs floor", 240),
+        ("wire [B/msg]", 150),
+        ("not payload [B/msg]", 140),
     ]);
     for (i, s) in summaries.iter().enumerate() {
         let ours = match (s.floor_kind, &s.latency) {
             (Some(crate::result::FloorKind::RoundTrip), Some(d)) => d
                 .p50_ns
                 .map_or("-".into(), |v| format!("{} us p50", us(v as f64))),
-            _ => format!("{:.1} MB/s", s.mb_per_s),
+            _ => format!("{:.1} MiB/s", s.mib_per_s),
         };
-        t.add_row(vec![
+        g.row(vec![
             (i + 1).to_string(),
             s.transport.clone(),
             format_size(s.size_bytes),
             s.cpus.clone(),
             opt_us(s.floor_p50_ns.map(|v| v as f64)),
-            s.floor_mb_per_s.map_or("-".into(), |v| format!("{v:.1}")),
+            s.floor_mib_per_s.map_or("-".into(), |v| format!("{v:.1}")),
             ours,
             s.vs_floor.map_or("-".into(), |r| format!("{r:.2}x")),
             s.wire_bytes_per_msg
@@ -286,26 +422,79 @@ pub fn floors_table(summaries: &[CaseSummary]) -> String {
                 .map_or("-".into(), |v| format!("{v:.0}")),
         ]);
     }
-    t.to_string()
+    g.render(width)
+}
+
+/// Each case's settings as it ran: every transport option (defaults included) and how the
+/// transport carried out the delivery asked for. Cases with the same settings share a line.
+pub fn settings(run: &RunResult, width: Option<usize>) -> String {
+    let mut seen: Vec<(Vec<String>, Vec<usize>)> = Vec::new();
+    for (i, c) in run.cases.iter().enumerate() {
+        let cfg = &c.config;
+        let opts: Vec<String> = cfg
+            .effective_options
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let mut lines = vec![format!(
+            "{}: options {}",
+            cfg.transport,
+            if opts.is_empty() {
+                "(none)".to_string()
+            } else {
+                opts.join(" ")
+            }
+        )];
+        for s in &cfg.delivery_mapping {
+            lines.push(format!("  {} = {}: {}", s.setting, s.value, s.because));
+        }
+        match seen.iter_mut().find(|(t, _)| *t == lines) {
+            Some((_, cases)) => cases.push(i + 1),
+            None => seen.push((lines, vec![i + 1])),
+        }
+    }
+    let mut out = String::new();
+    for (lines, cases) in seen {
+        let which: Vec<String> = cases.iter().map(|c| format!("#{c}")).collect();
+        out.push_str(&wrap(
+            &format!("settings {}: {}", which.join(" "), lines[0]),
+            width,
+        ));
+        for l in &lines[1..] {
+            out.push_str(&wrap(l, width));
+        }
+    }
+    out
 }
 
 /// Notes, warnings and errors under the tables.
-pub fn notes(run: &RunResult, summaries: &[CaseSummary]) -> String {
-    let mut out = String::new();
-    let roles_as: Vec<&str> = summaries.iter().map(|s| s.roles_as.as_str()).collect();
-    let processes = roles_as.contains(&"processes");
-    let _ = writeln!(out, "latency: `round trip` is send to reply on the initiator (a whole round trip, not half); `one-way` is the send timestamp to arrival at the reader, including queueing (one host clock).");
-    let _ = writeln!(
-        out,
-        "cpus: the active/passive role's CPU; roles ran as {}.",
+pub fn notes(run: &RunResult, summaries: &[CaseSummary], width: Option<usize>) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    let processes = summaries.iter().any(|s| s.roles_as == "processes");
+    let kinds: Vec<LatencyKind> = summaries.iter().map(|s| s.latency_kind).collect();
+    let mut latency = Vec::new();
+    if kinds.contains(&LatencyKind::RoundTrip) {
+        latency
+            .push("`round trip` is send to reply on the initiator (a whole round trip, not half)");
+    }
+    if kinds.contains(&LatencyKind::WriteToAck) {
+        latency.push("`write to ack` is a write to its acknowledgement, on the writer (--confirm)");
+    }
+    if kinds.contains(&LatencyKind::OneWay) {
+        latency.push("`one-way` is the send timestamp to arrival at the reader, queueing included (one host clock)");
+    }
+    lines.push(format!("latency: {}.", latency.join("; ")));
+    lines.push(format!(
+        "cpus: the driving roles' CPU / the others'; roles ran as {}. wait: how readers waited (poll, or the transport's own strategy in a blocking call).",
         if processes {
-            "two processes (threads where marked)"
+            "processes (threads where marked)"
         } else {
             "threads of one process"
         }
-    );
-    let _ = writeln!(out, "percentiles: `—` where the samples cannot support one (pN needs 10 samples beyond it: p99.99 needs 100000).");
-    let _ = writeln!(out, "vs floor: round trips p50 / floor p50 (1.00x = the plain loop; lower is better); streams MB/s / floor MB/s (higher is better).");
+    ));
+    lines.push("rate: round trips/s (pingpong), messages received/s (stream), deliveries/s over every subscriber (pubsub); MiB/s: those messages' bytes, one direction, 2^20 B/s; sizes: k = 1024 B.".into());
+    lines.push("percentiles: `—` where the samples cannot support one (pN needs 10 samples beyond it: p99.99 needs 100000).".into());
+    lines.push("vs floor: round trips p50 / floor p50 (1.00x = the plain loop; lower is better); streams MiB/s / floor MiB/s (higher is better); `-` where no floor compares like with like (paced, polling, latest-value, several publishers or subscribers).".into());
     let fan_outs: Vec<&String> = summaries
         .iter()
         .filter_map(|s| s.fan_out.as_ref())
@@ -318,33 +507,132 @@ pub fn notes(run: &RunResult, summaries: &[CaseSummary]) -> String {
         if fan_outs.iter().any(|f| f.contains("copy")) {
             how.push("a copy per subscriber: each publisher writes every message to each subscriber's channel, in turn");
         }
-        let _ = writeln!(out, "pubsub: {}; latency merges every subscriber's histogram, msgs/s counts deliveries, a rate is per publisher, cpus are the publishers'/subscribers' CPU.", how.join("; "));
+        lines.push(format!("pubsub: {}; latency merges every subscriber's histogram, a rate is per publisher, cpus are the publishers'/subscribers' CPU.", how.join("; ")));
     }
     if summaries.iter().any(|s| s.latency_reader_idle.is_some()) {
-        let _ = writeln!(out, "reader idle/busy: paced messages sent while the reader was already waiting (a blocking reader had to be woken) or before it asked (busy: the steady-state figure).");
+        lines.push("reader idle/busy: paced messages sent while the reader was already waiting (a blocking reader had to be woken) or before it asked (busy: the steady-state figure).".into());
     }
     if run.cases.iter().any(|c| c.config.transport == "iceoryx2") {
-        let _ = writeln!(out, "iceoryx2 vs shm: same workload, wait strategy, placement and processes; both build every message in place and check every payload byte (iceoryx2's own benchmark touches no payload).");
+        lines.push("iceoryx2 vs shm: same workload, wait strategy, placement and processes; both build every message in place and check every payload byte (iceoryx2's own benchmark touches no payload).".into());
     }
     let c = &run.environment.clock;
-    let _ = writeln!(
-        out,
+    lines.push(format!(
         "clock: {} ({} ns resolution, {:.1} ns a timestamp, {:.1} ns a recorded sample).",
         c.source, c.resolution_ns, c.read_cost_ns, c.record_cost_ns
-    );
+    ));
+    for (i, s) in summaries.iter().enumerate() {
+        if let Some(n) = &s.floor_note {
+            lines.push(format!(
+                "* #{}: vs floor {}: {n}",
+                i + 1,
+                s.vs_floor.map_or(String::new(), |r| format!("{r:.2}x"))
+            ));
+        }
+    }
     for (i, (case, s)) in run.cases.iter().zip(summaries).enumerate() {
         for w in warnings::for_case(case, s, &run.environment) {
-            let _ = writeln!(out, "warning #{}: {w}", i + 1);
+            lines.push(format!("warning #{}: {w}", i + 1));
         }
         if let Some(e) = &s.error {
-            let _ = writeln!(out, "error #{}: {e}", i + 1);
+            lines.push(format!("error #{}: {e}", i + 1));
         }
     }
     if run.interrupted {
-        let _ = writeln!(
-            out,
-            "interrupted: the run stopped at Ctrl-C; the cases above hold what was measured."
+        lines.push(
+            "interrupted: the run stopped early (Ctrl-C, SIGTERM or SIGHUP); the cases above hold what was measured."
+                .into(),
         );
+    }
+    lines.iter().map(|l| wrap(l, width)).collect()
+}
+
+/// The run in words, hyperfine-style: for each kind of figure, the best and worst case and how
+/// far apart they are; what failed and why.
+pub fn summary_in_words(summaries: &[CaseSummary], width: Option<usize>) -> String {
+    let mut lines = Vec::new();
+    let name = |i: usize, s: &CaseSummary| {
+        format!(
+            "#{} {} {} {} (cpus {})",
+            i + 1,
+            transport_cell(s),
+            s.workload,
+            format_size(s.size_bytes),
+            s.cpus
+        )
+    };
+    for kind in [
+        LatencyKind::RoundTrip,
+        LatencyKind::WriteToAck,
+        LatencyKind::OneWay,
+    ] {
+        let rows: Vec<(usize, &CaseSummary, u64)> = summaries
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.latency_kind == kind && s.error.is_none())
+            .filter_map(|(i, s)| Some((i, s, s.latency.as_ref()?.p50_ns?)))
+            .collect();
+        if rows.len() < 2 {
+            continue;
+        }
+        let best = rows.iter().min_by_key(|r| r.2).expect("two rows");
+        let worst = rows.iter().max_by_key(|r| r.2).expect("two rows");
+        lines.push(format!(
+            "lowest {} p50: {} at {} us, {:.1}x lower than the highest, {} at {} us.",
+            kind.label(),
+            name(best.0, best.1),
+            us(best.2 as f64),
+            worst.2 as f64 / best.2.max(1) as f64,
+            name(worst.0, worst.1),
+            us(worst.2 as f64)
+        ));
+    }
+    let streams: Vec<(usize, &CaseSummary)> = summaries
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| {
+            s.latency_kind == LatencyKind::OneWay
+                && s.rate_hz.is_none()
+                && s.error.is_none()
+                && s.mib_per_s > 0.0
+        })
+        .collect();
+    if streams.len() >= 2 {
+        let best = streams
+            .iter()
+            .max_by(|a, b| a.1.mib_per_s.total_cmp(&b.1.mib_per_s))
+            .expect("two rows");
+        let worst = streams
+            .iter()
+            .min_by(|a, b| a.1.mib_per_s.total_cmp(&b.1.mib_per_s))
+            .expect("two rows");
+        lines.push(format!(
+            "highest throughput: {} at {:.1} MiB/s, {:.1}x the lowest, {} at {:.1} MiB/s.",
+            name(best.0, best.1),
+            best.1.mib_per_s,
+            best.1.mib_per_s / worst.1.mib_per_s,
+            name(worst.0, worst.1),
+            worst.1.mib_per_s
+        ));
+    }
+    let failed: Vec<String> = summaries
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.error.as_ref().map(|e| format!("#{}: {e}", i + 1)))
+        .collect();
+    match failed.len() {
+        0 => lines.push(format!(
+            "all {} cases ran without an error.",
+            summaries.len()
+        )),
+        n => lines.push(format!(
+            "{n} of {} cases failed: {}.",
+            summaries.len(),
+            failed.join("; ")
+        )),
+    }
+    let mut out = String::new();
+    for l in lines {
+        out.push_str(&wrap(&format!("summary: {l}"), width));
     }
     out
 }

@@ -14,6 +14,7 @@ pub enum Warning {
     },
     Wide {
         p99_over_p50: f64,
+        pinned: bool,
     },
     Bimodal {
         low_ns: u64,
@@ -57,7 +58,8 @@ impl fmt::Display for Warning {
         match self {
             Warning::FewSamples { samples } => write!(f, "only {samples} samples: tail percentiles are not shown; measure longer with --duration or --count"),
             Warning::SlowStart { ratio } => write!(f, "the first 100 ms were {ratio:.1}x slower than the rest: discard them with --warmup 1s"),
-            Warning::Wide { p99_over_p50 } => write!(f, "p99 is {p99_over_p50:.0}x p50: a very wide distribution; pin the roles (--placement) and stop other programs"),
+            Warning::Wide { p99_over_p50, pinned: false } => write!(f, "p99 is {p99_over_p50:.0}x p50: a very wide distribution; pin the roles (--placement) and stop other programs"),
+            Warning::Wide { p99_over_p50, pinned: true } => write!(f, "p99 is {p99_over_p50:.0}x p50: a very wide distribution although the roles were pinned; stop other programs, or measure longer to see whether it lasts"),
             Warning::Bimodal { low_ns, high_ns, pinned, polling } => {
                 let (lo, hi) = (*low_ns as f64 / 1e3, *high_ns as f64 / 1e3);
                 if *polling {
@@ -185,7 +187,10 @@ fn latency_warnings(case: &CaseResult, d: &Distribution, env: &Environment, w: &
     if let (Some(p50), Some(p99)) = (d.p50_ns, d.p99_ns) {
         let r = p99 as f64 / p50.max(1) as f64;
         if r >= 10.0 {
-            w.push(Warning::Wide { p99_over_p50: r });
+            w.push(Warning::Wide {
+                p99_over_p50: r,
+                pinned: case.config.placement != Placement::Any,
+            });
         }
     }
     for r in &case.roles {

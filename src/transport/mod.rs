@@ -669,7 +669,7 @@ pub(crate) fn check_size(v: &str, min: usize, max: usize) -> Result<(), String> 
     match crate::units::parse_size(v) {
         Ok(n) if (min..=max).contains(&n) => Ok(()),
         _ => Err(format!(
-            "give bytes from {} to {}, e.g. 1M",
+            "give a size from {} to {}, e.g. 1M",
             crate::units::format_size(min),
             crate::units::format_size(max)
         )),
