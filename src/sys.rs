@@ -326,3 +326,10 @@ pub fn terminal_width() -> Option<usize> {
     let r = unsafe { libc::ioctl(1, libc::TIOCGWINSZ, &mut ws) };
     (r == 0 && ws.ws_col > 0).then_some(ws.ws_col as usize)
 }
+
+/// A process's state letter from /proc/PID/stat (`R`, `S`, `T` stopped, `Z`...), if it exists.
+pub fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The name is in parentheses and may hold spaces: the state follows the last `)`.
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}

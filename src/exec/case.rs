@@ -6,7 +6,8 @@
 use super::control::{ControlAddr, Order, Report};
 use super::drive::{drive, Bounds, Outcome, Started};
 use super::role::{self, RoleEnv};
-use super::runner::{Event, ProcessRole, RemoteRole, RoleHandle, ThreadRole, Watchdog};
+use super::runner::{Event, ProcessRole, RemoteRole, RoleHandle, ThreadRole};
+use super::watchdog::Watchdog;
 use crate::result::{CaseConfig, FanOut, RoleResult, Wait};
 use crate::transport::{self, ChannelSpec};
 use crate::workload::{self, message, RoleSpec};
@@ -60,6 +61,19 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>) -> CaseRun {
     };
 
     let (tx, events) = crossbeam_channel::unbounded::<Event>();
+    // Where waits have timers of their own (a peer at a `msgperf serve`), the watchdog is only
+    // the backstop and must not race them.
+    let stall = if watched {
+        case.timeout
+    } else {
+        case.timeout * 2 + Duration::from_secs(1)
+    };
+    let watchdog = {
+        let tx = tx.clone();
+        Watchdog::arm(watchable.then_some(stall), move |i, why| {
+            let _ = tx.send(Event::Hung(i, why));
+        })
+    };
     let mut started = Vec::new();
     for (i, r) in topology.roles.iter().enumerate() {
         let handle: Result<Box<dyn RoleHandle>, String> = match connect {
@@ -81,20 +95,10 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>) -> CaseRun {
                 },
             )
             .map(|h| Box::new(h) as _),
-            _ => ProcessRole::start(
-                i,
-                &role_args(case, r),
-                None,
-                tx.clone(),
-                // Where its waits have timers of their own (a peer at a `msgperf serve`), the
-                // watchdog is only the backstop and must not race them.
-                watchable.then_some(if watched {
-                    case.timeout
-                } else {
-                    case.timeout * 2 + Duration::from_secs(1)
-                }),
-            )
-            .map(|h| Box::new(h) as _),
+            _ => ProcessRole::start(i, &role_args(case, r), None, tx.clone()).map(|h| {
+                watchdog.watch(i, h.pid());
+                Box::new(h) as _
+            }),
         };
         match handle {
             Ok(handle) => started.push(Started {
@@ -128,6 +132,7 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>) -> CaseRun {
         bounds,
     );
     let pids: Vec<u32> = started.iter().map(|s| s.handle.pid()).collect();
+    drop(watchdog);
     drop(started);
     drop(setup);
     // A role that never reported appears with what is known of it, so every role is listed.

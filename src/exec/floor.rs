@@ -5,7 +5,8 @@
 use super::control::{Order, Report};
 use super::drive::{drive, Bounds, Outcome, Started};
 use super::role::{self, RoleEnv};
-use super::runner::{Event, ProcessRole, RoleHandle, ThreadRole, Watchdog};
+use super::runner::{Event, ProcessRole, RoleHandle, ThreadRole};
+use super::watchdog::Watchdog;
 use crate::result::FloorKind;
 use crate::transport::{FloorFigure, FloorLoop, FloorRoles, Transport};
 use std::time::Duration;
@@ -34,7 +35,15 @@ pub fn measure(
     let (tx, events) = crossbeam_channel::unbounded::<Event>();
     let mut started = Vec::new();
     let mut orders = Vec::new();
-    let stall = Watchdog::can_watch().then_some(roles.duration + SLACK);
+    let watchdog = {
+        let tx = tx.clone();
+        Watchdog::arm(
+            Watchdog::can_watch().then_some(roles.duration + SLACK),
+            move |i, why| {
+                let _ = tx.send(Event::Hung(i, why));
+            },
+        )
+    };
     // Each side on the CPU of the case's role that does its work: a ping-pong's measuring side
     // is the initiator (the driving role's CPU), a stream's is the reader (the other's).
     let (measuring, other) = match kind {
@@ -65,13 +74,9 @@ pub fn measure(
                 "--transport".into(),
                 t.name().into(),
             ];
-            Box::new(ProcessRole::start(
-                side,
-                &args,
-                Some(ends),
-                tx.clone(),
-                stall,
-            )?)
+            let h = ProcessRole::start(side, &args, Some(ends), tx.clone())?;
+            watchdog.watch(side, h.pid());
+            Box::new(h)
         };
         // Both sides stop early at Ctrl-C: the measuring one ends its loop, the writing one
         // stops writing.

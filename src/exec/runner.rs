@@ -2,21 +2,20 @@
 //! `msgperf serve` started by hand (and, next, an agent on another host), behind one interface.
 //! Each started role speaks the control protocol on its own connection; a reader thread turns
 //! what it says into [`Event`]s on one channel, so the case's driver waits on one thing with
-//! one deadline. Liveness is the runner's: a role process is watched from outside (a
-//! watchdog kills one that does not run for `--timeout`), a thread ends when its role does, and a
-//! `msgperf serve` sends heartbeats.
+//! one deadline. Liveness is the runner's: a case's role processes are watched from outside
+//! (`watchdog.rs`), a thread ends when its role does, and a `msgperf serve` sends heartbeats.
 
 use super::control::{read_frame, Conn, ControlAddr, ControlError, FromRole, ToRole};
 use crate::sys;
 use crate::transport::FloorEnds;
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{bounded, Receiver, Sender};
 use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What a started role said or did, tagged with its index in the case.
 #[derive(Debug)]
@@ -42,8 +41,6 @@ pub trait RoleHandle: Send {
     /// Waits, at most `grace`, for it to be gone; why it failed, if it did (an exit status and
     /// its last words on stderr).
     fn finish(&mut self, grace: Duration) -> Option<String>;
-    /// Whether peers of its ends are told when it stops: its runner watches it.
-    fn watched(&self) -> bool;
 }
 
 /// Reads frames from `conn` into `events` until it ends. `silence`: a role that sends nothing
@@ -86,20 +83,16 @@ pub struct ProcessRole {
     pid: u32,
     conn: Conn,
     stderr: Receiver<String>,
-    _watchdog: Watchdog,
-    watched: bool,
     reaped: Option<Option<String>>,
 }
 
 impl ProcessRole {
     /// Starts `msgperf role ARGS`; `ends` are a floor side's descriptors (at fds 4..).
-    /// `stall`: kill it if it does not run for this long (None: never judged hung).
     pub fn start(
         index: usize,
         args: &[String],
         ends: Option<FloorEnds>,
         events: Sender<Event>,
-        stall: Option<Duration>,
     ) -> Result<Self, String> {
         let (ours, theirs) =
             UnixStream::pair().map_err(|e| format!("could not make a control socket: {e}"))?;
@@ -137,20 +130,15 @@ impl ProcessRole {
         pump(
             index,
             conn.try_clone().map_err(|e| e.to_string())?,
-            events.clone(),
+            events,
             None,
         );
-        let watchdog = Watchdog::arm(pid, stall, move |why| {
-            let _ = events.send(Event::Hung(index, why));
-        });
         // Reaped with a bound (`finish`), not by std's unbounded wait.
         drop(child);
         Ok(ProcessRole {
             pid,
             conn,
             stderr: err_rx,
-            _watchdog: watchdog,
-            watched: stall.is_some(),
             reaped: None,
         })
     }
@@ -197,9 +185,6 @@ impl RoleHandle for ProcessRole {
         };
         self.reaped = Some(why.clone());
         why
-    }
-    fn watched(&self) -> bool {
-        self.watched
     }
 }
 
@@ -286,9 +271,6 @@ impl RoleHandle for ThreadRole {
         self.outcome = Some(why.clone());
         why
     }
-    fn watched(&self) -> bool {
-        true
-    }
 }
 
 /// A role at a `msgperf serve` started by hand: only its control connection and heartbeats
@@ -342,72 +324,5 @@ impl RoleHandle for RemoteRole {
     fn finish(&mut self, _: Duration) -> Option<String> {
         self.conn.shutdown();
         None
-    }
-    fn watched(&self) -> bool {
-        false
-    }
-}
-
-/// Ends a role process that hangs while alive, which a blocking read with no timer of its own
-/// would never notice: kills it when it has not run at all (no time on a CPU, not once
-/// scheduled in) for `stall`, after telling `fired` why. Watching from outside costs the role
-/// nothing, where a timer on every blocking wait costs each wait a kernel timer. Cancelled when
-/// dropped.
-pub struct Watchdog {
-    cancel: Option<Sender<()>>,
-}
-
-impl Watchdog {
-    pub fn arm(
-        pid: u32,
-        stall: Option<Duration>,
-        fired: impl FnOnce(String) + Send + 'static,
-    ) -> Self {
-        let Some(stall) = stall else {
-            return Watchdog { cancel: None };
-        };
-        let (cancel, cancelled) = bounded::<()>(1);
-        // A stall is noticed within a tenth of its bound.
-        let period = (stall / 10).clamp(Duration::from_millis(10), Duration::from_secs(1));
-        std::thread::spawn(move || {
-            let mut last = (sys::run_count(pid), Instant::now());
-            loop {
-                if cancelled.recv_timeout(period) != Err(RecvTimeoutError::Timeout) {
-                    return;
-                }
-                let now = Instant::now();
-                let count = sys::run_count(pid);
-                if count.is_none() || !sys::process_alive(pid) {
-                    return; // ended (a zombie runs no more either): its connection says so
-                }
-                if count != last.0 {
-                    last = (count, now);
-                } else if now - last.1 >= stall {
-                    // Said before the kill, so that whoever sees the connection close knows why.
-                    fired(format!(
-                        "did not run for {:.1} s: hung, so msgperf killed it (raise --timeout if it is only slow)",
-                        (now - last.1).as_secs_f64()
-                    ));
-                    sys::kill(pid, libc::SIGKILL);
-                    return;
-                }
-            }
-        });
-        Watchdog {
-            cancel: Some(cancel),
-        }
-    }
-
-    /// Whether this kernel lets a watchdog see that a process stopped running.
-    pub fn can_watch() -> bool {
-        sys::run_count(std::process::id()).is_some()
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        if let Some(tx) = self.cancel.take() {
-            let _ = tx.send(());
-        }
     }
 }

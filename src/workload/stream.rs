@@ -127,10 +127,13 @@ pub(crate) fn read_stream(
         };
         let t1 = clock::now();
         if m.flags & END != 0 {
-            if measuring {
-                // END's send-time field holds the first measured sequence number.
-                tracker.end(m.seq, m.send_ns);
+            if !measuring {
+                // Not one measured message came: every one of them is lost.
+                rec.reset();
+                tracker.reset();
             }
+            // END's send-time field holds the first measured sequence number.
+            tracker.end(m.seq, m.send_ns);
             break Ok(());
         }
         if m.flags & MEASURED != 0 && !measuring {
