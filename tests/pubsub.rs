@@ -97,6 +97,7 @@ fn check_exact(c: &CaseResult, pubs: usize, subs: usize, count: u64) {
 
 #[test]
 fn every_fan_out_transport_delivers_every_copy_in_threads() {
+    let _pace = sharing();
     // Every transport: each publisher-subscriber pair has a channel of its own.
     let mut cases: Vec<(&str, Option<&str>)> = REGISTRY.iter().map(|t| (t.name(), None)).collect();
     // shm both ways: its shared ring, and a channel per subscriber.
@@ -127,6 +128,7 @@ fn every_fan_out_transport_delivers_every_copy_in_threads() {
 
 #[test]
 fn one_to_many_and_many_to_one_in_processes_through_the_binary() {
+    let _pace = sharing();
     let dir = temp_dir();
     for (pubs, subs) in [("1", "3"), ("3", "1")] {
         let json = dir.path().join(format!("{pubs}x{subs}.json"));
@@ -176,6 +178,7 @@ fn one_to_many_and_many_to_one_in_processes_through_the_binary() {
 
 #[test]
 fn a_slow_subscriber_loses_messages_in_best_effort_and_they_are_counted() {
+    let _pace = sharing();
     // shm drops when the shared ring (or with fan-out=copy, a subscriber's own ring) is
     // full; udp when a subscriber's socket buffer is.
     for (t, fan_out) in [("shm", "shared"), ("shm", "copy"), ("udp", "")] {
@@ -231,6 +234,7 @@ fn a_slow_subscriber_loses_messages_in_best_effort_and_they_are_counted() {
 
 #[test]
 fn a_slow_subscriber_pushes_back_in_reliable_mode_and_loses_nothing() {
+    let _pace = sharing();
     for t in ["uds", "shm"] {
         let mut r = short_request("pubsub", t);
         r.subs = Some(2);
@@ -256,6 +260,7 @@ fn a_slow_subscriber_pushes_back_in_reliable_mode_and_loses_nothing() {
 
 #[test]
 fn pubsub_refuses_what_a_transport_cannot_do_with_the_fix() {
+    let _pace = sharing();
     let e = |args: &[&str]| {
         let mut all = vec!["run"];
         all.extend_from_slice(args);
@@ -344,6 +349,7 @@ fn shm_files() -> Vec<String> {
 /// and nothing is left in /dev/shm or the temp directory.
 #[test]
 fn a_killed_or_stopped_subscriber_ends_the_case_within_the_timeout_and_the_survivor_is_right() {
+    let _pace = alone();
     for t in ["uds", "tcp", "shm"] {
         for sig in [libc::SIGKILL, libc::SIGSTOP] {
             subscriber_fault(t, sig);
@@ -409,6 +415,7 @@ fn subscriber_fault(t: &str, sig: i32) {
 
 #[test]
 fn readers_that_spin_on_one_cpu_are_warned_about() {
+    let _pace = sharing();
     let out = run(
         &[
             "run",
@@ -439,6 +446,7 @@ fn readers_that_spin_on_one_cpu_are_warned_about() {
 
 #[test]
 fn ctrl_c_stops_every_publisher_and_keeps_every_role_result() {
+    let _pace = sharing();
     let dir = temp_dir();
     let json = dir.path().join("r.json");
     let (child, kids) = long_pubsub("shm", &json, "60s");

@@ -212,3 +212,18 @@ pub fn interrupt(
     );
     (out, case)
 }
+
+/// Tests of one binary run in parallel; one that checks a time bound (an end within
+/// `--timeout` + 1 s) runs alone, so that its siblings' role processes do not stand in for load
+/// the bound was not set for. Every other test of such a binary shares.
+static PACE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Runs beside the binary's other tests (not beside one that runs alone).
+pub fn sharing() -> std::sync::RwLockReadGuard<'static, ()> {
+    PACE.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs alone among the binary's tests.
+pub fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    PACE.write().unwrap_or_else(|e| e.into_inner())
+}
