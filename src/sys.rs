@@ -333,3 +333,16 @@ pub fn process_state(pid: u32) -> Option<char> {
     // The name is in parentheses and may hold spaces: the state follows the last `)`.
     stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
+
+/// A fresh anonymous memory file of `len` bytes (shared by every process that holds it).
+pub fn memfd(len: usize) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: a valid NUL-terminated name; the returned descriptor is owned here.
+    let fd = unsafe { libc::memfd_create(c"msgperf".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    std::fs::File::from(fd.try_clone()?).set_len(len as u64)?;
+    Ok(fd)
+}

@@ -138,8 +138,8 @@ fn open_at(
         let o = t
             .open(&rdv, *side, s)
             .map_err(|e| fail(format!("open {side:?}: {e}")))?;
-        if let (Some(a), Side::Accept(n)) = (o.address(), side) {
-            rdv.bound.insert(*n, a);
+        if let Some(a) = o.address() {
+            rdv.bound.insert(side.meeting(), a);
         }
         openings.push(o);
     }
@@ -297,12 +297,30 @@ fn leaves_nothing(t: &'static dyn Transport) -> Result<(), Failed> {
         }
         _ => {}
     }
-    for addr in rdv.bound.values() {
-        // Free again for TCP and UDP alike (the other protocol's port was never taken).
-        std::net::TcpListener::bind(addr)
-            .map(drop)
-            .and(std::net::UdpSocket::bind(addr).map(drop))
-            .map_err(|e| fail(format!("{addr} is still held: {e}")))?;
+    for bound in rdv.bound.values() {
+        // A bare address or an endpoint URL (`tcp://host:port`, `ipc:///path`).
+        let addr = bound.split_once("://").map_or(bound.as_str(), |(_, a)| a);
+        if addr.starts_with('/') {
+            if std::path::Path::new(addr).exists() {
+                return Err(fail(format!("{addr} is still there")));
+            }
+            continue;
+        }
+        // Free again for TCP and UDP alike (the other protocol's port was never taken), at once
+        // or after a library's own thread closed it (ZeroMQ closes sockets in the background).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let free = std::net::TcpListener::bind(addr)
+                .map(drop)
+                .and(std::net::UdpSocket::bind(addr).map(drop));
+            match free {
+                Ok(()) => break,
+                Err(e) if Instant::now() > deadline => {
+                    return Err(fail(format!("{bound} is still held: {e}")))
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
     }
     let again = t
         .open(&rdv, Side::Connect(0), &s)
@@ -374,7 +392,10 @@ fn topic_reaches_all(t: &'static dyn Transport) -> Result<(), Failed> {
         topics: vec![READERS],
         ..SetupPlan::default()
     };
-    let mut sides = vec![Side::Publish(0)];
+    let mut sides = vec![Side::Publish {
+        topic: 0,
+        readers: READERS,
+    }];
     sides.extend((0..READERS).map(|reader| Side::Subscribe { topic: 0, reader }));
     let (_setup, mut eps) = open(t, &s, plan, &sides)?;
     for i in 0..10u8 {

@@ -77,6 +77,7 @@ fn latest_value_mode_counts_overwrites_and_never_tears_a_message() {
     let mut r = request("stream", &[("buffer", "latest")]);
     r.count = Some(200_000);
     r.placement = Some(PlacementArg::CrossCpu);
+    let mut seen = 0;
     for case in plan::cases(&r).unwrap() {
         assert!(case.latest && !case.strict);
         let c = Runner::new(None, false).run_case(&case);
@@ -85,7 +86,7 @@ fn latest_value_mode_counts_overwrites_and_never_tears_a_message() {
         // Every message carries a CRC32: a torn read would count as corrupted.
         assert_eq!(reader.corrupted, 0, "{} B", case.size_bytes);
         assert_eq!(reader.lost, 0);
-        assert!(reader.messages_received > 0);
+        seen += reader.messages_received;
         assert_eq!(
             reader.messages_received + reader.overwritten,
             200_000,
@@ -94,6 +95,9 @@ fn latest_value_mode_counts_overwrites_and_never_tears_a_message() {
         );
         assert!(reader.read_calls >= reader.messages_received);
     }
+    // A reader kept off its CPU for a whole case sees only END (which overwrites the last
+    // value): legitimate for one size, but not for all of them.
+    assert!(seen > 0, "no case's reader saw a message");
 }
 
 #[test]

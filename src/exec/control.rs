@@ -79,8 +79,8 @@ pub enum Order {
 /// From a role to the runner.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum FromRole {
-    /// Its accepting ends are bound: the addresses the kernel chose, by channel.
-    Bound(BTreeMap<u32, String>),
+    /// Its binding ends are bound: the addresses the kernel chose, by meeting point.
+    Bound(BTreeMap<String, String>),
     Ready,
     Result(Box<Report>),
     /// It could not take part: why (one line).

@@ -158,9 +158,9 @@ impl Driver {
         events: &Receiver<Event>,
         bound: Duration,
         step: Step,
-    ) -> Option<Vec<std::collections::BTreeMap<u32, String>>> {
+    ) -> Option<Vec<std::collections::BTreeMap<String, String>>> {
         let deadline = Deadline::after(bound);
-        let mut got: Vec<Option<std::collections::BTreeMap<u32, String>>> =
+        let mut got: Vec<Option<std::collections::BTreeMap<String, String>>> =
             roles.iter().map(|_| None).collect();
         while got.iter().any(Option::is_none) {
             if super::stop_requested() {

@@ -197,8 +197,8 @@ fn serve_case(
     for side in &role.ends {
         match t.open(&rendezvous, *side, &spec) {
             Ok(o) => {
-                if let (Some(a), Side::Accept(n)) = (o.address(), side) {
-                    bound_at.insert(*n, a);
+                if let Some(a) = o.address() {
+                    bound_at.insert(side.meeting(), a);
                 }
                 openings.push(Some(o));
             }
@@ -293,7 +293,7 @@ fn side_label(side: Side) -> String {
     match side {
         Side::Accept(n) => format!("its end of channel {n} (accepting)"),
         Side::Connect(n) => format!("its end of channel {n} (connecting)"),
-        Side::Publish(n) => format!("topic {n} as its writer"),
+        Side::Publish { topic, .. } => format!("topic {topic} as its writer"),
         Side::Subscribe { topic, reader } => format!("topic {topic} as reader {reader}"),
     }
 }

@@ -502,7 +502,7 @@ pub fn notes(run: &RunResult, summaries: &[CaseSummary], width: Option<usize>) -
     if !fan_outs.is_empty() {
         let mut how = Vec::new();
         if fan_outs.iter().any(|f| f.contains("native")) {
-            how.push("a native fan-out writes every message once, into one ring that every subscriber reads");
+            how.push("a native fan-out hands each message to the transport once, which delivers it to every subscriber (shm: one ring they all read; a middleware: its own fan-out)");
         }
         if fan_outs.iter().any(|f| f.contains("copy")) {
             how.push("a copy per subscriber: each publisher writes every message to each subscriber's channel, in turn");

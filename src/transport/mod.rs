@@ -34,6 +34,8 @@ mod tcp;
 mod udp;
 mod uds;
 mod uds_dgram;
+#[cfg(feature = "zmq")]
+mod zmq;
 
 pub use fanout::CopyFanOut;
 pub use floor::{
@@ -57,6 +59,8 @@ pub static REGISTRY: &[&dyn Transport] = &[
     &shm::Shm,
     #[cfg(feature = "iceoryx2")]
     &iceoryx2::Iceoryx2,
+    #[cfg(feature = "zmq")]
+    &zmq::Zmq,
 ];
 
 /// Finds a transport by its CLI name.
@@ -118,18 +122,29 @@ pub enum Side {
     Accept(u32),
     /// The end of two-way channel `n` that reaches its peer.
     Connect(u32),
-    /// The one writer of topic `n` (a native fan-out).
-    Publish(u32),
+    /// The one writer of topic `topic`, which `readers` readers read (a native fan-out).
+    Publish { topic: u32, readers: u32 },
     /// Reader `reader` of topic `topic`.
     Subscribe { topic: u32, reader: u32 },
 }
 
 impl Side {
+    /// What both ends meet at: `channel N` or `topic N`, the key of an address its binding end
+    /// reported.
+    pub fn meeting(self) -> String {
+        match self {
+            Side::Accept(n) | Side::Connect(n) => format!("channel {n}"),
+            Side::Publish { topic: n, .. } | Side::Subscribe { topic: n, .. } => {
+                format!("topic {n}")
+            }
+        }
+    }
+
     /// The order in which a role finishes its ends: channels, then topics, by number.
     pub fn order(self) -> (u32, u32) {
         match self {
             Side::Accept(n) | Side::Connect(n) => (0, n),
-            Side::Publish(n) | Side::Subscribe { topic: n, .. } => (1, n),
+            Side::Publish { topic: n, .. } | Side::Subscribe { topic: n, .. } => (1, n),
         }
     }
 }
@@ -149,9 +164,9 @@ pub struct SetupPlan {
 pub struct Rendezvous {
     pub transport: String,
     pub place: Place,
-    /// Addresses that accepting ends reported when they bound (a port the kernel chose), by
-    /// channel.
-    pub bound: BTreeMap<u32, String>,
+    /// Addresses that binding ends (a channel's accepting end, a topic's writer) reported when
+    /// they bound (a port the kernel chose), by meeting point ([`Side::meeting`]).
+    pub bound: BTreeMap<String, String>,
 }
 
 impl Rendezvous {
@@ -163,12 +178,11 @@ impl Rendezvous {
         }
     }
 
-    /// The address channel `n`'s accepting end reported.
-    pub fn bound_at(&self, n: u32) -> Result<&str, TransportError> {
-        self.bound.get(&n).map(String::as_str).ok_or_else(|| {
-            TransportError::Refused(format!(
-                "channel {n}: its accepting end reported no address"
-            ))
+    /// The address that the binding end of `side`'s channel or topic reported.
+    pub fn bound_at(&self, side: Side) -> Result<&str, TransportError> {
+        let at = side.meeting();
+        self.bound.get(&at).map(String::as_str).ok_or_else(|| {
+            TransportError::Refused(format!("{at}: its binding end reported no address"))
         })
     }
 }
@@ -381,6 +395,31 @@ pub struct Capabilities {
     pub notices_closed_peer: bool,
     /// The transport allocates memory for every message (a copy the measurement pays for).
     pub allocates_per_message: bool,
+    /// Which way messages may go on a two-way channel.
+    pub exchange: Exchange,
+}
+
+/// Which way messages may go on a two-way channel: workloads refuse what they cannot run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Exchange {
+    /// Either end sends whenever it likes.
+    #[default]
+    Both,
+    /// Only the connecting end sends (ZeroMQ's PUSH to PULL).
+    OneWay,
+    /// A request, then its reply, strictly in turn (ZeroMQ's REQ and REP).
+    Alternate,
+}
+
+impl Exchange {
+    pub fn label(self) -> &'static str {
+        match self {
+            Exchange::Both => "either way at any time",
+            Exchange::OneWay => "one way only, from the connecting end",
+            Exchange::Alternate => "a request and its reply, strictly in turn",
+        }
+    }
 }
 
 /// How a transport carries out a case's [`Delivery`].

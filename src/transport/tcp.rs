@@ -49,11 +49,11 @@ impl Transport for Tcp {
         side: Side,
         _: &ChannelSpec,
     ) -> Result<Box<dyn Opening>, TransportError> {
-        let (n, accept) = channel_of(self.name(), side)?;
+        let (_, accept) = channel_of(self.name(), side)?;
         if !accept {
             return Ok(Box::new(Deferred(
                 move |at: &Rendezvous, spec: &ChannelSpec| {
-                    let address = at.bound_at(n)?;
+                    let address = at.bound_at(side)?;
                     let addr = resolve(address)?;
                     let s = TcpStream::connect_timeout(&addr, spec.timeout).map_err(|e| match e
                         .kind()

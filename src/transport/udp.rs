@@ -44,10 +44,10 @@ impl Transport for Udp {
         side: Side,
         _: &ChannelSpec,
     ) -> Result<Box<dyn Opening>, TransportError> {
-        let (n, accept) = channel_of(self.name(), side)?;
+        let (_, accept) = channel_of(self.name(), side)?;
         if !accept {
             return Ok(Box::new(Deferred(
-                move |at: &Rendezvous, spec: &ChannelSpec| connect(at.bound_at(n)?, spec),
+                move |at: &Rendezvous, spec: &ChannelSpec| connect(at.bound_at(side)?, spec),
             )));
         }
         let at = format!("{}:0", host_of(at)?);

@@ -23,7 +23,7 @@ mod stream;
 use crate::deadline::Deadline;
 use crate::measure::Recorder;
 use crate::result::{CaseConfig, FanOut, FloorKind, LatencyKind, Metric, RoleId, Wait};
-use crate::transport::{Capabilities, Endpoint, SetupPlan, Side, TransportError};
+use crate::transport::{Capabilities, Endpoint, Exchange, SetupPlan, Side, TransportError};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -211,6 +211,25 @@ pub(crate) fn check_common(case: &CaseConfig, caps: &Capabilities) -> Result<(),
         ));
     }
     Ok(())
+}
+
+/// Refuses a case whose messages must go a way the transport's channels do not carry.
+pub(crate) fn check_exchange(
+    case: &CaseConfig,
+    caps: &Capabilities,
+    fits: &[Exchange],
+    needs: &str,
+) -> Result<(), String> {
+    if fits.contains(&caps.exchange) {
+        return Ok(());
+    }
+    Err(format!(
+        "transport `{}` (with these options) carries messages {}, and {} {needs}: use other options or another transport (see `msgperf transports {}`)",
+        case.transport,
+        caps.exchange.label(),
+        case.workload,
+        case.transport
+    ))
 }
 
 /// Refuses publishers and subscribers for a workload of two roles.

@@ -3,12 +3,13 @@
 
 use super::message::{self, Outgoing, END, MEASURED};
 use super::{
-    check_common, check_two_roles, only_end, receive, receive_buffer, receive_in_place, two_roles,
-    RoleControl, RoleError, RoleSpec, Sent, StopRule, Topology, Workload,
+    check_common, check_exchange, check_two_roles, only_end, receive, receive_buffer,
+    receive_in_place, two_roles, RoleControl, RoleError, RoleSpec, Sent, StopRule, Topology,
+    Workload,
 };
 use crate::measure::{clock, Metric, Recorder};
 use crate::result::{CaseConfig, FloorKind, LatencyKind, RoleKind};
-use crate::transport::{Capabilities, Endpoint, TransportError};
+use crate::transport::{Capabilities, Endpoint, Exchange, TransportError};
 use std::sync::atomic::AtomicBool;
 
 pub struct PingPong;
@@ -28,6 +29,12 @@ impl Workload for PingPong {
     }
     fn check(&self, case: &CaseConfig, caps: &Capabilities) -> Result<(), String> {
         check_two_roles(case)?;
+        check_exchange(
+            case,
+            caps,
+            &[Exchange::Both, Exchange::Alternate],
+            "needs a reply to every message",
+        )?;
         check_common(case, caps)?;
         if case.rate_hz.is_some() {
             return Err("pingpong sends the next message when the reply comes: --rate applies to `stream` and `pubsub`; drop it".into());

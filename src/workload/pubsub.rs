@@ -6,10 +6,12 @@
 //! publisher's on a thread of its own, and its result is the sum of them.
 
 use super::stream::{read_stream, write_stream};
-use super::{check_common, RoleControl, RoleError, RoleSpec, Sent, Topology, Workload};
+use super::{
+    check_common, check_exchange, RoleControl, RoleError, RoleSpec, Sent, Topology, Workload,
+};
 use crate::measure::{Metric, Recorder};
 use crate::result::{CaseConfig, FanOut, FloorKind, LatencyKind, RoleId, RoleKind};
-use crate::transport::{Capabilities, CopyFanOut, Endpoint, SetupPlan, Side};
+use crate::transport::{Capabilities, CopyFanOut, Endpoint, Exchange, SetupPlan, Side};
 
 pub struct PubSub;
 
@@ -46,6 +48,14 @@ impl Workload for PubSub {
                 case.transport, caps.native_fan_out, case.subs
             ));
         }
+        if !native(case, caps) {
+            check_exchange(
+                case,
+                caps,
+                &[Exchange::Both, Exchange::OneWay],
+                "sends message after message with no reply",
+            )?;
+        }
         check_common(case, caps)
     }
     fn topology(&self, case: &CaseConfig, caps: &Capabilities) -> Topology {
@@ -54,7 +64,10 @@ impl Workload for PubSub {
         let publisher = |p: u32| RoleSpec {
             id: RoleId::nth(RoleKind::Publisher, p as usize),
             ends: if native {
-                vec![Side::Publish(p)]
+                vec![Side::Publish {
+                    topic: p,
+                    readers: subs,
+                }]
             } else {
                 (0..subs).map(|s| Side::Connect(p * subs + s)).collect()
             },

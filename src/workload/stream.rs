@@ -4,14 +4,15 @@
 
 use super::message::{self, Outgoing, ACK, END, HEADER, MEASURED};
 use super::{
-    check_common, check_two_roles, only_end, receive, receive_buffer, receive_in_place, two_roles,
-    RoleControl, RoleError, RoleSpec, Sent, StopRule, Topology, Workload,
+    check_common, check_exchange, check_two_roles, only_end, receive, receive_buffer,
+    receive_in_place, two_roles, RoleControl, RoleError, RoleSpec, Sent, StopRule, Topology,
+    Workload,
 };
 use crate::measure::integrity::{Arrival, SeqTracker};
 use crate::measure::pacing::{RealClock, Schedule};
 use crate::measure::{clock, Metric, Recorder};
 use crate::result::{CaseConfig, FloorKind, LatencyKind, RoleKind};
-use crate::transport::{Capabilities, Endpoint, TransportError};
+use crate::transport::{Capabilities, Endpoint, Exchange, TransportError};
 use std::sync::atomic::AtomicBool;
 
 pub struct Stream;
@@ -37,6 +38,21 @@ impl Workload for Stream {
     }
     fn check(&self, case: &CaseConfig, caps: &Capabilities) -> Result<(), String> {
         check_two_roles(case)?;
+        if case.confirm {
+            check_exchange(
+                case,
+                caps,
+                &[Exchange::Both, Exchange::Alternate],
+                "--confirm needs an acknowledgement of every message",
+            )?;
+        } else {
+            check_exchange(
+                case,
+                caps,
+                &[Exchange::Both, Exchange::OneWay],
+                "sends message after message with no reply",
+            )?;
+        }
         check_common(case, caps)
     }
     fn topology(&self, case: &CaseConfig, _: &Capabilities) -> Topology {

@@ -178,7 +178,9 @@ impl Transport for Shm {
         let prefix = Path::new(prefix);
         let (path, topic) = match side {
             Side::Accept(c) | Side::Connect(c) => (channel_path(prefix, c), false),
-            Side::Publish(t) | Side::Subscribe { topic: t, .. } => (topic_path(prefix, t), true),
+            Side::Publish { topic: t, .. } | Side::Subscribe { topic: t, .. } => {
+                (topic_path(prefix, t), true)
+            }
         };
         let map = map_segment(&path, &cfg, topic)?;
         let h = header(&map);
@@ -199,7 +201,7 @@ impl Transport for Shm {
                 claim(&h.side_pids[1], "side 1")?;
                 ShmOpening::Pair { side: 1 }
             }
-            Side::Publish(_) => {
+            Side::Publish { .. } => {
                 claim(&h.side_pids[0], "the writer's place")?;
                 ShmOpening::Writer
             }

@@ -1,0 +1,147 @@
+//! ZeroMQ's floor: the plainest ping-pong and stream loops over the same library and settings
+//! (pattern, endpoint, high-water mark) and nothing of msgperf: no framing, no header, no
+//! histogram. Side 0 binds and writes the address it got into a small memory file that both
+//! sides share; side 1 reads it and connects.
+
+use super::socket;
+use crate::sys;
+use crate::transport::floor::{
+    measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles,
+};
+use crate::transport::ChannelSpec;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+pub struct ZmqFloor;
+
+/// How long a side waits for the other (to start, to answer).
+const WAIT: Duration = Duration::from_secs(10);
+
+impl Floor for ZmqFloor {
+    fn make(&self, _: FloorLoop, _: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
+        let fd = sys::memfd(4096)?;
+        Ok([
+            FloorEnds::Fds(vec![fd.try_clone()?]),
+            FloorEnds::Fds(vec![fd]),
+        ])
+    }
+
+    fn run(
+        &self,
+        l: FloorLoop,
+        side: usize,
+        ends: FloorEnds,
+        size: usize,
+        roles: &FloorRoles,
+        stop: &AtomicBool,
+    ) -> std::io::Result<Option<FloorFigure>> {
+        let FloorEnds::Fds(mut fds) = ends else {
+            return Err(std::io::Error::other("the zmq floor shares a memory file"));
+        };
+        let shared = std::fs::File::from(fds.remove(0));
+        let spec = ChannelSpec {
+            options: roles.options.clone(),
+            timeout: WAIT,
+            poll: false,
+            max_message: size,
+            watched: false,
+        };
+        let pattern = roles.options.get("pattern").map_or("pair", String::as_str);
+        let kind = match (l, pattern, side) {
+            (FloorLoop::PingPong, "req-rep", 0) => zmq::REQ,
+            (FloorLoop::PingPong, "req-rep", _) => zmq::REP,
+            (FloorLoop::Stream, "push-pull", 0) => zmq::PULL,
+            (FloorLoop::Stream, "push-pull", _) => zmq::PUSH,
+            _ => zmq::PAIR,
+        };
+        let s = socket(kind, &spec).map_err(std::io::Error::other)?;
+        let io = |e: zmq::Error| std::io::Error::other(format!("zmq floor: {e}"));
+        if side == 0 {
+            let at = if roles.options.get("endpoint").is_some_and(|e| e == "ipc") {
+                // An abstract unix socket: no file to remove.
+                format!("ipc://@msgperf-floor-{}", crate::transport::fresh_name())
+            } else {
+                "tcp://127.0.0.1:*".to_string()
+            };
+            s.bind(&at).map_err(io)?;
+            let bound = s
+                .get_last_endpoint()
+                .map_err(io)?
+                .map_err(|_| std::io::Error::other("a bound address that is not text"))?;
+            shared.write_at(format!("{bound}\n").as_bytes(), 0)?;
+        } else {
+            let deadline = crate::deadline::Deadline::after(WAIT);
+            let mut got = [0u8; 4096];
+            let at = loop {
+                let n = shared.read_at(&mut got, 0)?;
+                if let Some(end) = got[..n].iter().position(|&b| b == b'\n') {
+                    break String::from_utf8_lossy(&got[..end]).to_string();
+                }
+                if deadline.expired() {
+                    return Err(std::io::Error::other("the floor's side 0 never bound"));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            };
+            s.connect(&at).map_err(io)?;
+        }
+        let mut buf = vec![7u8; size];
+        // A message of no bytes ends a loop.
+        let done = |buf: &[u8], n: usize| n == 0 || buf.is_empty();
+        match (l, side) {
+            (FloorLoop::PingPong, 0) => {
+                let f = measure_round_trips(roles, stop, || {
+                    s.send(&buf[..], 0).is_ok() && s.recv_into(&mut buf, 0).is_ok_and(|n| n == size)
+                });
+                let _ = s.send(&[][..], 0);
+                f.map(Some)
+            }
+            (FloorLoop::PingPong, _) => {
+                while let Ok(n) = s.recv_into(&mut buf, 0) {
+                    if done(&buf, n) || s.send(&buf[..n.min(size)], 0).is_err() {
+                        break;
+                    }
+                }
+                Ok(None)
+            }
+            (FloorLoop::Stream, 0) => {
+                let warm = roles.warmup.as_nanos() as u64;
+                let (mut first, mut start, mut last, mut msgs) = (0u64, 0u64, 0u64, 0u64);
+                while !stop.load(Ordering::Relaxed) {
+                    match s.recv_into(&mut buf, 0) {
+                        Ok(n) if !done(&buf, n) => {}
+                        _ => break,
+                    }
+                    let now = sys::monotonic_ns();
+                    if first == 0 {
+                        first = now;
+                    }
+                    if now >= first + warm {
+                        if msgs == 0 {
+                            start = now;
+                        }
+                        last = now;
+                        msgs += 1;
+                    }
+                }
+                // The first measured read opens the window; the ones after it are inside it.
+                let msgs = msgs.saturating_sub(1);
+                Ok(Some(stream_figure(
+                    msgs,
+                    msgs * size as u64,
+                    last.saturating_sub(start),
+                )))
+            }
+            (FloorLoop::Stream, _) => {
+                let end = sys::monotonic_ns() + (roles.warmup + roles.duration).as_nanos() as u64;
+                while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
+                    if s.send(&buf[..], 0).is_err() {
+                        break;
+                    }
+                }
+                let _ = s.send(&[][..], 0);
+                Ok(None)
+            }
+        }
+    }
+}
