@@ -6,13 +6,24 @@ ping-pong (64 B and 4 KiB) and stream (64 B and 64 KiB) each divided by the floo
 measures in the same invocation, the plainest loop written with the same client library and the
 same settings (so `/ floor` is what the harness costs on that middleware). Where the middleware
 has a tool of its own with the same work and a distribution (Cyclone's ddsperf), it is run too
-and compared; ZeroMQ's and Zenoh's own tools print no distribution, so their floor loops stand
-for them.
+and compared (its ping/pong round trip against msgperf's ping-pong, its pub/sub rate against
+msgperf's stream); ZeroMQ's, Zenoh's and gRPC's own tools print no distribution (or need a server
+of their own), so their floor loops stand for them. NATS and Redis run through the broker that
+msgperf starts per case (nats-server, redis-server); `nats bench` and `redis-benchmark` are not
+run here yet.
 With --repeat N the whole sweep runs N times and each ratio is the median of the N (range).
-Usage: bench/middlewares.py [--transports zmq] [--duration 2] [--placement cross-cpu,same-cpu]
-                            [--repeat 1] [--msgperf PATH]
+
+DDS: Cyclone's own ddsperf, built from the very Cyclone source that the `dds` adapter links
+(cyclors' bundled copy, with cmake: about 3 minutes once, kept in target/ddsperf), or with
+--ddsperf PATH any other (Debian's cyclonedds-tools ships 0.10). ddsperf ping/pong prints half
+the round trip; it is doubled here. Both run pinned like msgperf's roles (taskset), with the same
+loopback-only configuration (CYCLONEDDS_URI), a waitset on each side and ddsperf's QoS (RELIABLE,
+KEEP_LAST 1: msgperf with --opt history=keep-last-1).
+
+Usage: bench/middlewares.py [--transports zmq,dds,zenoh,grpc,nats,redis] [--duration 2] [--placement cross-cpu,same-cpu]
+                            [--repeat 1] [--msgperf PATH] [--ddsperf PATH]
 """
-import argparse, json, os, statistics, subprocess, sys, tempfile
+import argparse, glob, json, os, re, statistics, subprocess, sys, tempfile, time
 
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(here)
@@ -24,18 +35,22 @@ def sh(args):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--transports", default="zmq")
+    ap.add_argument("--transports", default="zmq,dds,zenoh,grpc,nats,redis")
     ap.add_argument("--duration", default="2")
     ap.add_argument("--placement", default="cross-cpu,same-cpu")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--msgperf", help="the msgperf binary (default: build this tree with every middleware)")
+    ap.add_argument("--ddsperf", help="Cyclone's ddsperf (default: build it from the source the adapter links)")
     a = ap.parse_args()
     msgperf = a.msgperf
     if not msgperf:
         sh(["cargo", "build", "--release", "--quiet", "--features", "all-middlewares",
             "--manifest-path", os.path.join(root, "Cargo.toml")])
         msgperf = os.path.join(root, "target", "release", "msgperf")
-    runs = [sweep(a, msgperf) for _ in range(a.repeat)]
+    ddsperf = None
+    if "dds" in a.transports.split(","):
+        ddsperf = a.ddsperf or build_ddsperf()
+    runs = [sweep(a, msgperf, ddsperf) for _ in range(a.repeat)]
 
     def fig(values, fmt):
         mid = fmt.format(statistics.median(values))
@@ -45,6 +60,8 @@ def main():
     print(" | ".join(head))
     print(" | ".join("---" for _ in head))
     for i, r in enumerate(runs[0]):
+        if r["workload"].startswith("ddsperf"):
+            continue
         rs = [run[i] for run in runs]
         unit = "us p50" if r["workload"] == "pingpong" else "MiB/s"
         print(" | ".join([r["transport"], r["placement"], r["workload"], str(r["size"]),
@@ -53,28 +70,156 @@ def main():
                           fig([x["ratio"] for x in rs], "{:.2f}x")]))
     print("\nping-pong: p50 / floor p50 (lower is better); stream: MiB/s / floor MiB/s (higher is better)."
           + (f" Median of {a.repeat} runs (range)." if a.repeat > 1 else ""))
+    against = [i for i, r in enumerate(runs[0]) if r["workload"] == "ddsperf"]
+    if against:
+        print(f"\nDDS ping-pong against Cyclone's own tool ({ddsperf_version(ddsperf)}):\n")
+        head = ("placement", "size [B]", "msgperf p50 round trip", "ddsperf p50 round trip (2 x its half)", "msgperf / ddsperf")
+        print(" | ".join(head))
+        print(" | ".join("---" for _ in head))
+        for i in against:
+            rs = [run[i] for run in runs]
+            r = rs[0]
+            print(" | ".join([r["placement"], str(r["size"]),
+                              fig([x["ours"] for x in rs], "{:.2f}") + " us",
+                              fig([x["tool"] for x in rs], "{:.2f}") + " us",
+                              fig([x["ratio"] for x in rs], "{:.2f}x")]))
+    against = [i for i, r in enumerate(runs[0]) if r["workload"] == "ddsperf-rate"]
+    if against:
+        print("\nDDS stream (msgperf) against ddsperf pub and sub, messages received/s:\n")
+        head = ("placement", "size [B]", "msgperf msgs/s", "ddsperf sub samples/s", "msgperf / ddsperf")
+        print(" | ".join(head))
+        print(" | ".join("---" for _ in head))
+        for i in against:
+            rs = [run[i] for run in runs]
+            r = rs[0]
+            print(" | ".join([r["placement"], str(r["size"]),
+                              fig([x["ours"] for x in rs], "{:.0f}"),
+                              fig([x["tool"] for x in rs], "{:.0f}"),
+                              fig([x["ratio"] for x in rs], "{:.2f}x")]))
 
 
-def sweep(a, msgperf):
+def sweep(a, msgperf, ddsperf):
     rows = []
     for placement in a.placement.split(","):
         for t in a.transports.split(","):
             for workload, sizes in (("pingpong", "64,4k"), ("stream", "64,64k")):
-                with tempfile.NamedTemporaryFile(suffix=".json") as f:
-                    sh([msgperf, "run", workload, "-t", t, "--size", sizes, "--duration", a.duration + "s",
-                        "--placement", placement, "--json", f.name])
-                    cases = json.load(open(f.name))["cases"]
-                for c in cases:
+                for c in cases(msgperf, a, workload, t, sizes, placement):
                     s = c["summary"]
                     if workload == "pingpong":
                         ours, floor = s["latency"]["p50_ns"] / 1e3, s["floor_p50_ns"] / 1e3
-                        ratio = ours / floor
                     else:
                         ours, floor = s["mib_per_s"], s["floor_mib_per_s"]
-                        ratio = ours / floor
                     rows.append(dict(transport=t, placement=placement, workload=workload,
-                                     size=c["config"]["size_bytes"], ours=ours, floor=floor, ratio=ratio))
+                                     size=c["config"]["size_bytes"], ours=ours, floor=floor, ratio=ours / floor))
+                    if t == "dds" and workload == "stream" and ddsperf:
+                        # ddsperf pub/sub: RELIABLE, KEEP_ALL (its default), as msgperf's stream.
+                        size = c["config"]["size_bytes"]
+                        tool = ddsperf_rate(ddsperf, placement, size, a.duration)
+                        rows.append(dict(transport=t, placement=placement, workload="ddsperf-rate",
+                                         size=size, ours=s["msgs_per_s"], tool=tool,
+                                         ratio=s["msgs_per_s"] / tool))
+            if t == "dds" and ddsperf:
+                # ddsperf's ping and pong are RELIABLE with KEEP_LAST 1: msgperf runs the same QoS.
+                for c in cases(msgperf, a, "pingpong", t, "64,4k", placement,
+                               ["--opt", "history=keep-last-1", "--no-floor"]):
+                    size = c["config"]["size_bytes"]
+                    ours = c["summary"]["latency"]["p50_ns"] / 1e3
+                    tool = ddsperf_rtt(ddsperf, placement, size, a.duration)
+                    rows.append(dict(transport=t, placement=placement, workload="ddsperf",
+                                     size=size, ours=ours, tool=tool, ratio=ours / tool))
     return rows
+
+
+def cases(msgperf, a, workload, t, sizes, placement, extra=()):
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        sh([msgperf, "run", workload, "-t", t, "--size", sizes, "--duration", a.duration + "s",
+            "--placement", placement, "--json", f.name, *extra])
+        return json.load(open(f.name))["cases"]
+
+
+def cyclone_source():
+    meta = json.loads(sh(["cargo", "metadata", "--format-version", "1", "--features", "dds",
+                          "--manifest-path", os.path.join(root, "Cargo.toml")]))
+    for p in meta["packages"]:
+        if p["name"] == "cyclors":
+            return os.path.join(os.path.dirname(p["manifest_path"]), "cyclonedds")
+    sys.exit("cyclors is not among the dependencies: is the `dds` feature in Cargo.toml?")
+
+
+def build_ddsperf():
+    out = os.path.join(root, "target", "ddsperf")
+    exe = glob.glob(os.path.join(out, "**", "bin", "ddsperf"), recursive=True)
+    if exe:
+        return exe[0]
+    src = cyclone_source()
+    print(f"building ddsperf from {src} (once) ...", file=sys.stderr)
+    sh(["cmake", "-S", src, "-B", out, "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_IDLC=ON",
+        "-DBUILD_DDSPERF=ON", "-DBUILD_EXAMPLES=OFF", "-DBUILD_TESTING=OFF", "-DENABLE_SSL=NO",
+        "-DENABLE_SECURITY=NO", "-DENABLE_ICEORYX=NO", "-DENABLE_SHM=NO"])
+    sh(["cmake", "--build", out, "--target", "ddsperf", "-j", str(os.cpu_count() or 2)])
+    exe = glob.glob(os.path.join(out, "**", "bin", "ddsperf"), recursive=True)
+    if not exe:
+        sys.exit(f"ddsperf did not build in {out}")
+    return exe[0]
+
+
+def ddsperf_version(ddsperf):
+    if ddsperf.startswith(os.path.join(root, "target")):
+        src = cyclone_source()
+        v = re.search(r"<version>([^<]+)</version>", open(os.path.join(src, "package.xml")).read())
+        return f"ddsperf built from cyclors' Cyclone DDS {v.group(1) if v else '?'}, the adapter's own"
+    return f"{ddsperf}"
+
+
+# The adapter's configuration: loopback only, no multicast, unicast discovery, a private tag.
+CYCLONE_XML = ("<CycloneDDS><Domain id=\"any\"><General><Interfaces><NetworkInterface name=\"lo\"/>"
+               "</Interfaces><AllowMulticast>false</AllowMulticast></General><Discovery><Tag>{tag}</Tag>"
+               "<ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>60</MaxAutoParticipantIndex>"
+               "<Peers><Peer address=\"127.0.0.1\"/></Peers></Discovery></Domain></CycloneDDS>")
+
+
+def ddsperf_rtt(ddsperf, placement, size, duration):
+    """ddsperf ping/pong's round trip p50 in us: twice the median of its per-second 50% lines."""
+    cpus = ("0", "0") if placement == "same-cpu" else ("0", "1")
+    env = dict(os.environ, CYCLONEDDS_URI=CYCLONE_XML.format(tag=f"ddsperf-{os.getpid()}-{time.time_ns()}"))
+    secs = str(max(3, int(float(duration)) + 2))
+    # KS (the default topic) carries seq, key and a sequence of octets, and its size counts all
+    # 12 bytes of them; msgperf's type adds 20 bytes (seq, stamp, length) to a message. So the
+    # same serialized size is msgperf's + 20.
+    pong = subprocess.Popen(["taskset", "-c", cpus[1], ddsperf, "-D", str(int(secs) + 2), "pong", "waitset"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        out = subprocess.run(["taskset", "-c", cpus[0], ddsperf, "-D", secs, "ping", "size", str(size + 20), "waitset"],
+                             env=env, capture_output=True, text=True, timeout=int(secs) + 30).stdout
+    finally:
+        pong.kill()
+        pong.wait()
+    halves = [float(m.group(1)) for m in re.finditer(r" 50% ([0-9.]+)us", out)]
+    if len(halves) < 2:
+        sys.exit(f"ddsperf printed no round trips:\n{out}")
+    # The first second holds discovery and warm-up.
+    return 2 * statistics.median(halves[1:])
+
+
+def ddsperf_rate(ddsperf, placement, size, duration):
+    """ddsperf pub (as fast as it can) to sub (waitset): the median of its per-second rates, in samples/s."""
+    cpus = ("0", "0") if placement == "same-cpu" else ("0", "1")
+    env = dict(os.environ, CYCLONEDDS_URI=CYCLONE_XML.format(tag=f"ddsperf-{os.getpid()}-{time.time_ns()}"))
+    secs = str(max(3, int(float(duration)) + 2))
+    # The same serialized size as msgperf's message (see ddsperf_rtt).
+    pub = subprocess.Popen(["taskset", "-c", cpus[0], ddsperf, "-D", str(int(secs) + 2), "pub", "size", str(size + 20)],
+                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        out = subprocess.run(["taskset", "-c", cpus[1], ddsperf, "-D", secs, "sub", "waitset"],
+                             env=env, capture_output=True, text=True, timeout=int(secs) + 30).stdout
+    finally:
+        pub.kill()
+        pub.wait()
+    rates = [float(m.group(1)) * 1e3 for m in re.finditer(r" rate ([0-9.]+) kS/s", out)]
+    if len(rates) < 2:
+        sys.exit(f"ddsperf sub printed no rates:\n{out}")
+    # The first second holds discovery and warm-up.
+    return statistics.median(rates[1:])
 
 
 if __name__ == "__main__":

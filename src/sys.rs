@@ -69,6 +69,12 @@ pub fn thread_usage() -> Usage {
     u
 }
 
+/// CPU time (user + system) of this process, every thread.
+pub fn process_cpu_ns() -> u64 {
+    let s = usage(libc::RUSAGE_SELF);
+    s.user_ns + s.sys_ns
+}
+
 /// CPU time (user + system) of this process and of its children that were waited for.
 pub fn process_and_children_cpu_ns() -> u64 {
     let s = usage(libc::RUSAGE_SELF);
@@ -249,6 +255,66 @@ pub fn role_command(cmd: &mut std::process::Command, fds: &[RawFd]) {
         });
     }
 }
+
+/// Configures a service's command (a broker the case starts): it dies with the thread that
+/// spawns it, does not take the terminal's Ctrl-C, and runs on `cpu` if given (its threads
+/// inherit that).
+pub fn service_command(cmd: &mut std::process::Command, cpu: Option<usize>) {
+    use std::os::unix::process::CommandExt;
+    cmd.process_group(0);
+    // SAFETY: between fork and exec only async-signal-safe calls are made (prctl,
+    // sched_setaffinity) on a set built on the stack, and nothing is allocated.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if let Some(cpu) = cpu {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(cpu, &mut set);
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
+/// CPU time, context switches, peak memory and current CPU of another process, summed over its
+/// threads (/proc/PID/stat and status): what the runner measures of a broker.
+pub fn process_usage(pid: u32) -> Option<(Usage, Option<usize>)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the name: state is field 3, utime 14, stime 15, processor 39.
+    let rest: Vec<&str> = stat.rsplit_once(") ")?.1.split_whitespace().collect();
+    let field = |n: usize| rest.get(n - 3).and_then(|f| f.parse::<u64>().ok());
+    let tick_ns = 1_000_000_000 / clock_ticks_per_s();
+    let mut u = Usage {
+        user_ns: field(14)? * tick_ns,
+        sys_ns: field(15)? * tick_ns,
+        ..Usage::default()
+    };
+    let status = |path: std::path::PathBuf, key: &str| -> u64 {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix(key))
+                    .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            })
+            .unwrap_or(0)
+    };
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+    {
+        u.voluntary_switches += status(task.path().join("status"), "voluntary_ctxt_switches:");
+        u.involuntary_switches += status(task.path().join("status"), "nonvoluntary_ctxt_switches:");
+    }
+    u.max_rss_kib = status(format!("/proc/{pid}/status").into(), "VmHWM:");
+    Some((u, field(39).map(|c| c as usize)))
+}
+
 /// read(2) as a bare system call, for the transports and the floor loops alike. glibc's
 /// `read` is a cancellation point: in a process with more than one thread (msgperf's are) it
 /// wraps every call in two atomic operations for a thread cancellation msgperf never uses,

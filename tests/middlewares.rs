@@ -5,7 +5,10 @@
 //! contract itself is `tests/conformance.rs`, generated for every registry entry.
 
 // Without a middleware feature the helpers have no caller.
-#![cfg_attr(not(feature = "zmq"), allow(dead_code))]
+#![cfg_attr(
+    not(any(feature = "zmq", feature = "dds", feature = "zenoh", feature = "grpc")),
+    allow(dead_code)
+)]
 
 mod support;
 
@@ -270,6 +273,598 @@ mod zmq {
         refused(
             &["run", "pingpong", "-t", "zmq", "--opt", "hwm=many"],
             "--opt hwm=many",
+        );
+    }
+}
+
+#[cfg(feature = "dds")]
+mod dds {
+    use super::*;
+
+    #[test]
+    fn dds_counts_every_message_with_a_waitset_and_with_a_listener() {
+        exact_counts("dds", &[]);
+        exact_counts("dds", &["--opt", "read=listener"]);
+    }
+
+    #[test]
+    fn dds_pubsub_fans_out_without_loss_and_counts_what_best_effort_overwrites() {
+        pubsub_loses_nothing("dds", &[]);
+        // A slow subscriber whose reader keeps the last 4 samples: the older unread ones are
+        // overwritten, and each is counted.
+        let dir = temp_dir();
+        let r = result_of(
+            &[
+                "run",
+                "pubsub",
+                "-t",
+                "dds",
+                "--subs",
+                "2",
+                "--size",
+                "1000",
+                "--duration",
+                "500ms",
+                "--warmup",
+                "0s",
+                "--delivery",
+                "best-effort",
+                "--slow-subscriber",
+                "2ms",
+                "--opt",
+                "history=keep-last-4",
+                "--no-floor",
+            ],
+            &dir.path().join("best-effort.json"),
+        );
+        let c = &r.cases[0];
+        assert_eq!(c.error, None);
+        assert!(!c.config.strict);
+        let sent = c.roles[0].counters.messages_sent;
+        let slow = &c.roles[1].counters;
+        assert!(
+            slow.overwritten + slow.lost > 0,
+            "the slow subscriber missed nothing: {slow:?}"
+        );
+        assert_eq!(
+            slow.messages_received + slow.overwritten + slow.lost,
+            sent,
+            "{slow:?}"
+        );
+    }
+
+    #[test]
+    fn dds_a_killed_peer_ends_the_case_within_the_timeout() {
+        killed_peer_ends_the_case("dds", &[]);
+    }
+
+    #[test]
+    fn dds_refuses_what_its_qos_cannot_promise() {
+        refused(
+            &[
+                "run",
+                "stream",
+                "-t",
+                "dds",
+                "--delivery",
+                "reliable",
+                "--history",
+                "latest",
+            ],
+            "overwrites unread samples",
+        );
+        refused(
+            &[
+                "run",
+                "stream",
+                "-t",
+                "dds",
+                "--delivery",
+                "reliable",
+                "--opt",
+                "reliability=best-effort",
+            ],
+            "drop one of them",
+        );
+        refused(
+            &["run", "stream", "-t", "dds", "--opt", "history=keep-last-0"],
+            "keep-last-N",
+        );
+    }
+}
+
+#[cfg(feature = "zenoh")]
+mod zenoh {
+    use super::*;
+
+    fn zenoh_files() -> Vec<String> {
+        std::fs::read_dir("/dev/shm")
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .filter(|n| n.ends_with(".zenoh"))
+            .collect()
+    }
+
+    #[test]
+    fn zenoh_counts_every_message_over_tcp_unix_sockets_and_shared_memory() {
+        exact_counts("zenoh", &[]);
+        exact_counts("zenoh", &["--opt", "endpoint=unix"]);
+        exact_counts("zenoh", &["--opt", "shm=true"]);
+    }
+
+    #[test]
+    fn zenoh_pubsub_fans_out_without_loss_and_counts_best_effort_drops() {
+        pubsub_loses_nothing("zenoh", &[]);
+        // A slow subscriber with a small queue: its link backs up, the publisher's put finds
+        // the transmit queue full and drops, and the subscriber counts every drop.
+        let dir = temp_dir();
+        let r = result_of(
+            &[
+                "run",
+                "pubsub",
+                "-t",
+                "zenoh",
+                "--subs",
+                "2",
+                "--size",
+                "16k",
+                "--duration",
+                "1s",
+                "--warmup",
+                "0s",
+                "--delivery",
+                "best-effort",
+                "--slow-subscriber",
+                "2ms",
+                "--opt",
+                "queue=4",
+                "--no-floor",
+            ],
+            &dir.path().join("best-effort.json"),
+        );
+        let c = &r.cases[0];
+        assert_eq!(c.error, None);
+        assert!(!c.config.strict);
+        let sent = c.roles[0].counters.messages_sent;
+        let slow = &c.roles[1].counters;
+        assert!(slow.lost > 0, "the slow subscriber lost nothing: {slow:?}");
+        assert_eq!(slow.messages_received + slow.lost, sent, "{slow:?}");
+    }
+
+    #[test]
+    fn zenoh_a_killed_peer_ends_the_case_and_leaves_no_segment() {
+        killed_peer_ends_the_case("zenoh", &[]);
+        killed_peer_ends_the_case("zenoh", &["--opt", "shm=true"]);
+        let left = zenoh_files();
+        // Another zenoh program may be running: only a leftover of a dead process is a leak.
+        for f in &left {
+            let path = format!("/dev/shm/{f}");
+            let mapped = std::fs::read_dir("/proc").unwrap().flatten().any(|p| {
+                std::fs::read_to_string(p.path().join("maps")).is_ok_and(|m| m.contains(&path))
+            });
+            assert!(mapped, "{path} was left behind");
+        }
+    }
+
+    #[test]
+    fn zenoh_refuses_what_it_cannot_promise() {
+        refused(
+            &[
+                "run",
+                "stream",
+                "-t",
+                "zenoh",
+                "--delivery",
+                "reliable",
+                "--history",
+                "latest",
+            ],
+            "cannot be --delivery reliable",
+        );
+        refused(
+            &[
+                "run",
+                "stream",
+                "-t",
+                "zenoh",
+                "--delivery",
+                "reliable",
+                "--opt",
+                "congestion=drop",
+            ],
+            "drop one of them",
+        );
+        refused(
+            &["run", "stream", "-t", "zenoh", "--opt", "queue=0"],
+            "--opt queue=0",
+        );
+    }
+}
+
+#[cfg(feature = "grpc")]
+mod grpc {
+    use super::*;
+
+    #[test]
+    fn grpc_counts_every_message_in_unary_calls_and_client_streams() {
+        exact_counts("grpc", &[]);
+        // A stream with acknowledgements runs on a bidirectional stream.
+        let dir = temp_dir();
+        let r = result_of(
+            &[
+                "run",
+                "stream",
+                "-t",
+                "grpc",
+                "--confirm",
+                "--count",
+                "2000",
+                "--warmup",
+                "20ms",
+                "--checksum",
+                "--no-floor",
+            ],
+            &dir.path().join("confirm.json"),
+        );
+        let c = &r.cases[0];
+        assert_eq!(c.error, None);
+        assert_eq!(c.roles[1].counters.messages_received, 2000);
+    }
+
+    #[test]
+    fn grpc_pubsub_server_streams_lose_nothing() {
+        pubsub_loses_nothing("grpc", &[]);
+    }
+
+    #[test]
+    fn grpc_a_killed_peer_ends_the_case_within_the_timeout() {
+        killed_peer_ends_the_case("grpc", &[]);
+    }
+
+    #[test]
+    fn grpc_says_it_never_drops_and_refuses_a_latest_value() {
+        let dir = temp_dir();
+        let r = result_of(
+            &[
+                "run",
+                "stream",
+                "-t",
+                "grpc",
+                "--delivery",
+                "best-effort",
+                "--count",
+                "500",
+                "--no-floor",
+            ],
+            &dir.path().join("best-effort.json"),
+        );
+        let c = &r.cases[0];
+        assert_eq!(c.error, None);
+        assert!(
+            c.config
+                .delivery_mapping
+                .iter()
+                .any(|s| s.value == "never drops"),
+            "{:?}",
+            c.config.delivery_mapping
+        );
+        assert_eq!(c.roles[1].counters.lost, 0);
+        refused(
+            &["run", "stream", "-t", "grpc", "--history", "latest"],
+            "fifo only",
+        );
+    }
+}
+
+/// The broker msgperf `pid` started for its case: a child (of any of its threads) running
+/// `program`.
+fn broker_of(pid: u32, program: &str) -> u32 {
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten();
+        let found = tasks
+            .flatten()
+            .flat_map(|t| {
+                std::fs::read_to_string(t.path().join("children"))
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok())
+                    .collect::<Vec<_>>()
+            })
+            .find(|c| {
+                std::fs::read_to_string(format!("/proc/{c}/cmdline"))
+                    .unwrap_or_default()
+                    .contains(program)
+            });
+        if let Some(c) = found {
+            return c;
+        }
+        assert!(Instant::now() < end, "msgperf never started {program}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A broker killed (SIGKILL) or stopped (SIGSTOP) mid-run ends the case within the timeout,
+/// naming the broker; what was measured until then is kept, and no broker process or
+/// directory is left.
+fn broker_fault_ends_the_case(transport: &str, program: &str, sig: i32) {
+    let dir = temp_dir();
+    let json = dir.path().join("r.json");
+    let child = spawn(&[
+        "run",
+        "pingpong",
+        "-t",
+        transport,
+        "--duration",
+        "60s",
+        "--warmup",
+        "0s",
+        "--timeout",
+        "3s",
+        "--no-floor",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let pid = child.id();
+    let broker = broker_of(pid, program);
+    wait_for_role(pid, "responder");
+    std::thread::sleep(Duration::from_millis(800));
+    let start = Instant::now();
+    signal(broker, sig);
+    let out = wait_output(child, Duration::from_secs(60));
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{transport}: {err}");
+    assert!(
+        start.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(err.contains("broker"), "{err}");
+    let r: RunResult = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(r.cases[0].roles[0].counters.messages_sent > 100, "{err}");
+    assert!(!alive(broker), "{program} {broker} is still there");
+    assert_eq!(leftovers_of(pid), Vec::<String>::new());
+}
+
+/// The broker is a role of the case: pinned with the non-driving roles, its CPU measured over
+/// the messages the driving roles sent through it.
+fn broker_is_measured(r: &RunResult) {
+    for c in &r.cases {
+        let b = c
+            .roles
+            .iter()
+            .find(|r| r.role.kind == msgperf::result::RoleKind::Broker)
+            .expect("a broker role");
+        assert_eq!(b.error, None);
+        assert!(b.counters.relayed > 0, "{:?}", b.counters);
+        assert!(b.measured_ns > 0);
+        assert!(b.cpu.user_ns + b.cpu.sys_ns > 0, "{:?}", b.cpu);
+        if let Some(cpu) = c.config.cpus.1 {
+            assert_eq!(b.cpus_seen, vec![cpu], "pinned with the others");
+        }
+    }
+}
+
+#[cfg(feature = "nats")]
+mod nats {
+    use super::*;
+
+    #[test]
+    fn nats_counts_every_message_through_its_own_server() {
+        exact_counts("nats", &[]);
+    }
+
+    #[test]
+    fn nats_pubsub_fans_out_without_loss_measures_the_broker_and_counts_slow_consumer_drops() {
+        pubsub_loses_nothing("nats", &[]);
+        let dir = temp_dir();
+        let r = result_of(
+            &[
+                "run",
+                "pubsub",
+                "-t",
+                "nats",
+                "--subs",
+                "2",
+                "--size",
+                "1000",
+                "--rate",
+                "1khz",
+                "--count",
+                "500",
+                "--warmup",
+                "0s",
+                "--no-floor",
+            ],
+            &dir.path().join("measured.json"),
+        );
+        broker_is_measured(&r);
+        // A slow subscriber behind a small client queue: the client drops (a slow consumer),
+        // and the subscriber counts every message it missed.
+        let r = result_of(
+            &[
+                "run",
+                "pubsub",
+                "-t",
+                "nats",
+                "--subs",
+                "2",
+                "--size",
+                "1000",
+                "--duration",
+                "500ms",
+                "--warmup",
+                "0s",
+                "--delivery",
+                "best-effort",
+                "--slow-subscriber",
+                "2ms",
+                "--opt",
+                "capacity=10",
+                "--no-floor",
+            ],
+            &dir.path().join("best-effort.json"),
+        );
+        let c = &r.cases[0];
+        assert_eq!(c.error, None);
+        let sent = c.roles[0].counters.messages_sent;
+        let slow = &c.roles[1].counters;
+        assert!(slow.lost > 0, "the slow subscriber lost nothing: {slow:?}");
+        assert_eq!(slow.messages_received + slow.lost, sent, "{slow:?}");
+    }
+
+    #[test]
+    fn nats_a_killed_peer_or_broker_ends_the_case_within_the_timeout() {
+        killed_peer_ends_the_case("nats", &[]);
+        broker_fault_ends_the_case("nats", "nats-server", libc::SIGKILL);
+        broker_fault_ends_the_case("nats", "nats-server", libc::SIGSTOP);
+    }
+
+    #[test]
+    fn nats_names_a_server_that_is_not_there() {
+        let out = run(
+            &[
+                "run",
+                "pingpong",
+                "-t",
+                "nats",
+                "--opt",
+                "broker=nats://127.0.0.1:1",
+                "--timeout",
+                "2s",
+                "--no-floor",
+            ],
+            Duration::from_secs(60),
+        );
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("is nats-server running there?"), "{err}");
+        refused(
+            &["run", "pingpong", "-t", "nats", "--opt", "broker=localhost"],
+            "nats://",
+        );
+        refused(
+            &["run", "stream", "-t", "nats", "--history", "latest"],
+            "fifo only",
+        );
+    }
+}
+
+#[cfg(feature = "redis")]
+mod redis {
+    use super::*;
+
+    #[test]
+    fn redis_counts_every_message_in_pubsub_and_streams_modes() {
+        exact_counts("redis", &[]);
+        exact_counts("redis", &["--opt", "mode=streams"]);
+    }
+
+    #[test]
+    fn redis_pubsub_fans_out_without_loss_measures_the_broker_and_counts_trimmed_entries() {
+        pubsub_loses_nothing("redis", &[]);
+        pubsub_loses_nothing("redis", &["--opt", "mode=streams"]);
+        let dir = temp_dir();
+        let r = result_of(
+            &[
+                "run",
+                "pubsub",
+                "-t",
+                "redis",
+                "--subs",
+                "2",
+                "--size",
+                "1000",
+                "--rate",
+                "1khz",
+                "--count",
+                "500",
+                "--warmup",
+                "0s",
+                "--no-floor",
+            ],
+            &dir.path().join("measured.json"),
+        );
+        broker_is_measured(&r);
+        // A slow reader of a short stream: entries are trimmed before it reads them, and it
+        // counts every one it missed.
+        let r = result_of(
+            &[
+                "run",
+                "pubsub",
+                "-t",
+                "redis",
+                "--subs",
+                "2",
+                "--size",
+                "1000",
+                "--duration",
+                "500ms",
+                "--warmup",
+                "0s",
+                "--delivery",
+                "best-effort",
+                "--slow-subscriber",
+                "2ms",
+                "--opt",
+                "mode=streams",
+                "--opt",
+                "maxlen=10",
+                "--no-floor",
+            ],
+            &dir.path().join("best-effort.json"),
+        );
+        let c = &r.cases[0];
+        assert_eq!(c.error, None);
+        let sent = c.roles[0].counters.messages_sent;
+        let slow = &c.roles[1].counters;
+        assert!(slow.lost > 0, "the slow subscriber lost nothing: {slow:?}");
+        assert_eq!(slow.messages_received + slow.lost, sent, "{slow:?}");
+    }
+
+    #[test]
+    fn redis_a_killed_peer_or_broker_ends_the_case_within_the_timeout() {
+        killed_peer_ends_the_case("redis", &[]);
+        broker_fault_ends_the_case("redis", "redis-server", libc::SIGKILL);
+        broker_fault_ends_the_case("redis", "redis-server", libc::SIGSTOP);
+    }
+
+    #[test]
+    fn redis_names_a_server_that_is_not_there() {
+        let out = run(
+            &[
+                "run",
+                "pingpong",
+                "-t",
+                "redis",
+                "--opt",
+                "broker=redis://127.0.0.1:1",
+                "--timeout",
+                "2s",
+                "--no-floor",
+            ],
+            Duration::from_secs(60),
+        );
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("is redis-server running there?"), "{err}");
+        refused(
+            &[
+                "run",
+                "pingpong",
+                "-t",
+                "redis",
+                "--opt",
+                "broker=localhost",
+            ],
+            "redis://",
+        );
+        refused(
+            &["run", "stream", "-t", "redis", "--history", "latest"],
+            "fifo only",
         );
     }
 }

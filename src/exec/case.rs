@@ -7,6 +7,7 @@ use super::control::{ControlAddr, Order, Report};
 use super::drive::{drive, Bounds, Outcome, Started};
 use super::role::{self, RoleEnv};
 use super::runner::{Event, ProcessRole, RemoteRole, RoleHandle, ThreadRole};
+use super::services;
 use super::watchdog::Watchdog;
 use crate::result::{CaseConfig, FanOut, RoleResult, Wait};
 use crate::transport::{self, ChannelSpec};
@@ -52,28 +53,44 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>) -> CaseRun {
         poll: case.wait == Wait::Poll,
         max_message: case.size_bytes.max(message::HEADER),
         watched,
+        exchange: w.exchange(case),
     };
     let mut plan = topology.setup.clone();
     plan.host = connect.map(ControlAddr::host);
+    plan.cpu = case.cpus.1;
     let setup = match t.setup(&plan, &spec) {
         Ok(s) => s,
         Err(e) => return CaseRun::failed(format!("could not set up `{}`: {e}", case.transport)),
     };
+    // Through a broker the roles' peer is a process msgperf does not drive: their waits keep
+    // timers of their own.
+    let watched = watched && setup.services.is_empty();
+    let services = setup.services.clone();
 
     let (tx, events) = crossbeam_channel::unbounded::<Event>();
     // Where waits have timers of their own (a peer at a `msgperf serve`), the watchdog is only
-    // the backstop and must not race them.
-    let stall = if watched {
+    // the backstop and must not race them; but a stopped broker is named as soon as the roles'
+    // waits on it could time out.
+    let stall = if watched || !services.is_empty() {
         case.timeout
     } else {
         case.timeout * 2 + Duration::from_secs(1)
     };
+    let n = topology.roles.len();
     let watchdog = {
         let tx = tx.clone();
+        let services = services.clone();
         Watchdog::arm(watchable.then_some(stall), move |i, why| {
-            let _ = tx.send(Event::Hung(i, why));
+            let _ = tx.send(match services.get(i.wrapping_sub(n)) {
+                Some(s) if i >= n => Event::ServiceDown(format!("{} {why}", services::name(s))),
+                _ => Event::Hung(i, why),
+            });
         })
     };
+    for (k, s) in services.iter().enumerate() {
+        watchdog.watch(n + k, s.pid);
+    }
+    let monitor = services::Monitor::start(&services, tx.clone());
     let mut started = Vec::new();
     for (i, r) in topology.roles.iter().enumerate() {
         let handle: Result<Box<dyn RoleHandle>, String> = match connect {
@@ -124,19 +141,24 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>) -> CaseRun {
         phase: case.timeout,
         run: case.duration.map(|d| case.warmup + d + case.timeout * 3),
     };
+    let mut at_go = Vec::new();
     let driven = drive(
         &mut started,
         orders,
         &events,
         Some(setup.rendezvous.clone()),
         bounds,
+        &mut || at_go = services::sample(&services),
     );
+    let at_end = services::sample(&services);
+    let faults = services::faults(&services);
     let pids: Vec<u32> = started.iter().map(|s| s.handle.pid()).collect();
+    drop(monitor);
     drop(watchdog);
     drop(started);
     drop(setup);
     // A role that never reported appears with what is known of it, so every role is listed.
-    let roles = topology
+    let mut roles: Vec<RoleResult> = topology
         .roles
         .iter()
         .zip(driven.outcomes)
@@ -150,9 +172,27 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>) -> CaseRun {
             None => None,
         })
         .collect();
+    if !at_go.is_empty() {
+        // Warm-up included, as the window is; a role that failed counted what it measured.
+        let relayed = roles
+            .iter()
+            .map(|r| r.sent_total.max(r.counters.messages_sent))
+            .sum();
+        roles.extend(services::results(
+            &services, &at_go, &at_end, relayed, &faults,
+        ));
+    }
+    // A dead broker is the cause of what the roles saw (they may notice before the runner).
+    let error = match (faults.first(), driven.error) {
+        (Some((s, f)), Some(e)) if !e.contains(&services::name(s)) => {
+            Some(format!("{} {f} (the {e})", services::name(s)))
+        }
+        (Some((s, f)), None) => Some(format!("{} {f}", services::name(s))),
+        (_, e) => e,
+    };
     CaseRun {
         roles,
-        error: driven.error,
+        error,
         interrupted: driven.interrupted,
         fan_out: topology.fan_out,
     }

@@ -46,12 +46,14 @@ pub struct Bounds {
 
 /// Drives `roles`, whose orders are `orders`. With a rendezvous, roles first bind and say where
 /// (a case); without, they only get ready (a floor).
+/// `at_go` runs as Go is sent (a case measures its services' CPU from there).
 pub fn drive(
     roles: &mut [Started],
     orders: Vec<Order>,
     events: &Receiver<Event>,
     rendezvous: Option<Rendezvous>,
     bounds: Bounds,
+    at_go: &mut dyn FnMut(),
 ) -> Driven {
     let mut d = Driver {
         outcomes: roles.iter().map(|_| None).collect(),
@@ -61,7 +63,7 @@ pub fn drive(
         interrupted: false,
         stopped: false,
     };
-    let started = d.before_go(roles, orders, events, rendezvous, &bounds);
+    let started = d.before_go(roles, orders, events, rendezvous, &bounds, at_go);
     if started {
         d.run(roles, events, &bounds);
     }
@@ -114,6 +116,7 @@ impl Driver {
         events: &Receiver<Event>,
         rendezvous: Option<Rendezvous>,
         bounds: &Bounds,
+        at_go: &mut dyn FnMut(),
     ) -> bool {
         for (r, o) in roles.iter_mut().zip(orders) {
             if let Err(e) = r.handle.send(&ToRole::Hello(Box::new(o))) {
@@ -141,6 +144,7 @@ impl Driver {
         {
             return false;
         }
+        at_go();
         for r in roles.iter_mut() {
             if let Err(e) = r.handle.send(&ToRole::Go) {
                 self.failed = Some(format!("{}: {e}", r.label));
@@ -204,6 +208,10 @@ impl Driver {
                     return None;
                 }
                 Event::Hung(i, why) => self.hung[i] = Some(why),
+                Event::ServiceDown(why) => {
+                    self.died = Some(why);
+                    return None;
+                }
                 Event::Ended(i, bad) => {
                     let why = self.why_gone(roles, i, bad);
                     self.failed = Some(why);
@@ -256,6 +264,12 @@ impl Driver {
                 }
                 Event::Frame(..) => {}
                 Event::Hung(i, why) => self.hung[i] = Some(why),
+                Event::ServiceDown(why) => {
+                    // The roles see it too (their connections end, or their waits time out):
+                    // the driving ones stop, so the others report what they measured.
+                    self.died.get_or_insert(why);
+                    self.stop_drivers(roles);
+                }
                 Event::Ended(i, bad) => {
                     if self.outcomes[i].is_some() {
                         continue;

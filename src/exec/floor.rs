@@ -98,7 +98,7 @@ pub fn measure(
         phase: SLACK,
         run: Some(roles.warmup + roles.duration + SLACK),
     };
-    let mut driven = drive(&mut started, orders, &events, None, bounds);
+    let mut driven = drive(&mut started, orders, &events, None, bounds, &mut || {});
     let measured = match driven.outcomes.swap_remove(0) {
         Some(Outcome::Reported(report)) => match *report {
             Report::Floor(fig) => fig,

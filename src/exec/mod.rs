@@ -14,6 +14,7 @@ mod load;
 pub mod role;
 pub mod runner;
 pub mod serve;
+mod services;
 mod watchdog;
 
 use crate::result::{CaseConfig, CaseResult, FloorResult, WireCount};

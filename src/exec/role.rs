@@ -188,6 +188,7 @@ fn serve_case(
         poll: case.wait == Wait::Poll,
         max_message: case.size_bytes.max(message::HEADER),
         watched,
+        exchange: w.exchange(&case),
     };
     let bound = phase_bound(case.timeout);
 

@@ -26,6 +26,8 @@ pub enum Event {
     Ended(usize, Option<String>),
     /// The runner judged it hung (and, for a process, killed it): why.
     Hung(usize, String),
+    /// A process the case's set-up started (a broker) died, or was stopped and killed: why.
+    ServiceDown(String),
 }
 
 /// A role that was started.

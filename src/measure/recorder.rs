@@ -18,6 +18,7 @@ pub struct Recorder {
     start_ns: u64,
     end_ns: u64,
     usage_start: sys::Usage,
+    process_start_ns: u64,
     cpus: Vec<usize>,
     interval_end: u64,
     interval_sum: u64,
@@ -43,6 +44,7 @@ impl Recorder {
             start_ns: 0,
             end_ns: 0,
             usage_start: sys::Usage::default(),
+            process_start_ns: 0,
             cpus: Vec::with_capacity(4),
             interval_end: 0,
             interval_sum: 0,
@@ -61,6 +63,7 @@ impl Recorder {
         }
         self.counters = Counters::default();
         self.usage_start = sys::thread_usage();
+        self.process_start_ns = sys::process_cpu_ns();
         self.start_ns = super::clock::now();
         self.end_ns = self.start_ns;
         self.interval_end = self.start_ns + INTERVAL_NS;
@@ -130,6 +133,7 @@ impl Recorder {
     /// Closes the window: reads CPU usage and encodes the histograms that hold samples.
     pub fn finish(mut self, role: RoleId, error: Option<String>) -> RoleResult {
         let u = sys::thread_usage();
+        let process_ns = sys::process_cpu_ns().saturating_sub(self.process_start_ns);
         self.note_cpu();
         let s = self.usage_start;
         let mut out = RoleResult {
@@ -152,6 +156,8 @@ impl Recorder {
                     .involuntary_switches
                     .saturating_sub(s.involuntary_switches),
                 peak_rss_kib: u.max_rss_kib,
+                other_threads_ns: process_ns
+                    .saturating_sub((u.user_ns + u.sys_ns).saturating_sub(s.user_ns + s.sys_ns)),
             },
             interval_ns: INTERVAL_NS,
             interval_means_ns: std::mem::take(&mut self.interval_means),

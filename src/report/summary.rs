@@ -1,7 +1,9 @@
 //! Figures computed from a case's recorded results: percentiles from the histograms (never
 //! stored precomputed), rates, CPU per message, and the ratio to the floor.
 
-use crate::result::{CaseResult, FloorKind, LatencyKind, Metric, RoleId, RoleResult, Wait};
+use crate::result::{
+    CaseResult, FloorKind, LatencyKind, Metric, RoleId, RoleKind, RoleResult, Wait,
+};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -88,6 +90,9 @@ pub struct RoleSummary {
     pub read_calls_per_s: f64,
     pub new_messages_per_s: f64,
     pub peak_rss_kib: u64,
+    /// CPU of the role's process outside its thread (a middleware's own threads) per message;
+    /// None where roles were threads of one process or the role is a broker.
+    pub other_threads_ns_per_msg: Option<f64>,
     /// A receiving role's own one-way latency and delivery counts (each subscriber's).
     pub latency: Option<Distribution>,
     pub received: u64,
@@ -164,9 +169,13 @@ fn rate(n: u64, ns: u64) -> f64 {
     }
 }
 
-fn role_summary(r: &RoleResult) -> RoleSummary {
+fn role_summary(r: &RoleResult, own_process: bool) -> RoleSummary {
     let c = &r.counters;
-    let messages = c.messages_sent.max(c.messages_received).max(1);
+    let messages = c
+        .messages_sent
+        .max(c.messages_received)
+        .max(c.relayed)
+        .max(1);
     let call = |m: Metric| {
         r.histogram(m)
             .filter(|h| !h.is_empty())
@@ -196,6 +205,8 @@ fn role_summary(r: &RoleResult) -> RoleSummary {
         read_calls_per_s: rate(c.read_calls, r.measured_ns),
         new_messages_per_s: rate(c.messages_received, r.measured_ns),
         peak_rss_kib: r.cpu.peak_rss_kib,
+        other_threads_ns_per_msg: (own_process && r.role.kind != RoleKind::Broker)
+            .then(|| r.cpu.other_threads_ns as f64 / messages as f64),
         latency: r
             .histogram(Metric::OneWay)
             .filter(|h| !h.is_empty())
@@ -390,7 +401,11 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
         wire_overhead_bytes_per_msg: wire.map(|w| w.0 - w.1),
         latency_from_intended: dist(Metric::OneWayIntended),
         send_lag: dist(Metric::SendLag),
-        roles: case.roles.iter().map(role_summary).collect(),
+        roles: case
+            .roles
+            .iter()
+            .map(|r| role_summary(r, !cfg.threads))
+            .collect(),
         error: case.error.clone(),
         interrupted: case.interrupted,
     }

@@ -262,6 +262,7 @@ pub fn roles_table(summaries: &[CaseSummary], width: Option<usize>) -> String {
         ("read max [us]", 170),
         ("user [us/msg]", 190),
         ("sys [us/msg]", 190),
+        ("other threads [us/msg]", 140),
         ("cpu [%]", 160),
         ("ctx sw/msg", 120),
         ("reads/s", 110),
@@ -290,6 +291,8 @@ pub fn roles_table(summaries: &[CaseSummary], width: Option<usize>) -> String {
                 opt_us(r.recv_call_max_ns.map(|v| v as f64)),
                 format!("{:.2}", r.cpu_user_ns_per_msg / 1e3),
                 format!("{:.2}", r.cpu_sys_ns_per_msg / 1e3),
+                r.other_threads_ns_per_msg
+                    .map_or("-".into(), |v| format!("{:.2}", v / 1e3)),
                 format!("{:.0}", r.cpu_utilization_pct),
                 format!("{:.2}", r.context_switches_per_msg),
                 format!("{:.0}", r.read_calls_per_s),

@@ -304,6 +304,8 @@ pub enum RoleKind {
     Reader,
     Publisher,
     Subscriber,
+    /// A broker the case started: not msgperf's, measured from outside.
+    Broker,
 }
 
 impl RoleKind {
@@ -315,6 +317,7 @@ impl RoleKind {
             RoleKind::Reader => "reader",
             RoleKind::Publisher => "publisher",
             RoleKind::Subscriber => "subscriber",
+            RoleKind::Broker => "broker",
         }
     }
 
@@ -326,6 +329,7 @@ impl RoleKind {
             RoleKind::Reader,
             RoleKind::Publisher,
             RoleKind::Subscriber,
+            RoleKind::Broker,
         ]
         .into_iter()
         .find(|k| k.label() == s)
@@ -491,6 +495,10 @@ pub struct Counters {
     pub send_full: u64,
     /// Samples beyond the histograms' range (recorded at the range's top).
     pub out_of_range: u64,
+    /// A broker: the messages the driving roles sent through it from the start (warm-up
+    /// included, as its CPU window is), which its CPU per message divides by.
+    #[serde(default)]
+    pub relayed: u64,
 }
 
 /// CPU and memory of a role over its measured window.
@@ -502,6 +510,12 @@ pub struct CpuUsage {
     pub involuntary_switches: u64,
     /// Peak resident memory of the role's process.
     pub peak_rss_kib: u64,
+    /// CPU (user and system) of the role's process outside the role's own thread over the
+    /// window: a middleware's threads (tokio's worker, ZeroMQ's I/O thread, Cyclone's receive
+    /// threads) and msgperf's idle control thread. Meaningful where the role has a process of
+    /// its own; the figures above are the role's thread only.
+    #[serde(default)]
+    pub other_threads_ns: u64,
 }
 
 /// An HdrHistogram in its V2 deflate encoding, base64: compact, lossless, mergeable.

@@ -382,3 +382,67 @@ pub fn memcpy_bandwidth(size: usize, roles: &FloorRoles) -> FloorFigure {
     });
     stream_figure(copies, copies * size as u64, ns)
 }
+
+#[cfg(any(feature = "grpc", feature = "nats", feature = "redis"))]
+/// A small memory file both sides of a floor share, for what a middleware's floor must tell
+/// its other side before the loop (an address the kernel chose, that a subscription is in
+/// place, that the loop is over): lines written at fixed offsets.
+pub(crate) struct Notes(pub std::fs::File);
+
+#[cfg(any(feature = "grpc", feature = "nats", feature = "redis"))]
+impl Notes {
+    /// Two ends of a fresh one.
+    pub fn make() -> std::io::Result<[FloorEnds; 2]> {
+        let fd = sys::memfd(4096)?;
+        Ok([
+            FloorEnds::Fds(vec![fd.try_clone()?]),
+            FloorEnds::Fds(vec![fd]),
+        ])
+    }
+
+    /// The one a side was given.
+    pub fn of(ends: FloorEnds) -> std::io::Result<Notes> {
+        match ends {
+            FloorEnds::Fds(mut fds) if !fds.is_empty() => {
+                Ok(Notes(std::fs::File::from(fds.remove(0))))
+            }
+            _ => Err(std::io::Error::other(
+                "this floor's sides share a memory file",
+            )),
+        }
+    }
+
+    /// Writes line `slot` (0..8).
+    pub fn put(&self, slot: u64, text: &str) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.0
+            .write_all_at(format!("{text}\n").as_bytes(), slot * 512)
+    }
+
+    /// Line `slot` if it was written.
+    pub fn get(&self, slot: u64) -> std::io::Result<Option<String>> {
+        use std::os::unix::fs::FileExt;
+        let mut b = [0u8; 512];
+        let n = self.0.read_at(&mut b, slot * 512)?;
+        Ok(b[..n]
+            .iter()
+            .position(|&c| c == b'\n')
+            .map(|end| String::from_utf8_lossy(&b[..end]).to_string()))
+    }
+
+    /// Line `slot`, waiting for it at most `bound`.
+    pub fn wait(&self, slot: u64, bound: Duration) -> std::io::Result<String> {
+        let deadline = crate::deadline::Deadline::after(bound);
+        loop {
+            if let Some(s) = self.get(slot)? {
+                return Ok(s);
+            }
+            if deadline.expired() {
+                return Err(std::io::Error::other(
+                    "the floor's other side did not get ready",
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}

@@ -22,18 +22,32 @@
 //! - A message longer than the receiver's buffer is [`TransportError::TooLarge`], never a silent
 //!   truncation.
 
+#[cfg(any(feature = "nats", feature = "redis"))]
+mod broker;
+#[cfg(feature = "dds")]
+mod dds;
 mod fanout;
 mod floor;
 mod framing;
+#[cfg(feature = "grpc")]
+mod grpc;
 #[cfg(feature = "iceoryx2")]
 mod iceoryx2;
 mod inproc;
+#[cfg(feature = "nats")]
+mod nats;
 mod pipe;
+#[cfg(feature = "redis")]
+mod redis;
+#[cfg(any(feature = "grpc", feature = "nats", feature = "redis"))]
+mod runtime;
 mod shm;
 mod tcp;
 mod udp;
 mod uds;
 mod uds_dgram;
+#[cfg(feature = "zenoh")]
+mod zenoh;
 #[cfg(feature = "zmq")]
 mod zmq;
 
@@ -61,6 +75,16 @@ pub static REGISTRY: &[&dyn Transport] = &[
     &iceoryx2::Iceoryx2,
     #[cfg(feature = "zmq")]
     &zmq::Zmq,
+    #[cfg(feature = "dds")]
+    &dds::Dds,
+    #[cfg(feature = "zenoh")]
+    &zenoh::Zenoh,
+    #[cfg(feature = "grpc")]
+    &grpc::Grpc,
+    #[cfg(feature = "nats")]
+    &nats::Nats,
+    #[cfg(feature = "redis")]
+    &redis::Redis,
 ];
 
 /// Finds a transport by its CLI name.
@@ -157,6 +181,9 @@ pub struct SetupPlan {
     pub topics: Vec<u32>,
     /// Network transports: the address the accepting ends bind (default 127.0.0.1).
     pub host: Option<String>,
+    /// Where a process that set-up starts (a broker) runs: the non-driving roles' CPU.
+    #[serde(default)]
+    pub cpu: Option<usize>,
 }
 
 /// Where a case's ends meet: plain data that travels to role processes.
@@ -199,12 +226,18 @@ pub enum Place {
     Segments(String),
     /// A name known to the transport's own registry (in-process channels, iceoryx2 services).
     Key(String),
+    /// A broker's URL, and the case's own name there (the prefix of its subjects, keys,
+    /// queues or topics).
+    Broker { url: String, name: String },
 }
 
-/// A case's set-up: where its ends meet, and what to remove afterwards.
+/// A case's set-up: where its ends meet, what it started, and what to remove afterwards.
 pub struct Setup {
     pub rendezvous: Rendezvous,
-    /// Removes what set-up made when dropped (files, segments, registrations).
+    /// Processes set-up started for the case (a broker): the runner watches them and measures
+    /// their CPU like a role's.
+    pub services: Vec<Service>,
+    /// Removes what set-up made when dropped (files, segments, registrations, a broker).
     _guard: Box<dyn Send>,
 }
 
@@ -212,9 +245,23 @@ impl Setup {
     pub fn new(rendezvous: Rendezvous, guard: impl Send + 'static) -> Self {
         Setup {
             rendezvous,
+            services: Vec::new(),
             _guard: Box::new(guard),
         }
     }
+
+    pub fn with_service(mut self, s: Service) -> Self {
+        self.services.push(s);
+        self
+    }
+}
+
+/// A process a case's set-up started and stops: `broker`, `nats-server`, its pid.
+#[derive(Clone, Debug)]
+pub struct Service {
+    pub label: String,
+    pub program: String,
+    pub pid: u32,
 }
 
 /// An end being opened: bound, not yet met.
@@ -293,6 +340,10 @@ pub struct ChannelSpec {
     /// Datagram sockets keep theirs: it is how a lost datagram is noticed, and a peer that dies
     /// leaves a datagram reader no end of file.
     pub watched: bool,
+    /// What the workload moves on each channel: a transport whose calls differ by direction
+    /// (gRPC) picks the call that fits.
+    #[serde(default)]
+    pub exchange: Exchange,
 }
 
 impl ChannelSpec {

@@ -53,6 +53,10 @@ pub trait Workload: Sync {
     fn check(&self, case: &CaseConfig, caps: &Capabilities) -> Result<(), String>;
     /// The case's roles and their ends, and what the transport's set-up makes for them.
     fn topology(&self, case: &CaseConfig, caps: &Capabilities) -> Topology;
+    /// What it moves on each two-way channel (a transport may pick its calls by it).
+    fn exchange(&self, _case: &CaseConfig) -> Exchange {
+        Exchange::Both
+    }
     /// Runs one role over its opened ends (in the order of `role.ends`). A driving role
     /// returns what it sent.
     fn run(

@@ -50,6 +50,9 @@ impl Workload for PingPong {
     fn topology(&self, case: &CaseConfig, _: &Capabilities) -> Topology {
         two_roles(case, RoleKind::Initiator, RoleKind::Responder)
     }
+    fn exchange(&self, _: &CaseConfig) -> Exchange {
+        Exchange::Alternate
+    }
     fn run(
         &self,
         role: &RoleSpec,

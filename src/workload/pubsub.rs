@@ -58,6 +58,10 @@ impl Workload for PubSub {
         }
         check_common(case, caps)
     }
+    fn exchange(&self, _: &CaseConfig) -> Exchange {
+        // With a copy per subscriber, each channel carries a publisher's messages one way.
+        Exchange::OneWay
+    }
     fn topology(&self, case: &CaseConfig, caps: &Capabilities) -> Topology {
         let (pubs, subs) = (case.pubs as u32, case.subs as u32);
         let native = native(case, caps);

@@ -58,6 +58,14 @@ impl Workload for Stream {
     fn topology(&self, case: &CaseConfig, _: &Capabilities) -> Topology {
         two_roles(case, RoleKind::Writer, RoleKind::Reader)
     }
+    fn exchange(&self, case: &CaseConfig) -> Exchange {
+        // An acknowledged stream's acks come back while messages still go out.
+        if case.confirm {
+            Exchange::Both
+        } else {
+            Exchange::OneWay
+        }
+    }
     fn run(
         &self,
         role: &RoleSpec,

@@ -46,6 +46,7 @@ impl Floor for ZmqFloor {
             poll: false,
             max_message: size,
             watched: false,
+            exchange: crate::transport::Exchange::Both,
         };
         let pattern = roles.options.get("pattern").map_or("pair", String::as_str);
         let kind = match (l, pattern, side) {

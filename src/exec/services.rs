@@ -1,0 +1,144 @@
+//! The processes a case's set-up started (a broker), as roles of the case: watched while it
+//! runs (one that dies ends the case, as a role's death does), and measured from outside, from
+//! Go to the last result, so that their CPU per message stands beside the roles'.
+
+use super::runner::Event;
+use crate::result::{Counters, CpuUsage, RoleId, RoleKind, RoleResult};
+use crate::sys;
+use crate::transport::Service;
+use crossbeam_channel::{bounded, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+/// How a service's death is noticed: its state, read ten times a second (a dead child stays a
+/// zombie until its set-up reaps it).
+const PERIOD: Duration = Duration::from_millis(100);
+
+/// Watches services until dropped.
+pub struct Monitor {
+    cancel: Option<Sender<()>>,
+}
+
+impl Monitor {
+    pub fn start(services: &[Service], events: Sender<Event>) -> Monitor {
+        if services.is_empty() {
+            return Monitor { cancel: None };
+        }
+        let services = services.to_vec();
+        let (cancel, cancelled) = bounded::<()>(1);
+        std::thread::spawn(move || {
+            let mut alive = services.clone();
+            while cancelled.recv_timeout(PERIOD) == Err(RecvTimeoutError::Timeout) {
+                alive.retain(|s| {
+                    if sys::process_alive(s.pid) {
+                        return true;
+                    }
+                    let _ = events.send(Event::ServiceDown(format!(
+                        "{} exited during the case",
+                        name(s)
+                    )));
+                    false
+                });
+            }
+        });
+        Monitor {
+            cancel: Some(cancel),
+        }
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        if let Some(c) = self.cancel.take() {
+            let _ = c.send(());
+        }
+    }
+}
+
+/// How errors name a service: `the broker (nats-server, pid 123)`.
+pub fn name(s: &Service) -> String {
+    format!("the {} ({}, pid {})", s.label, s.program, s.pid)
+}
+
+/// A service's usage at one instant.
+#[derive(Clone, Copy)]
+pub struct Sample {
+    at: Instant,
+    usage: Option<(sys::Usage, Option<usize>)>,
+}
+
+pub fn sample(services: &[Service]) -> Vec<Sample> {
+    services
+        .iter()
+        .map(|s| Sample {
+            at: Instant::now(),
+            usage: sys::process_usage(s.pid),
+        })
+        .collect()
+}
+
+/// What is wrong with each service that is not running at the end: died, or stopped.
+pub fn faults(services: &[Service]) -> Vec<(Service, String)> {
+    services
+        .iter()
+        .filter_map(|s| {
+            let fault = if !sys::process_alive(s.pid) {
+                "died"
+            } else if matches!(sys::process_state(s.pid), Some('T' | 't')) {
+                "was stopped (SIGSTOP or a debugger)"
+            } else {
+                return None;
+            };
+            Some((s.clone(), fault.to_string()))
+        })
+        .collect()
+}
+
+/// Each service's result between two samples; `relayed`: the messages the driving roles sent
+/// from Go on; `faults`: what went wrong with services before the end.
+pub fn results(
+    services: &[Service],
+    from: &[Sample],
+    to: &[Sample],
+    relayed: u64,
+    faults: &[(Service, String)],
+) -> Vec<RoleResult> {
+    services
+        .iter()
+        .zip(from.iter().zip(to))
+        .map(|(s, (a, b))| {
+            let mut r = RoleResult::missing(RoleId::one(RoleKind::Broker), s.pid, String::new());
+            r.error = None;
+            match (a.usage, b.usage) {
+                (Some((u0, c0)), Some((u1, c1))) => {
+                    r.measured_ns = (b.at - a.at).as_nanos() as u64;
+                    r.cpus_seen = c0.into_iter().chain(c1).collect();
+                    r.cpus_seen.dedup();
+                    r.cpu = CpuUsage {
+                        user_ns: u1.user_ns.saturating_sub(u0.user_ns),
+                        sys_ns: u1.sys_ns.saturating_sub(u0.sys_ns),
+                        voluntary_switches: u1
+                            .voluntary_switches
+                            .saturating_sub(u0.voluntary_switches),
+                        involuntary_switches: u1
+                            .involuntary_switches
+                            .saturating_sub(u0.involuntary_switches),
+                        peak_rss_kib: u1.max_rss_kib,
+                        // A broker's threads are all its own: in user and sys above.
+                        other_threads_ns: 0,
+                    };
+                    r.counters = Counters {
+                        relayed,
+                        ..Counters::default()
+                    };
+                }
+                (None, _) => r.error = Some(format!("{} was gone before the start", name(s))),
+                (_, None) => r.error = Some(format!("{} was gone before the end", name(s))),
+            }
+            if let Some((_, f)) = faults.iter().find(|(f, _)| f.pid == s.pid) {
+                r.error
+                    .get_or_insert(format!("{} {f} during the case", name(s)));
+            }
+            r
+        })
+        .collect()
+}

@@ -1,0 +1,295 @@
+//! Brokers that msgperf starts for a case: the installed program on a free loopback port, in a
+//! private data directory, pinned where the case's placement puts its non-driving roles, up
+//! once it answers on its port (bounded), and stopped with its directory removed when the case
+//! ends (also after a failure; it dies with msgperf's case thread if msgperf is killed). The
+//! runner measures its CPU and watches it like a role, as a [`Service`] of the case's set-up.
+
+use super::{
+    fresh_name, private_dir, ChannelSpec, DirGuard, Endpoint, Place, Rendezvous, Service, Setup,
+    SetupPlan, Side, TransportError,
+};
+use crate::sys;
+use std::io::Read;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A broker program and how to start it.
+pub struct Program {
+    /// The executable, looked for in `PATH` and the sbin directories.
+    pub name: &'static str,
+    /// How a user gets it: `apt-get install nats-server`.
+    pub install: &'static str,
+    /// Its command line for a port and a data directory (where a configuration may be written
+    /// first by `configure`).
+    pub args: fn(port: u16, dir: &Path) -> Vec<String>,
+    /// Writes what the program reads at start (a configuration file) into its directory.
+    pub configure: Option<fn(port: u16, dir: &Path) -> std::io::Result<()>>,
+}
+
+/// A running broker, stopped and removed when dropped.
+pub struct Broker {
+    pub port: u16,
+    pub pid: u32,
+    program: &'static str,
+    child: Option<Child>,
+    // Dropped after the process is gone.
+    _dir: DirGuard,
+}
+
+impl Broker {
+    /// Starts `p` and waits, at most `timeout`, until it accepts a connection on its port.
+    pub fn start(
+        p: &Program,
+        cpu: Option<usize>,
+        timeout: Duration,
+    ) -> Result<Broker, TransportError> {
+        let exe = find(p.name).ok_or_else(|| {
+            TransportError::Unsupported(format!(
+                "the broker `{}` is not installed (looked in PATH and /usr/sbin): install it with `{}`",
+                p.name, p.install
+            ))
+        })?;
+        let dir = DirGuard(private_dir()?);
+        let port = free_port()?;
+        if let Some(configure) = p.configure {
+            configure(port, &dir.0)?;
+        }
+        let log = std::fs::File::create(dir.0.join("broker.log"))?;
+        let mut cmd = Command::new(&exe);
+        cmd.args((p.args)(port, &dir.0))
+            .current_dir(&dir.0)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        sys::service_command(&mut cmd, cpu);
+        let child = cmd.spawn().map_err(|e| {
+            TransportError::Unsupported(format!("could not start `{}`: {e}", exe.display()))
+        })?;
+        let mut b = Broker {
+            port,
+            pid: child.id(),
+            program: p.name,
+            child: Some(child),
+            _dir: dir,
+        };
+        b.wait_up(timeout)?;
+        Ok(b)
+    }
+
+    /// What the runner watches and measures.
+    pub fn service(&self) -> Service {
+        Service {
+            label: "broker".into(),
+            program: self.program.into(),
+            pid: self.pid,
+        }
+    }
+
+    fn wait_up(&mut self, timeout: Duration) -> Result<(), TransportError> {
+        let start = Instant::now();
+        let at = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
+        loop {
+            if TcpStream::connect_timeout(&at, Duration::from_millis(200)).is_ok() {
+                return Ok(());
+            }
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
+                self.child = None;
+                return Err(TransportError::Unsupported(format!(
+                    "the broker `{}` exited at start ({status}): {}",
+                    self.program,
+                    self.last_words()
+                )));
+            }
+            if start.elapsed() >= timeout {
+                return Err(TransportError::Timeout(timeout));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The last line the broker logged.
+    fn last_words(&self) -> String {
+        let mut s = String::new();
+        let _ = std::fs::File::open(self._dir.0.join("broker.log"))
+            .and_then(|mut f| f.read_to_string(&mut s));
+        s.lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("it logged nothing")
+            .trim()
+            .to_string()
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if self.child.take().is_some() {
+            // A clean stop first (brokers flush and remove their files); reap kills it if it
+            // is not gone in time.
+            sys::kill(self.pid, libc::SIGTERM);
+            // A stopped broker takes the signal only once it runs again.
+            sys::kill(self.pid, libc::SIGCONT);
+            sys::reap(self.pid, Duration::from_secs(3));
+        }
+    }
+}
+
+/// A brokered transport's set-up: `--opt broker=URL` names a running broker, where the case
+/// uses names of its own (`msgperf-PID-N...`) and `cleanup(url, name)` removes what they left
+/// when the case ends; without it (`start`), `program` is started for the case and its URL is
+/// `scheme://127.0.0.1:PORT`.
+pub fn setup(
+    transport: &str,
+    program: &Program,
+    scheme: &str,
+    plan: &SetupPlan,
+    spec: &ChannelSpec,
+    cleanup: fn(url: &str, name: &str),
+) -> Result<Setup, TransportError> {
+    let name = fresh_name();
+    match spec.options.get("broker").map(String::as_str) {
+        Some(url) if url != "start" => {
+            let guard = Cleanup {
+                url: url.into(),
+                name: name.clone(),
+                cleanup,
+            };
+            let place = Place::Broker {
+                url: url.into(),
+                name,
+            };
+            Ok(Setup::new(Rendezvous::new(transport, place), guard))
+        }
+        _ => {
+            let broker = Broker::start(program, plan.cpu, spec.timeout)?;
+            let url = format!("{scheme}://127.0.0.1:{}", broker.port);
+            let service = broker.service();
+            let place = Place::Broker { url, name };
+            Ok(Setup::new(Rendezvous::new(transport, place), broker).with_service(service))
+        }
+    }
+}
+
+/// Checks `--opt broker`: `start`, or a URL of the transport's scheme.
+pub fn check_url(v: &str, scheme: &str) -> Result<(), String> {
+    if v == "start" || v.starts_with(&format!("{scheme}://")) {
+        Ok(())
+    } else {
+        Err(format!(
+            "`start`, or a running broker's URL: {scheme}://HOST:PORT"
+        ))
+    }
+}
+
+/// A hello both ends of a channel trade through the broker before it counts as open (shorter
+/// than any message): a connecting end whose peer never comes fails within the timeout
+/// instead of publishing to no one.
+const HELLO: &[u8] = b"hi";
+
+/// Trades the hello on a brokered channel's end (topics need none: every reader subscribed
+/// before any end was told to open).
+pub fn greet(end: &mut dyn Endpoint, side: Side) -> Result<(), TransportError> {
+    let mut buf = [0u8; 16];
+    let mut hear = |end: &mut dyn Endpoint| match end.recv(&mut buf) {
+        Ok(n) if buf[..n] == *HELLO => Ok(()),
+        Ok(_) => Err(TransportError::Corrupt(
+            "the peer's first message was not its hello".into(),
+        )),
+        Err(e) => Err(e),
+    };
+    match side {
+        Side::Accept(_) => {
+            hear(end)?;
+            end.send(HELLO)
+        }
+        Side::Connect(_) => {
+            end.send(HELLO)?;
+            hear(end)
+        }
+        Side::Publish { .. } | Side::Subscribe { .. } => Ok(()),
+    }
+}
+
+/// Removes a case's names from a broker msgperf did not start.
+struct Cleanup {
+    url: String,
+    name: String,
+    cleanup: fn(&str, &str),
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        (self.cleanup)(&self.url, &self.name);
+    }
+}
+
+/// A program in `PATH` or the sbin directories (where Debian puts mosquitto and RabbitMQ).
+fn find(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin", "/usr/local/sbin"].map(PathBuf::from))
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// A loopback port no one listens on now.
+fn free_port() -> Result<u16, TransportError> {
+    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+        .local_addr()?
+        .port())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static MISSING: Program = Program {
+        name: "msgperf-no-such-broker",
+        install: "apt-get install msgperf-no-such-broker",
+        args: |_, _| vec![],
+        configure: None,
+    };
+
+    // `false` exits at once: what it logged and its status are the error.
+    static FAILS: Program = Program {
+        name: "false",
+        install: "apt-get install coreutils",
+        args: |_, _| vec![],
+        configure: None,
+    };
+
+    #[test]
+    fn a_missing_broker_says_how_to_install_it() {
+        let e = Broker::start(&MISSING, None, Duration::from_secs(1))
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(e.contains("is not installed"), "{e}");
+        assert!(e.contains("apt-get install msgperf-no-such-broker"), "{e}");
+    }
+
+    #[test]
+    fn a_broker_that_exits_at_start_is_named_and_leaves_no_directory() {
+        let before = leftovers();
+        let e = Broker::start(&FAILS, None, Duration::from_secs(10))
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(e.contains("`false` exited at start"), "{e}");
+        assert_eq!(leftovers(), before);
+    }
+
+    fn leftovers() -> Vec<String> {
+        let mine = format!("msgperf-{}-", std::process::id());
+        let mut v: Vec<String> = std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .filter(|n| n.starts_with(&mine))
+            .collect();
+        v.sort();
+        v
+    }
+}

@@ -1,0 +1,163 @@
+//! Cyclone DDS's floor: the plainest ping-pong and stream loops over the same library, type and
+//! QoS (reliability, history, how a reader waits) and nothing of msgperf: no header, no
+//! histogram, a take straight into one buffer. The runner picks the domain and tag and writes
+//! them into a small memory file that both sides read.
+
+use super::cyclone::{self, Participant, Reader, Writer};
+use crate::sys;
+use crate::transport::floor::{
+    measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles,
+};
+use crate::transport::ChannelSpec;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+pub struct DdsFloor;
+
+/// How long a side waits for the other (to match, to answer).
+const WAIT: Duration = Duration::from_secs(10);
+
+impl Floor for DdsFloor {
+    fn make(&self, _: FloorLoop, _: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
+        let (id, tag) = super::pick_domain().map_err(std::io::Error::other)?;
+        let fd = sys::memfd(4096)?;
+        let file = std::fs::File::from(fd);
+        file.write_at(format!("{id}/{tag}\n").as_bytes(), 0)?;
+        let fd = std::os::fd::OwnedFd::from(file);
+        Ok([
+            FloorEnds::Fds(vec![fd.try_clone()?]),
+            FloorEnds::Fds(vec![fd]),
+        ])
+    }
+
+    fn run(
+        &self,
+        l: FloorLoop,
+        side: usize,
+        ends: FloorEnds,
+        size: usize,
+        roles: &FloorRoles,
+        stop: &AtomicBool,
+    ) -> std::io::Result<Option<FloorFigure>> {
+        let FloorEnds::Fds(mut fds) = ends else {
+            return Err(std::io::Error::other("the dds floor shares a memory file"));
+        };
+        let shared = std::fs::File::from(fds.remove(0));
+        let mut got = [0u8; 4096];
+        let n = shared.read_at(&mut got, 0)?;
+        let key = String::from_utf8_lossy(&got[..n]);
+        let (id, tag) = key
+            .trim_end_matches(['\n', '\0'])
+            .split_once('/')
+            .and_then(|(id, tag)| Some((id.parse::<u32>().ok()?, tag.to_string())))
+            .ok_or_else(|| std::io::Error::other("the dds floor's memory file holds no domain"))?;
+        let spec = ChannelSpec {
+            options: roles.options.clone(),
+            timeout: WAIT,
+            poll: false,
+            max_message: size,
+            watched: false,
+            exchange: crate::transport::Exchange::Both,
+        };
+        let io = |e: cyclone::DdsError| std::io::Error::other(e.to_string());
+        let participant = Participant::join(id, &cyclone::config(&tag)).map_err(io)?;
+        let qos = super::qos_of(&spec);
+        let wake = super::wake_of(&spec);
+        // Side 0 writes "forth" and reads "back"; side 1 the other way round.
+        let (out, inn) = if side == 0 {
+            ("forth", "back")
+        } else {
+            ("back", "forth")
+        };
+        let writer = Writer::new(&participant, &format!("{tag}/{out}"), &qos).map_err(io)?;
+        let mut reader =
+            Reader::new(&participant, &format!("{tag}/{inn}"), &qos, wake).map_err(io)?;
+        cyclone::wait_until(WAIT, "the floor's peer", || {
+            Ok(writer.matched()? >= 1 && reader.matched()? >= 1)
+        })
+        .map_err(io)?;
+        let mut writer = writer;
+        let mut buf = vec![7u8; size.max(1)];
+        // Takes the next message, waiting for it (None: the peer is gone, or stop was raised).
+        let next = |reader: &mut Reader, buf: &mut [u8]| -> Option<usize> {
+            let deadline = crate::deadline::Deadline::after(WAIT);
+            loop {
+                match reader.take(buf) {
+                    Ok(Some(n)) => return Some(n),
+                    Ok(None) => {}
+                    Err(_) => return None,
+                }
+                if deadline.expired() || stop.load(Ordering::Relaxed) {
+                    return None;
+                }
+                reader.wait(Duration::from_millis(100)).ok()?;
+            }
+        };
+        // The end, repeated: best-effort may lose one.
+        let send_end = |writer: &mut Writer| {
+            for _ in 0..10 {
+                let _ = writer.write(&[0]);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        };
+        // A message of one byte ends a loop.
+        match (l, side) {
+            (FloorLoop::PingPong, 0) => {
+                let f = measure_round_trips(roles, stop, || {
+                    writer.write(&buf).is_ok() && next(&mut reader, &mut buf) == Some(size)
+                });
+                send_end(&mut writer);
+                f.map(Some)
+            }
+            (FloorLoop::PingPong, _) => {
+                while let Some(n) = next(&mut reader, &mut buf) {
+                    if n <= 1 || writer.write(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+                // Stay until the last reply is acknowledged, or the measuring side misses it.
+                std::thread::sleep(Duration::from_millis(100));
+                Ok(None)
+            }
+            (FloorLoop::Stream, 0) => {
+                let warm = roles.warmup.as_nanos() as u64;
+                let (mut first, mut start, mut last, mut msgs) = (0u64, 0u64, 0u64, 0u64);
+                while !stop.load(Ordering::Relaxed) {
+                    match next(&mut reader, &mut buf) {
+                        Some(n) if n > 1 => {}
+                        _ => break,
+                    }
+                    let now = sys::monotonic_ns();
+                    if first == 0 {
+                        first = now;
+                    }
+                    if now >= first + warm {
+                        if msgs == 0 {
+                            start = now;
+                        }
+                        last = now;
+                        msgs += 1;
+                    }
+                }
+                // The first measured read opens the window; the ones after it are inside it.
+                let msgs = msgs.saturating_sub(1);
+                Ok(Some(stream_figure(
+                    msgs,
+                    msgs * size as u64,
+                    last.saturating_sub(start),
+                )))
+            }
+            (FloorLoop::Stream, _) => {
+                let end = sys::monotonic_ns() + (roles.warmup + roles.duration).as_nanos() as u64;
+                while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
+                    if writer.write(&buf).is_err() {
+                        break;
+                    }
+                }
+                send_end(&mut writer);
+                Ok(None)
+            }
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! gRPC's floor: the plainest tonic loops over the same service, runtime and settings, and
+//! nothing of msgperf: unary calls that a server answers with the request itself (ping-pong),
+//! and a client stream that the server counts as it arrives (a stream). The serving side writes
+//! its address into a small memory file that both sides share; the client reads it.
+
+use super::proto::bench_server::{Bench, BenchServer};
+use super::proto::{Done, Frame, Hello};
+use super::{connect, runtime};
+use crate::sys;
+use crate::transport::floor::{
+    measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
+};
+use crate::transport::{ChannelSpec, Exchange};
+use bytes::Bytes;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+pub struct GrpcFloor;
+
+/// How long a side waits for the other (to start, to answer).
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Lines of the shared notes: the server's address, the client's end.
+const ADDRESS: u64 = 0;
+const DONE: u64 = 1;
+
+/// The floor's server: echoes calls, counts a client stream.
+struct Plain {
+    warmup: Duration,
+    figure: Arc<Mutex<Option<oneshot::Sender<FloorFigure>>>>,
+    size: usize,
+}
+
+#[tonic::async_trait]
+impl Bench for Plain {
+    async fn call(&self, req: Request<Frame>) -> Result<Response<Frame>, Status> {
+        Ok(Response::new(req.into_inner()))
+    }
+
+    async fn push(&self, req: Request<Streaming<Frame>>) -> Result<Response<Done>, Status> {
+        let mut s = req.into_inner();
+        let warm = self.warmup.as_nanos() as u64;
+        let (mut first, mut start, mut last, mut msgs) = (0u64, 0u64, 0u64, 0u64);
+        while let Ok(Some(f)) = s.message().await {
+            if f.data.len() <= 1 {
+                break;
+            }
+            let now = sys::monotonic_ns();
+            if first == 0 {
+                first = now;
+            }
+            if now >= first + warm {
+                if msgs == 0 {
+                    start = now;
+                }
+                last = now;
+                msgs += 1;
+            }
+        }
+        // The first measured read opens the window; the ones after it are inside it.
+        let msgs = msgs.saturating_sub(1);
+        let figure = stream_figure(msgs, msgs * self.size as u64, last.saturating_sub(start));
+        if let Some(tx) = self.figure.lock().unwrap().take() {
+            let _ = tx.send(figure);
+        }
+        Ok(Response::new(Done {}))
+    }
+
+    type ExchangeStream = ReceiverStream<Result<Frame, Status>>;
+
+    async fn exchange(
+        &self,
+        _: Request<Streaming<Frame>>,
+    ) -> Result<Response<Self::ExchangeStream>, Status> {
+        Err(Status::unimplemented("not in the floor"))
+    }
+
+    type SubscribeStream = ReceiverStream<Result<Frame, Status>>;
+
+    async fn subscribe(
+        &self,
+        _: Request<Hello>,
+    ) -> Result<Response<Self::SubscribeStream>, Status> {
+        Err(Status::unimplemented("not in the floor"))
+    }
+}
+
+impl Floor for GrpcFloor {
+    fn make(&self, _: FloorLoop, _: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
+        Notes::make()
+    }
+
+    fn run(
+        &self,
+        l: FloorLoop,
+        side: usize,
+        ends: FloorEnds,
+        size: usize,
+        roles: &FloorRoles,
+        stop: &AtomicBool,
+    ) -> std::io::Result<Option<FloorFigure>> {
+        let notes = Notes::of(ends)?;
+        let spec = ChannelSpec {
+            options: roles.options.clone(),
+            timeout: WAIT,
+            poll: false,
+            max_message: size,
+            watched: false,
+            exchange: Exchange::Both,
+        };
+        let io = |e: crate::transport::TransportError| std::io::Error::other(e.to_string());
+        // Ping-pong: side 0 calls, side 1 serves. A stream: side 1 writes, side 0 serves and
+        // measures.
+        let serves = (l == FloorLoop::PingPong) == (side == 1);
+        if serves {
+            let (tx, figure) = oneshot::channel();
+            let plain = Plain {
+                warmup: roles.warmup,
+                figure: Arc::new(Mutex::new(Some(tx))),
+                size,
+            };
+            let max = size + 1024;
+            let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+            listener.set_nonblocking(true)?;
+            notes.put(ADDRESS, &listener.local_addr()?.to_string())?;
+            let listener = {
+                let _in_runtime = runtime().enter();
+                tokio::net::TcpListener::from_std(listener)?
+            };
+            let (stop_tx, stopped) = oneshot::channel::<()>();
+            let server = runtime().spawn(
+                tonic::transport::Server::builder()
+                    .tcp_nodelay(true)
+                    .add_service(
+                        BenchServer::new(plain)
+                            .max_decoding_message_size(max)
+                            .max_encoding_message_size(max),
+                    )
+                    .serve_with_incoming_shutdown(super::incoming(listener), async {
+                        let _ = stopped.await;
+                    }),
+            );
+            let bound = roles.warmup + roles.duration + WAIT;
+            let got = if l == FloorLoop::Stream {
+                super::wait(bound, figure).ok().and_then(Result::ok)
+            } else {
+                // Serve until the client's end (a one-byte call) or the loop's time is up.
+                let end = sys::monotonic_ns() + bound.as_nanos() as u64;
+                while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
+                    if server.is_finished() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                    if notes.get(DONE)?.is_some() {
+                        break;
+                    }
+                }
+                None
+            };
+            let _ = stop_tx.send(());
+            let _ = super::wait(Duration::from_secs(1), server);
+            return match (l, got) {
+                (FloorLoop::Stream, None) => {
+                    Err(std::io::Error::other("the grpc floor's stream never ended"))
+                }
+                (_, got) => Ok(got),
+            };
+        }
+        let at = notes.wait(ADDRESS, WAIT)?;
+        let mut client = connect(&at, &spec).map_err(io)?;
+        let data = Bytes::from(vec![7u8; size]);
+        match l {
+            FloorLoop::PingPong => {
+                let f = measure_round_trips(roles, stop, || {
+                    runtime()
+                        .block_on(client.call(Frame { data: data.clone() }))
+                        .is_ok_and(|r| r.into_inner().data.len() == size)
+                });
+                // Tell the server's side it may stop.
+                notes.put(DONE, "yes")?;
+                f.map(Some)
+            }
+            FloorLoop::Stream => {
+                let (tx, rx) = mpsc::channel(super::QUEUE);
+                let call =
+                    runtime().spawn(async move { client.push(ReceiverStream::new(rx)).await });
+                let end = sys::monotonic_ns() + (roles.warmup + roles.duration).as_nanos() as u64;
+                while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
+                    if tx.blocking_send(Frame { data: data.clone() }).is_err() {
+                        break;
+                    }
+                }
+                let _ = tx.blocking_send(Frame {
+                    data: Bytes::from_static(&[0]),
+                });
+                drop(tx);
+                let _ = super::wait(WAIT, call);
+                Ok(None)
+            }
+        }
+    }
+}

@@ -1,0 +1,542 @@
+//! `grpc`: gRPC through `tonic` and `prost` (service in `msgperf.proto`, compiled at build time
+//! by protox: no system `protoc`). The accepting end of a channel, and a topic's writer, serve
+//! on a free loopback port; the other end is a client. The call follows what the workload moves
+//! on the channel ([`ChannelSpec::exchange`]): a unary call per round trip (pingpong), a client
+//! stream (a stream), a bidirectional stream (both ways at once, `--confirm`), and a server
+//! stream per subscriber (pubsub: the publisher's one write reaches every subscriber's stream).
+//!
+//! tonic is asynchronous: it runs on the process's runtime (`transport/runtime.rs`). Cargo
+//! feature `grpc`.
+
+mod floor;
+
+pub(super) mod proto {
+    tonic::include_proto!("msgperf");
+}
+
+use super::{
+    as_it_is, host_of, host_setup, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange,
+    Floor, Opening, Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
+};
+use crate::deadline::Deadline;
+use crate::delivery::Delivery;
+use bytes::Bytes;
+use proto::bench_client::BenchClient;
+use proto::bench_server::{Bench, BenchServer};
+use proto::{Done, Frame, Hello};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tonic::transport::Channel;
+use tonic::{Request, Response, Status, Streaming};
+
+pub struct Grpc;
+
+/// Messages a stream's queue holds between a role and tonic, each way.
+const QUEUE: usize = 64;
+
+pub(super) use super::runtime::{runtime, wait};
+
+impl Transport for Grpc {
+    fn name(&self) -> &'static str {
+        "grpc"
+    }
+    fn about(&self) -> &'static str {
+        "gRPC (tonic, HTTP/2 over loopback TCP): unary calls, client, bidirectional and server streams (feature `grpc`)"
+    }
+    fn capabilities(&self, _: &Options) -> Capabilities {
+        Capabilities {
+            reliable: true,
+            max_message_bytes: 64 << 20,
+            cross_process: true,
+            cross_host: true,
+            // The publisher's one write goes to each subscriber's server stream.
+            native_fan_out: 1024,
+            allocates_per_message: true,
+            exchange: Exchange::Both,
+            ..Capabilities::default()
+        }
+    }
+
+    fn map_delivery(&self, d: &Delivery, options: &Options) -> Result<DeliveryMap, String> {
+        let mut m = as_it_is(self.name(), &self.capabilities(options), d)?;
+        m.settings.insert(
+            0,
+            crate::delivery::Setting::new(
+                "flow control",
+                "HTTP/2",
+                "a full stream window or queue makes the writer wait: nothing is dropped",
+            ),
+        );
+        Ok(m)
+    }
+
+    fn setup(&self, plan: &SetupPlan, _: &ChannelSpec) -> Result<Setup, TransportError> {
+        Ok(host_setup(self.name(), plan))
+    }
+
+    fn open(
+        &self,
+        at: &Rendezvous,
+        side: Side,
+        spec: &ChannelSpec,
+    ) -> Result<Box<dyn Opening>, TransportError> {
+        match side {
+            Side::Accept(_) | Side::Publish { .. } => {
+                let server = Server::start(host_of(at)?, spec)?;
+                Ok(Box::new(GrpcOpening {
+                    side,
+                    server: Some(server),
+                }))
+            }
+            Side::Connect(_) | Side::Subscribe { .. } => {
+                Ok(Box::new(GrpcOpening { side, server: None }))
+            }
+        }
+    }
+
+    fn floor(&self) -> Option<&'static dyn Floor> {
+        Some(&floor::GrpcFloor)
+    }
+}
+
+/// What a client sent to the server's end.
+enum Incoming {
+    /// A unary call's request, and where its reply goes.
+    Request(Bytes, oneshot::Sender<Bytes>),
+    Message(Bytes),
+}
+
+type Outgoing = mpsc::Sender<Result<Frame, Status>>;
+type OutgoingQueue = mpsc::Receiver<Result<Frame, Status>>;
+
+/// The service a serving end runs: it hands what clients send to the end's role, and streams
+/// what the role writes.
+#[derive(Clone)]
+struct Service {
+    inbound: mpsc::Sender<Incoming>,
+    /// A bidirectional stream's way back (taken by the one client of a channel).
+    outbound: Arc<Mutex<Option<OutgoingQueue>>>,
+    /// Each subscriber's server stream (a topic's writer).
+    subscribers: Arc<Mutex<Vec<Outgoing>>>,
+}
+
+fn gone() -> Status {
+    Status::unavailable("msgperf's role at this end is gone")
+}
+
+#[tonic::async_trait]
+impl Bench for Service {
+    async fn call(&self, req: Request<Frame>) -> Result<Response<Frame>, Status> {
+        let (tx, rx) = oneshot::channel();
+        self.inbound
+            .send(Incoming::Request(req.into_inner().data, tx))
+            .await
+            .map_err(|_| gone())?;
+        let data = rx.await.map_err(|_| Status::cancelled("no reply"))?;
+        Ok(Response::new(Frame { data }))
+    }
+
+    async fn push(&self, req: Request<Streaming<Frame>>) -> Result<Response<Done>, Status> {
+        let mut s = req.into_inner();
+        while let Some(f) = s.message().await? {
+            self.inbound
+                .send(Incoming::Message(f.data))
+                .await
+                .map_err(|_| gone())?;
+        }
+        Ok(Response::new(Done {}))
+    }
+
+    type ExchangeStream = ReceiverStream<Result<Frame, Status>>;
+
+    async fn exchange(
+        &self,
+        req: Request<Streaming<Frame>>,
+    ) -> Result<Response<Self::ExchangeStream>, Status> {
+        let back = self
+            .outbound
+            .lock()
+            .unwrap()
+            .take()
+            .ok_or_else(|| Status::already_exists("this channel has its stream already"))?;
+        let inbound = self.inbound.clone();
+        let mut s = req.into_inner();
+        tokio::spawn(async move {
+            while let Ok(Some(f)) = s.message().await {
+                if inbound.send(Incoming::Message(f.data)).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(back)))
+    }
+
+    type SubscribeStream = ReceiverStream<Result<Frame, Status>>;
+
+    async fn subscribe(
+        &self,
+        _: Request<Hello>,
+    ) -> Result<Response<Self::SubscribeStream>, Status> {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        self.subscribers.lock().unwrap().push(tx);
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+/// A serving end: tonic's server on a port of its own, and the role's side of the service.
+struct Server {
+    address: String,
+    inbound: mpsc::Receiver<Incoming>,
+    outbound: Outgoing,
+    subscribers: Arc<Mutex<Vec<Outgoing>>>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Server {
+    fn start(host: &str, spec: &ChannelSpec) -> Result<Server, TransportError> {
+        let listener = std::net::TcpListener::bind((host, 0)).map_err(|e| match e.kind() {
+            std::io::ErrorKind::AddrInUse => TransportError::AddressInUse(host.into()),
+            _ => TransportError::Io(e),
+        })?;
+        listener.set_nonblocking(true)?;
+        let address = listener.local_addr()?.to_string();
+        let (in_tx, inbound) = mpsc::channel(QUEUE);
+        let (outbound, out_rx) = mpsc::channel(QUEUE);
+        let subscribers = Arc::new(Mutex::new(Vec::new()));
+        let service = Service {
+            inbound: in_tx,
+            outbound: Arc::new(Mutex::new(Some(out_rx))),
+            subscribers: subscribers.clone(),
+        };
+        let max = spec.max_message + 1024;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let listener = {
+            let _in_runtime = runtime().enter();
+            tokio::net::TcpListener::from_std(listener)?
+        };
+        let task = runtime().spawn(async move {
+            let _ = tonic::transport::Server::builder()
+                .tcp_nodelay(true)
+                .add_service(
+                    BenchServer::new(service)
+                        .max_decoding_message_size(max)
+                        .max_encoding_message_size(max),
+                )
+                .serve_with_incoming_shutdown(incoming(listener), async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        Ok(Server {
+            address,
+            inbound,
+            outbound,
+            subscribers,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // Calls still waiting on this end (an END's unary call) end with an error now.
+        self.inbound.close();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = wait(Duration::from_secs(1), task);
+        }
+    }
+}
+
+/// Accepted connections, with TCP_NODELAY (the server builder sets it only on connections it
+/// accepts itself): without it a 4 KiB reply waits out a delayed acknowledgement (40 ms).
+pub(super) fn incoming(
+    listener: tokio::net::TcpListener,
+) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    use tokio_stream::StreamExt;
+    TcpListenerStream::new(listener).map(|s| {
+        let s = s?;
+        s.set_nodelay(true)?;
+        Ok(s)
+    })
+}
+
+struct GrpcOpening {
+    side: Side,
+    server: Option<Server>,
+}
+
+impl Opening for GrpcOpening {
+    fn address(&self) -> Option<String> {
+        self.server.as_ref().map(|s| s.address.clone())
+    }
+
+    fn finish(
+        self: Box<Self>,
+        at: &Rendezvous,
+        spec: &ChannelSpec,
+    ) -> Result<Box<dyn Endpoint>, TransportError> {
+        let GrpcOpening { side, server } = *self;
+        let timeout = spec.timeout;
+        if let Some(server) = server {
+            if let Side::Publish { readers, .. } = side {
+                // Every subscriber's stream is open before anything is written.
+                let deadline = Deadline::after(timeout);
+                while (server.subscribers.lock().unwrap().len() as u32) < readers {
+                    if deadline.expired() {
+                        return Err(TransportError::Timeout(timeout));
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            return Ok(Box::new(GrpcEndpoint {
+                timeout,
+                server: Some(server),
+                reply: None,
+                client: None,
+            }));
+        }
+        let to = at.bound_at(side)?.to_string();
+        let client = connect(&to, spec)?;
+        let client = match side {
+            Side::Subscribe { reader, .. } => {
+                let mut c = client;
+                let r = wait(timeout, c.subscribe(Hello { reader }))?.map_err(status)?;
+                ClientEnd::Streams {
+                    out: None,
+                    inbound: r.into_inner(),
+                }
+            }
+            _ => match spec.exchange {
+                Exchange::Alternate => ClientEnd::Unary {
+                    client,
+                    pending: None,
+                },
+                Exchange::OneWay => {
+                    let (tx, rx) = mpsc::channel(QUEUE);
+                    let mut c = client;
+                    let call =
+                        runtime().spawn(async move { c.push(ReceiverStream::new(rx)).await });
+                    ClientEnd::Push { out: tx, call }
+                }
+                Exchange::Both => {
+                    let (tx, rx) = mpsc::channel(QUEUE);
+                    let mut c = client;
+                    let r = wait(timeout, c.exchange(ReceiverStream::new(rx)))?.map_err(status)?;
+                    ClientEnd::Streams {
+                        out: Some(tx),
+                        inbound: r.into_inner(),
+                    }
+                }
+            },
+        };
+        Ok(Box::new(GrpcEndpoint {
+            timeout,
+            server: None,
+            reply: None,
+            client: Some(client),
+        }))
+    }
+}
+
+/// A client of the service at `address`, connected.
+pub(super) fn connect(
+    address: &str,
+    spec: &ChannelSpec,
+) -> Result<BenchClient<Channel>, TransportError> {
+    let url = format!("http://{address}");
+    let endpoint = tonic::transport::Endpoint::from_shared(url.clone())
+        .map_err(|e| TransportError::Unsupported(format!("grpc: {url}: {e}")))?
+        .tcp_nodelay(true)
+        .connect_timeout(spec.timeout);
+    let channel = wait(spec.timeout, endpoint.connect())?
+        .map_err(|e| TransportError::Refused(format!("{url} ({e})")))?;
+    let max = spec.max_message + 1024;
+    Ok(BenchClient::new(channel)
+        .max_decoding_message_size(max)
+        .max_encoding_message_size(max))
+}
+
+fn status(s: Status) -> TransportError {
+    match s.code() {
+        tonic::Code::Unavailable | tonic::Code::Cancelled | tonic::Code::Aborted => {
+            TransportError::PeerClosed
+        }
+        tonic::Code::DeadlineExceeded => TransportError::Timeout(Duration::ZERO),
+        _ => TransportError::Unsupported(format!("grpc: {s}")),
+    }
+}
+
+enum ClientEnd {
+    /// One unary call per message; its reply is the next message received.
+    Unary {
+        client: BenchClient<Channel>,
+        pending: Option<tokio::task::JoinHandle<Result<Response<Frame>, Status>>>,
+    },
+    /// A client stream: messages go one way.
+    Push {
+        out: mpsc::Sender<Frame>,
+        call: tokio::task::JoinHandle<Result<Response<Done>, Status>>,
+    },
+    /// A stream the server writes (a subscriber), with one the client writes (bidirectional).
+    Streams {
+        out: Option<mpsc::Sender<Frame>>,
+        inbound: Streaming<Frame>,
+    },
+}
+
+struct GrpcEndpoint {
+    timeout: Duration,
+    server: Option<Server>,
+    /// A unary call's reply, owed by the serving end.
+    reply: Option<oneshot::Sender<Bytes>>,
+    client: Option<ClientEnd>,
+}
+
+impl Drop for GrpcEndpoint {
+    fn drop(&mut self) {
+        self.reply.take();
+        match self.client.take() {
+            Some(ClientEnd::Unary {
+                pending: Some(call),
+                ..
+            }) => call.abort(),
+            Some(ClientEnd::Push { out, call }) => {
+                // The stream ends, and its last messages are delivered before the call returns.
+                drop(out);
+                let _ = wait(Duration::from_secs(1), call);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn copy_out(data: &[u8], buf: &mut [u8]) -> Result<usize, TransportError> {
+    if data.len() > buf.len() {
+        return Err(TransportError::TooLarge {
+            len: data.len(),
+            max: buf.len(),
+        });
+    }
+    buf[..data.len()].copy_from_slice(data);
+    Ok(data.len())
+}
+
+impl GrpcEndpoint {
+    /// The next message, waiting at most `timeout` (zero: only what is there now).
+    fn next(&mut self, buf: &mut [u8], timeout: Duration) -> Result<Option<usize>, TransportError> {
+        let limit = self.timeout;
+        if let Some(server) = &mut self.server {
+            // What is queued is taken without a timed wait (which costs a timer).
+            let got = match server.inbound.try_recv() {
+                Ok(m) => Some(m),
+                Err(mpsc::error::TryRecvError::Empty) if timeout.is_zero() => return Ok(None),
+                Err(mpsc::error::TryRecvError::Empty) => wait(timeout, server.inbound.recv())?,
+                Err(mpsc::error::TryRecvError::Disconnected) => None,
+            };
+            return match got {
+                Some(Incoming::Request(data, reply)) => {
+                    self.reply = Some(reply);
+                    copy_out(&data, buf).map(Some)
+                }
+                Some(Incoming::Message(data)) => copy_out(&data, buf).map(Some),
+                None => Err(TransportError::PeerClosed),
+            };
+        }
+        match self.client.as_mut() {
+            Some(ClientEnd::Unary { pending, .. }) => {
+                let Some(call) = pending else {
+                    return Err(TransportError::Unsupported(
+                        "grpc: a reply was read before its request was sent".into(),
+                    ));
+                };
+                if timeout.is_zero() && !call.is_finished() {
+                    return Ok(None);
+                }
+                let call = pending.take().expect("a pending call");
+                let r = wait(timeout.max(limit), call)?
+                    .map_err(|e| TransportError::Unsupported(format!("grpc: a call: {e}")))?
+                    .map_err(status)?;
+                copy_out(&r.into_inner().data, buf).map(Some)
+            }
+            Some(ClientEnd::Streams { inbound, .. }) => match wait(timeout, inbound.message()) {
+                Err(TransportError::Timeout(_)) if timeout.is_zero() => Ok(None),
+                Err(e) => Err(e),
+                Ok(Ok(Some(f))) => copy_out(&f.data, buf).map(Some),
+                Ok(Ok(None)) => Err(TransportError::PeerClosed),
+                Ok(Err(s)) => Err(status(s)),
+            },
+            Some(ClientEnd::Push { .. }) | None => Err(TransportError::Unsupported(
+                "grpc: this end only writes (a client stream)".into(),
+            )),
+        }
+    }
+}
+
+impl Endpoint for GrpcEndpoint {
+    fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
+        let timeout = self.timeout;
+        let data = Bytes::copy_from_slice(msg);
+        if let Some(reply) = self.reply.take() {
+            return reply.send(data).map_err(|_| TransportError::PeerClosed);
+        }
+        if let Some(server) = &self.server {
+            let subscribers: Vec<Outgoing> = server.subscribers.lock().unwrap().clone();
+            if subscribers.is_empty() {
+                // A channel's way back: the client's bidirectional stream.
+                return match wait(timeout, server.outbound.send(Ok(Frame { data })))? {
+                    Ok(()) => Ok(()),
+                    Err(_) => Err(TransportError::PeerClosed),
+                };
+            }
+            // A topic: the same bytes into every subscriber's stream.
+            for s in &subscribers {
+                if wait(timeout, s.send(Ok(Frame { data: data.clone() })))?.is_err() {
+                    return Err(TransportError::PeerClosed);
+                }
+            }
+            return Ok(());
+        }
+        match self.client.as_mut() {
+            Some(ClientEnd::Unary { client, pending }) => {
+                if let Some(call) = pending.take() {
+                    call.abort();
+                }
+                let mut c = client.clone();
+                *pending = Some(runtime().spawn(async move { c.call(Frame { data }).await }));
+                Ok(())
+            }
+            Some(ClientEnd::Push { out, .. }) | Some(ClientEnd::Streams { out: Some(out), .. }) => {
+                // Into the queue at once if it has room: a timed wait costs a timer.
+                match out.try_send(Frame { data }) {
+                    Ok(()) => Ok(()),
+                    Err(mpsc::error::TrySendError::Full(frame)) => {
+                        match wait(timeout, out.send(frame))? {
+                            Ok(()) => Ok(()),
+                            Err(_) => Err(TransportError::PeerClosed),
+                        }
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => Err(TransportError::PeerClosed),
+                }
+            }
+            Some(ClientEnd::Streams { out: None, .. }) | None => Err(TransportError::Unsupported(
+                "grpc: a subscriber only reads".into(),
+            )),
+        }
+    }
+
+    fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {
+        let t = self.timeout;
+        self.next(buf, t)?.ok_or(TransportError::Timeout(t))
+    }
+
+    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, TransportError> {
+        self.next(buf, Duration::ZERO)
+    }
+}

@@ -1,0 +1,178 @@
+//! NATS's floor: the plainest async-nats loops through the same kind of server, on the same
+//! runtime and settings, and nothing of msgperf: a ping published on one subject and answered
+//! on another (ping-pong), and a subject published as fast as the client takes it and counted
+//! as it arrives (a stream). Side 1 starts the server (as a case's set-up does, on side 1's
+//! CPU) or uses `--opt broker`; side 0 measures.
+
+use super::{connect, runtime, SERVER};
+use crate::sys;
+use crate::transport::broker::Broker;
+use crate::transport::floor::{
+    measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
+};
+use crate::transport::{ChannelSpec, Exchange};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+pub struct NatsFloor;
+
+/// How long a side waits for the other (to start, to answer).
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Lines of the shared notes: the server's URL, the reader's subscription, the loop's end.
+const URL: u64 = 0;
+const SUBSCRIBED: u64 = 1;
+const DONE: u64 = 2;
+
+fn io(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
+impl Floor for NatsFloor {
+    fn make(&self, _: FloorLoop, _: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
+        Notes::make()
+    }
+
+    fn run(
+        &self,
+        l: FloorLoop,
+        side: usize,
+        ends: FloorEnds,
+        size: usize,
+        roles: &FloorRoles,
+        stop: &AtomicBool,
+    ) -> std::io::Result<Option<FloorFigure>> {
+        let notes = Notes::of(ends)?;
+        let spec = ChannelSpec {
+            options: roles.options.clone(),
+            timeout: WAIT,
+            poll: false,
+            max_message: size,
+            watched: false,
+            exchange: Exchange::Both,
+        };
+        let rt = runtime();
+        let data = Bytes::from(vec![7u8; size]);
+        let end_mark = Bytes::from_static(&[0]);
+        let loop_ns = (roles.warmup + roles.duration).as_nanos() as u64;
+        if side == 1 {
+            let broker = match roles.options.get("broker").filter(|b| *b != "start") {
+                Some(_) => None,
+                // Where this side runs, as a case's broker runs with the non-driving roles.
+                None => Some(Broker::start(&SERVER, None, WAIT).map_err(io)?),
+            };
+            let url = match (&broker, roles.options.get("broker")) {
+                (Some(b), _) => format!("nats://127.0.0.1:{}", b.port),
+                (None, Some(u)) => u.clone(),
+                (None, None) => unreachable!("a broker was started"),
+            };
+            let client = connect(&url, &spec).map_err(io)?;
+            let name = format!("msgperf-floor-{}", std::process::id());
+            match l {
+                FloorLoop::PingPong => {
+                    let mut pings = rt
+                        .block_on(client.subscribe(format!("{name}.ping")))
+                        .map_err(io)?;
+                    rt.block_on(client.flush()).map_err(io)?;
+                    notes.put(URL, &format!("{url} {name}"))?;
+                    let end = sys::monotonic_ns() + loop_ns + WAIT.as_nanos() as u64;
+                    while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
+                        let got = rt.block_on(async {
+                            tokio::time::timeout(Duration::from_millis(100), pings.next()).await
+                        });
+                        match got {
+                            Ok(Some(m)) if m.payload.len() > 1 => {
+                                let pong = format!("{name}.pong");
+                                rt.block_on(client.publish(pong, m.payload)).map_err(io)?;
+                            }
+                            Ok(_) => break,
+                            Err(_) => {}
+                        }
+                    }
+                }
+                FloorLoop::Stream => {
+                    notes.put(URL, &format!("{url} {name}"))?;
+                    notes.wait(SUBSCRIBED, WAIT)?;
+                    let subject = format!("{name}.data");
+                    let end = sys::monotonic_ns() + loop_ns;
+                    while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
+                        rt.block_on(client.publish(subject.clone(), data.clone()))
+                            .map_err(io)?;
+                    }
+                    rt.block_on(client.publish(subject, end_mark)).map_err(io)?;
+                    rt.block_on(client.flush()).map_err(io)?;
+                }
+            }
+            // The server stays until side 0 has all it will read.
+            let _ = notes.wait(DONE, WAIT);
+            drop(client);
+            drop(broker);
+            return Ok(None);
+        }
+        let at = notes.wait(URL, WAIT)?;
+        let (url, name) = at.split_once(' ').ok_or_else(|| io("bad notes"))?;
+        let client = connect(url, &spec).map_err(io)?;
+        let figure = match l {
+            FloorLoop::PingPong => {
+                let mut pongs = rt
+                    .block_on(client.subscribe(format!("{name}.pong")))
+                    .map_err(io)?;
+                rt.block_on(client.flush()).map_err(io)?;
+                let ping = format!("{name}.ping");
+                let f = measure_round_trips(roles, stop, || {
+                    rt.block_on(async {
+                        client.publish(ping.clone(), data.clone()).await.is_ok()
+                            && tokio::time::timeout(WAIT, pongs.next())
+                                .await
+                                .is_ok_and(|m| m.is_some_and(|m| m.payload.len() == size))
+                    })
+                });
+                let _ = rt.block_on(client.publish(ping, end_mark));
+                let _ = rt.block_on(client.flush());
+                f?
+            }
+            FloorLoop::Stream => {
+                let mut msgs = rt
+                    .block_on(client.subscribe(format!("{name}.data")))
+                    .map_err(io)?;
+                rt.block_on(client.flush()).map_err(io)?;
+                notes.put(SUBSCRIBED, "yes")?;
+                let warm = roles.warmup.as_nanos() as u64;
+                let (mut first, mut start, mut last, mut n) = (0u64, 0u64, 0u64, 0u64);
+                // Core NATS may drop the end mark with other messages: the loop's length bounds it.
+                let bound = Duration::from_nanos(loop_ns) + WAIT;
+                let deadline = crate::deadline::Deadline::after(bound);
+                while !deadline.expired() && !stop.load(Ordering::Relaxed) {
+                    let got = rt.block_on(async {
+                        tokio::time::timeout(Duration::from_millis(100), msgs.next()).await
+                    });
+                    match got {
+                        Ok(Some(m)) if m.payload.len() > 1 => {
+                            let now = sys::monotonic_ns();
+                            if first == 0 {
+                                first = now;
+                            }
+                            if now >= first + warm {
+                                if n == 0 {
+                                    start = now;
+                                }
+                                last = now;
+                                n += 1;
+                            }
+                        }
+                        Ok(_) => break,
+                        Err(_) if first > 0 && sys::monotonic_ns() > first + loop_ns => break,
+                        Err(_) => {}
+                    }
+                }
+                // The first measured read opens the window; the ones after it are inside it.
+                let n = n.saturating_sub(1);
+                stream_figure(n, n * size as u64, last.saturating_sub(start))
+            }
+        };
+        notes.put(DONE, "yes")?;
+        Ok(Some(figure))
+    }
+}

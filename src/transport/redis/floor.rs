@@ -1,0 +1,253 @@
+//! Redis's floor: the plainest redis-rs loops through the same kind of server, in the same
+//! mode, on the same runtime, and nothing of msgperf. Ping-pong: PUBLISH a ping that the
+//! other side's subscription answers with a PUBLISH (pubsub), or XADD one that the other side's
+//! XREAD answers with an XADD (streams). A stream: PUBLISH or XADD as fast as the server
+//! answers, counted as the other side reads it. Side 1 starts the server (as a case's set-up
+//! does, on side 1's CPU) or uses `--opt broker`; side 0 measures.
+
+use super::{BATCH, SERVER};
+use crate::sys;
+use crate::transport::broker::Broker;
+use crate::transport::floor::{
+    measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
+};
+use crate::transport::runtime::runtime;
+use futures_util::StreamExt;
+use redis::aio::{MultiplexedConnection, PubSubStream};
+use redis::streams::StreamReadReply;
+use redis::{AsyncCommands, Value};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+pub struct RedisFloor;
+
+/// How long a side waits for the other (to start, to answer).
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Lines of the shared notes: the server's URL, the reader's subscription, the loop's end.
+const URL: u64 = 0;
+const SUBSCRIBED: u64 = 1;
+const DONE: u64 = 2;
+
+fn io(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
+/// One side's way in: a subscription, or a stream key read from its start.
+enum Reader {
+    Channel(PubSubStream),
+    Stream(String, String, VecDeque<Vec<u8>>),
+}
+
+impl Reader {
+    async fn open(client: &redis::Client, name: String, streams: bool) -> redis::RedisResult<Self> {
+        if streams {
+            return Ok(Reader::Stream(name, "0".into(), VecDeque::new()));
+        }
+        let mut ps = client.get_async_pubsub().await?;
+        ps.subscribe(name).await?;
+        Ok(Reader::Channel(ps.into_on_message()))
+    }
+
+    /// The next message's payload; None at the end or after `within`.
+    async fn next(&mut self, con: &mut MultiplexedConnection, within: Duration) -> Option<Vec<u8>> {
+        match self {
+            Reader::Channel(s) => tokio::time::timeout(within, s.next())
+                .await
+                .ok()
+                .flatten()
+                .map(|m| m.get_payload_bytes().to_vec()),
+            Reader::Stream(key, last, got) => {
+                if got.is_empty() {
+                    let reply: StreamReadReply = redis::cmd("XREAD")
+                        .arg("COUNT")
+                        .arg(BATCH)
+                        .arg("BLOCK")
+                        .arg(within.as_millis() as u64)
+                        .arg("STREAMS")
+                        .arg(&*key)
+                        .arg(&*last)
+                        .query_async(con)
+                        .await
+                        .ok()?;
+                    for id in reply.keys.into_iter().flat_map(|k| k.ids) {
+                        if let Some(Value::BulkString(d)) = id.map.get("d") {
+                            got.push_back(d.clone());
+                        }
+                        *last = id.id;
+                    }
+                }
+                got.pop_front()
+            }
+        }
+    }
+}
+
+async fn write(
+    con: &mut MultiplexedConnection,
+    to: &str,
+    data: &[u8],
+    streams: bool,
+) -> redis::RedisResult<()> {
+    if streams {
+        let _: Value = redis::cmd("XADD")
+            .arg(to)
+            .arg("*")
+            .arg("d")
+            .arg(data)
+            .query_async(con)
+            .await?;
+    } else {
+        let _: i64 = con.publish(to, data).await?;
+    }
+    Ok(())
+}
+
+async fn connect(url: &str) -> redis::RedisResult<(redis::Client, MultiplexedConnection)> {
+    let client = redis::Client::open(url)?;
+    // XREAD BLOCK answers after its own wait: no response timeout of the client's.
+    let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
+    let con = client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await?;
+    Ok((client, con))
+}
+
+impl Floor for RedisFloor {
+    fn make(&self, _: FloorLoop, _: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
+        Notes::make()
+    }
+
+    fn run(
+        &self,
+        l: FloorLoop,
+        side: usize,
+        ends: FloorEnds,
+        size: usize,
+        roles: &FloorRoles,
+        stop: &AtomicBool,
+    ) -> std::io::Result<Option<FloorFigure>> {
+        let notes = Notes::of(ends)?;
+        let streams = roles.options.get("mode").is_some_and(|m| m == "streams");
+        let rt = runtime();
+        let data = vec![7u8; size];
+        let loop_ns = (roles.warmup + roles.duration).as_nanos() as u64;
+        let tick = Duration::from_millis(100);
+        if side == 1 {
+            let external = roles.options.get("broker").filter(|b| *b != "start");
+            let broker = match external {
+                Some(_) => None,
+                // Where this side runs, as a case's broker runs with the non-driving roles.
+                None => Some(Broker::start(&SERVER, None, WAIT).map_err(io)?),
+            };
+            let url = match (&broker, external) {
+                (Some(b), _) => format!("redis://127.0.0.1:{}", b.port),
+                (None, Some(u)) => u.clone(),
+                (None, None) => unreachable!("a broker was started"),
+            };
+            let name = format!("msgperf-floor-{}", std::process::id());
+            let (client, mut con) = rt.block_on(connect(&url)).map_err(io)?;
+            match l {
+                FloorLoop::PingPong => {
+                    let mut pings = rt
+                        .block_on(Reader::open(&client, format!("{name}:ping"), streams))
+                        .map_err(io)?;
+                    notes.put(URL, &format!("{url} {name}"))?;
+                    let end = sys::monotonic_ns() + loop_ns + WAIT.as_nanos() as u64;
+                    let pong = format!("{name}:pong");
+                    while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
+                        match rt.block_on(pings.next(&mut con, tick)) {
+                            Some(p) if p.len() > 1 => {
+                                rt.block_on(write(&mut con, &pong, &p, streams))
+                                    .map_err(io)?;
+                            }
+                            Some(_) => break,
+                            None => {}
+                        }
+                    }
+                }
+                FloorLoop::Stream => {
+                    notes.put(URL, &format!("{url} {name}"))?;
+                    notes.wait(SUBSCRIBED, WAIT)?;
+                    let to = format!("{name}:data");
+                    let end = sys::monotonic_ns() + loop_ns;
+                    while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
+                        rt.block_on(write(&mut con, &to, &data, streams))
+                            .map_err(io)?;
+                    }
+                    rt.block_on(write(&mut con, &to, &[0], streams))
+                        .map_err(io)?;
+                }
+            }
+            // The server stays until side 0 has all it will read.
+            let _ = notes.wait(DONE, WAIT);
+            if external.is_some() {
+                let keys = [
+                    format!("{name}:ping"),
+                    format!("{name}:pong"),
+                    format!("{name}:data"),
+                ];
+                let _: redis::RedisResult<()> = rt.block_on(con.del(&keys));
+            }
+            drop(broker);
+            return Ok(None);
+        }
+        let at = notes.wait(URL, WAIT)?;
+        let (url, name) = at.split_once(' ').ok_or_else(|| io("bad notes"))?;
+        let (client, mut con) = rt.block_on(connect(url)).map_err(io)?;
+        let figure = match l {
+            FloorLoop::PingPong => {
+                let mut pongs = rt
+                    .block_on(Reader::open(&client, format!("{name}:pong"), streams))
+                    .map_err(io)?;
+                let ping = format!("{name}:ping");
+                let f = measure_round_trips(roles, stop, || {
+                    rt.block_on(async {
+                        write(&mut con, &ping, &data, streams).await.is_ok()
+                            && pongs
+                                .next(&mut con, WAIT)
+                                .await
+                                .is_some_and(|p| p.len() == size)
+                    })
+                });
+                let _ = rt.block_on(write(&mut con, &ping, &[0], streams));
+                f?
+            }
+            FloorLoop::Stream => {
+                let mut msgs = rt
+                    .block_on(Reader::open(&client, format!("{name}:data"), streams))
+                    .map_err(io)?;
+                notes.put(SUBSCRIBED, "yes")?;
+                let warm = roles.warmup.as_nanos() as u64;
+                let (mut first, mut start, mut last, mut n) = (0u64, 0u64, 0u64, 0u64);
+                let deadline =
+                    crate::deadline::Deadline::after(Duration::from_nanos(loop_ns) + WAIT);
+                while !deadline.expired() && !stop.load(Ordering::Relaxed) {
+                    match rt.block_on(msgs.next(&mut con, tick)) {
+                        Some(p) if p.len() > 1 => {
+                            let now = sys::monotonic_ns();
+                            if first == 0 {
+                                first = now;
+                            }
+                            if now >= first + warm {
+                                if n == 0 {
+                                    start = now;
+                                }
+                                last = now;
+                                n += 1;
+                            }
+                        }
+                        Some(_) => break,
+                        None => {}
+                    }
+                }
+                // The first measured read opens the window; the ones after it are inside it.
+                let n = n.saturating_sub(1);
+                stream_figure(n, n * size as u64, last.saturating_sub(start))
+            }
+        };
+        notes.put(DONE, "yes")?;
+        Ok(Some(figure))
+    }
+}

@@ -1,0 +1,359 @@
+//! `redis`: Redis through `redis-rs` (its tokio connections, on the process's runtime), in one
+//! of two modes. `pubsub` (the default): each end publishes with PUBLISH on one channel and
+//! reads its SUBSCRIBE connection on another; a topic is one channel that the server copies to
+//! every subscriber. `streams`: each direction is a stream key, written with XADD and read
+//! with XREAD from the first entry on; a topic is one key that every reader reads. Without
+//! `--opt broker=URL` each case runs a `redis-server` of its own (`transport/broker.rs`).
+//! Cargo feature `redis`.
+
+mod floor;
+
+use super::broker::{self, Program};
+use super::runtime::wait;
+use super::{
+    as_it_is, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Opening,
+    OptionSpec, Options, Place, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
+};
+use crate::delivery::{Delivery, Setting};
+use futures_util::{FutureExt, StreamExt};
+use redis::aio::{MultiplexedConnection, PubSubStream};
+use redis::streams::StreamReadReply;
+use redis::{AsyncCommands, Value};
+use std::collections::VecDeque;
+use std::path::Path;
+use std::time::Duration;
+
+pub struct Redis;
+
+/// The largest message msgperf sends through Redis (its own limit is 512 MB).
+const MAX_MESSAGE: usize = 64 << 20;
+
+/// Entries one XREAD takes at most.
+const BATCH: usize = 256;
+
+pub(super) static SERVER: Program = Program {
+    name: "redis-server",
+    install: "apt-get install redis-server",
+    args: |_, _| vec!["redis.conf".into()],
+    configure: Some(configure),
+};
+
+fn configure(port: u16, dir: &Path) -> std::io::Result<()> {
+    // Loopback only, nothing saved; a subscriber may fall 256 MB behind before the server
+    // drops it.
+    std::fs::write(
+        dir.join("redis.conf"),
+        format!(
+            "port {port}\nbind 127.0.0.1\nprotected-mode no\nsave \"\"\nappendonly no\ndir {}\nclient-output-buffer-limit pubsub 256mb 256mb 0\n",
+            dir.display()
+        ),
+    )
+}
+
+fn check_broker(v: &str) -> Result<(), String> {
+    broker::check_url(v, "redis")
+}
+
+fn check_maxlen(v: &str) -> Result<(), String> {
+    match v.parse::<u64>() {
+        Ok(n) if n > 0 => Ok(()),
+        _ => Err("a number of entries, at least 1".into()),
+    }
+}
+
+/// Deletes the case's keys (streams mode) from a server msgperf did not start.
+fn cleanup(url: &str, name: &str) {
+    let _ = wait(Duration::from_secs(5), async {
+        let client = redis::Client::open(url).ok()?;
+        let mut con = client.get_multiplexed_async_connection().await.ok()?;
+        let keys: Vec<String> = con.keys(format!("{name}:*")).await.ok()?;
+        if !keys.is_empty() {
+            let _: () = con.del(keys).await.ok()?;
+        }
+        Some(())
+    });
+}
+
+impl Transport for Redis {
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+    fn about(&self) -> &'static str {
+        "Redis (redis-rs) pub/sub or streams through a redis-server that msgperf starts per case, or --opt broker=URL (feature `redis`)"
+    }
+    fn options(&self) -> &'static [OptionSpec] {
+        #[rustfmt::skip]
+        const O: &[OptionSpec] = &[
+            OptionSpec { key: "broker", default: "start", about: "start (msgperf runs redis-server for the case, on a free loopback port) or redis://HOST:PORT of a running server (msgperf uses only names of its own there, and deletes its keys afterwards)", values: &[], check: Some(check_broker) },
+            OptionSpec { key: "mode", default: "pubsub", about: "pubsub (PUBLISH and SUBSCRIBE: at most once) or streams (XADD and XREAD: kept in the server up to `maxlen` entries)", values: &["pubsub", "streams"], check: None },
+            OptionSpec { key: "maxlen", default: "1000000", about: "streams: entries a stream keeps (XADD MAXLEN ~); a reader further behind loses the trimmed ones (counted)", values: &[], check: Some(check_maxlen) },
+        ];
+        O
+    }
+    fn capabilities(&self, _: &Options) -> Capabilities {
+        Capabilities {
+            reliable: false,
+            max_message_bytes: MAX_MESSAGE,
+            cross_process: true,
+            cross_host: true,
+            native_fan_out: 1024,
+            needs_server: true,
+            allocates_per_message: true,
+            exchange: Exchange::Both,
+            ..Capabilities::default()
+        }
+    }
+
+    fn map_delivery(&self, d: &Delivery, options: &Options) -> Result<DeliveryMap, String> {
+        let mut m = as_it_is(self.name(), &self.capabilities(options), d)?;
+        let s = if options.get("mode").is_some_and(|m| m == "streams") {
+            Setting::new(
+                "delivery",
+                "XADD/XREAD",
+                "every entry stays in the stream until it is trimmed (--opt maxlen): a reader further behind than that loses the trimmed entries, counted; the writer never waits",
+            )
+        } else {
+            Setting::new(
+                "delivery",
+                "at most once",
+                "PUBLISH reaches the subscribers connected now; the server disconnects a subscriber whose output buffer passes 256 MB (client-output-buffer-limit), which ends its case",
+            )
+        };
+        m.settings.insert(0, s);
+        Ok(m)
+    }
+
+    fn setup(&self, plan: &SetupPlan, spec: &ChannelSpec) -> Result<Setup, TransportError> {
+        broker::setup(self.name(), &SERVER, "redis", plan, spec, cleanup)
+    }
+
+    fn open(
+        &self,
+        at: &Rendezvous,
+        side: Side,
+        spec: &ChannelSpec,
+    ) -> Result<Box<dyn Opening>, TransportError> {
+        let Place::Broker { url, name } = &at.place else {
+            return Err(TransportError::Unsupported(format!(
+                "redis meets at a broker, not {:?}",
+                at.place
+            )));
+        };
+        let streams = spec.options.get("mode").is_some_and(|m| m == "streams");
+        let maxlen = spec
+            .options
+            .get("maxlen")
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(1_000_000);
+        let (out, inbound) = names(name, side);
+        let client = redis::Client::open(url.as_str())
+            .map_err(|e| TransportError::Unsupported(format!("redis: {url}: {e}")))?;
+        let refused = |e: redis::RedisError| {
+            TransportError::Refused(format!(
+                "{url} ({e}): is redis-server running there? (without --opt broker, msgperf starts one)"
+            ))
+        };
+        // Every call is bounded by msgperf's own timeout (XREAD BLOCK waits longer than the
+        // client's default response timeout).
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(spec.timeout))
+            .set_response_timeout(None);
+        let con = wait(
+            spec.timeout,
+            client.get_multiplexed_async_connection_with_config(&config),
+        )?
+        .map_err(refused)?;
+        let inbox = match inbound {
+            // Subscribed before this end says it is bound (SUBSCRIBE has answered): every end
+            // is bound before any writes, so nothing is published to no one.
+            Some(ch) if !streams => Some(Inbox::Channel(
+                wait(spec.timeout, async {
+                    let mut ps = client.get_async_pubsub().await?;
+                    ps.subscribe(ch).await?;
+                    Ok::<_, redis::RedisError>(ps.into_on_message())
+                })?
+                .map_err(refused)?,
+            )),
+            // A fresh key: reading from its first entry misses nothing written after binding.
+            Some(key) => Some(Inbox::Stream {
+                key,
+                last: "0".into(),
+                got: VecDeque::new(),
+            }),
+            None => None,
+        };
+        Ok(Box::new(RedisOpening(
+            RedisEnd {
+                con,
+                out,
+                inbox,
+                streams,
+                maxlen,
+                timeout: spec.timeout,
+            },
+            side,
+        )))
+    }
+
+    fn floor(&self) -> Option<&'static dyn Floor> {
+        Some(&floor::RedisFloor)
+    }
+}
+
+/// What an end writes to and reads from: channel names, or stream keys.
+fn names(name: &str, side: Side) -> (Option<String>, Option<String>) {
+    let s = |tail: String| format!("{name}:{tail}");
+    match side {
+        Side::Accept(n) => (
+            Some(s(format!("c{n}:back"))),
+            Some(s(format!("c{n}:forth"))),
+        ),
+        Side::Connect(n) => (
+            Some(s(format!("c{n}:forth"))),
+            Some(s(format!("c{n}:back"))),
+        ),
+        Side::Publish { topic, .. } => (Some(s(format!("t{topic}"))), None),
+        Side::Subscribe { topic, .. } => (None, Some(s(format!("t{topic}")))),
+    }
+}
+
+struct RedisOpening(RedisEnd, Side);
+
+impl Opening for RedisOpening {
+    fn finish(
+        self: Box<Self>,
+        _: &Rendezvous,
+        _: &ChannelSpec,
+    ) -> Result<Box<dyn Endpoint>, TransportError> {
+        let RedisOpening(mut end, side) = *self;
+        broker::greet(&mut end, side)?;
+        Ok(Box::new(end))
+    }
+}
+
+enum Inbox {
+    Channel(PubSubStream),
+    Stream {
+        key: String,
+        /// The last entry read.
+        last: String,
+        /// Entries one XREAD brought and the role has not taken yet.
+        got: VecDeque<Vec<u8>>,
+    },
+}
+
+struct RedisEnd {
+    con: MultiplexedConnection,
+    out: Option<String>,
+    inbox: Option<Inbox>,
+    streams: bool,
+    maxlen: u64,
+    timeout: Duration,
+}
+
+fn copy_out(data: &[u8], buf: &mut [u8]) -> Result<usize, TransportError> {
+    if data.len() > buf.len() {
+        return Err(TransportError::TooLarge {
+            len: data.len(),
+            max: buf.len(),
+        });
+    }
+    buf[..data.len()].copy_from_slice(data);
+    Ok(data.len())
+}
+
+fn failed(e: redis::RedisError) -> TransportError {
+    if e.is_connection_dropped() || e.is_connection_refusal() || e.is_io_error() {
+        TransportError::PeerClosed
+    } else {
+        TransportError::Unsupported(format!("redis: {e}"))
+    }
+}
+
+impl RedisEnd {
+    /// The next message, waiting at most `timeout` (zero: only what is there now).
+    fn next(&mut self, buf: &mut [u8], timeout: Duration) -> Result<Option<usize>, TransportError> {
+        let Some(inbox) = self.inbox.as_mut() else {
+            return Err(TransportError::Unsupported(
+                "redis: a topic's publisher only writes".into(),
+            ));
+        };
+        match inbox {
+            Inbox::Channel(stream) => {
+                // What is queued is taken without a timed wait (which costs a timer).
+                let msg = match stream.next().now_or_never() {
+                    Some(m) => m,
+                    None if timeout.is_zero() => return Ok(None),
+                    None => wait(timeout, stream.next())?,
+                };
+                match msg {
+                    Some(m) => copy_out(m.get_payload_bytes(), buf).map(Some),
+                    None => Err(TransportError::PeerClosed),
+                }
+            }
+            Inbox::Stream { key, last, got } => {
+                if got.is_empty() {
+                    let mut read = redis::cmd("XREAD");
+                    read.arg("COUNT").arg(BATCH);
+                    if !timeout.is_zero() {
+                        // The server's own wait, bounded by ours.
+                        read.arg("BLOCK").arg(timeout.as_millis().max(1) as u64);
+                    }
+                    read.arg("STREAMS").arg(&*key).arg(&*last);
+                    let con = &mut self.con;
+                    let reply: Option<StreamReadReply> =
+                        wait(timeout + Duration::from_secs(1), read.query_async(con))?
+                            .map_err(failed)?;
+                    for s in reply.into_iter().flat_map(|r| r.keys) {
+                        for id in s.ids {
+                            if let Some(Value::BulkString(data)) = id.map.get("d") {
+                                got.push_back(data.clone());
+                            }
+                            *last = id.id;
+                        }
+                    }
+                }
+                match got.pop_front() {
+                    Some(data) => copy_out(&data, buf).map(Some),
+                    None if timeout.is_zero() => Ok(None),
+                    None => Err(TransportError::Timeout(timeout)),
+                }
+            }
+        }
+    }
+}
+
+impl Endpoint for RedisEnd {
+    fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
+        let Some(out) = self.out.as_deref() else {
+            return Err(TransportError::Unsupported(
+                "redis: a subscriber only reads".into(),
+            ));
+        };
+        let con = &mut self.con;
+        if self.streams {
+            let add = redis::cmd("XADD")
+                .arg(out)
+                .arg("MAXLEN")
+                .arg("~")
+                .arg(self.maxlen)
+                .arg("*")
+                .arg("d")
+                .arg(msg)
+                .to_owned();
+            let _: Value = wait(self.timeout, add.query_async(con))?.map_err(failed)?;
+        } else {
+            let _: i64 = wait(self.timeout, con.publish(out, msg))?.map_err(failed)?;
+        }
+        Ok(())
+    }
+
+    fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {
+        let t = self.timeout;
+        self.next(buf, t)?.ok_or(TransportError::Timeout(t))
+    }
+
+    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, TransportError> {
+        self.next(buf, Duration::ZERO)
+    }
+}

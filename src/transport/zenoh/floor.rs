@@ -1,0 +1,188 @@
+//! Zenoh's floor: the plainest ping-pong and stream loops over the same library and settings
+//! (endpoint, congestion control, express, shared memory, subscriber queue) and nothing of
+//! msgperf: no header, no histogram. Side 0 listens and writes its endpoint into a small memory
+//! file that both sides share; side 1 reads it and connects.
+
+use super::{config, copy_out, publisher, wait_matched, Inbox};
+use crate::sys;
+use crate::transport::floor::{
+    measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles,
+};
+use crate::transport::ChannelSpec;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use zenoh::Wait;
+
+pub struct ZenohFloor;
+
+/// How long a side waits for the other (to start, to answer).
+const WAIT: Duration = Duration::from_secs(10);
+
+impl Floor for ZenohFloor {
+    fn make(&self, _: FloorLoop, _: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
+        let fd = sys::memfd(4096)?;
+        Ok([
+            FloorEnds::Fds(vec![fd.try_clone()?]),
+            FloorEnds::Fds(vec![fd]),
+        ])
+    }
+
+    fn run(
+        &self,
+        l: FloorLoop,
+        side: usize,
+        ends: FloorEnds,
+        size: usize,
+        roles: &FloorRoles,
+        stop: &AtomicBool,
+    ) -> std::io::Result<Option<FloorFigure>> {
+        let FloorEnds::Fds(mut fds) = ends else {
+            return Err(std::io::Error::other(
+                "the zenoh floor shares a memory file",
+            ));
+        };
+        let shared = std::fs::File::from(fds.remove(0));
+        let spec = ChannelSpec {
+            options: roles.options.clone(),
+            timeout: WAIT,
+            poll: false,
+            max_message: size,
+            watched: false,
+            exchange: crate::transport::Exchange::Both,
+        };
+        let io = |e: crate::transport::TransportError| std::io::Error::other(e.to_string());
+        // A unix socket's directory, removed when the loop ends.
+        let dir =
+            (side == 0 && roles.options.get("endpoint").is_some_and(|e| e == "unix")).then(|| {
+                crate::transport::DirGuard(
+                    std::env::temp_dir().join(crate::transport::fresh_name()),
+                )
+            });
+        let session = if side == 0 {
+            let endpoint = match &dir {
+                Some(d) => {
+                    std::fs::create_dir(&d.0)?;
+                    format!("unixsock-stream/{}", d.0.join("floor.sock").display())
+                }
+                None => {
+                    let port = std::net::TcpListener::bind(("127.0.0.1", 0))?
+                        .local_addr()?
+                        .port();
+                    format!("tcp/127.0.0.1:{port}")
+                }
+            };
+            let s = zenoh::open(config(Some(&endpoint), None, &spec).map_err(io)?)
+                .wait()
+                .map_err(|e| std::io::Error::other(format!("zenoh floor: {e}")))?;
+            shared.write_at(format!("{endpoint}\n").as_bytes(), 0)?;
+            s
+        } else {
+            let deadline = crate::deadline::Deadline::after(WAIT);
+            let mut got = [0u8; 4096];
+            let at = loop {
+                let n = shared.read_at(&mut got, 0)?;
+                if let Some(end) = got[..n].iter().position(|&b| b == b'\n') {
+                    break String::from_utf8_lossy(&got[..end]).to_string();
+                }
+                if deadline.expired() {
+                    return Err(std::io::Error::other("the floor's side 0 never listened"));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            };
+            zenoh::open(config(None, Some(&at), &spec).map_err(io)?)
+                .wait()
+                .map_err(|e| std::io::Error::other(format!("zenoh floor: {e}")))?
+        };
+        let (out, inn) = if side == 0 {
+            ("floor/forth", "floor/back")
+        } else {
+            ("floor/back", "floor/forth")
+        };
+        let inbox = Inbox::declare(&session, inn, &spec).map_err(io)?;
+        let p = publisher(&session, out, &spec).map_err(io)?;
+        wait_matched(&p, WAIT).map_err(io)?;
+        let mut buf = vec![7u8; size.max(1)];
+        // The next message (None: the peer is gone or stop was raised).
+        let next = |buf: &mut [u8]| -> Option<usize> {
+            let deadline = crate::deadline::Deadline::after(WAIT);
+            loop {
+                match inbox.recv(Duration::from_millis(100)) {
+                    Ok(Some(s)) => return copy_out(&s, buf).ok(),
+                    Ok(None) if deadline.expired() || stop.load(Ordering::Relaxed) => return None,
+                    Ok(None) => {}
+                    Err(_) => return None,
+                }
+            }
+        };
+        // A message of one byte ends a loop; repeated, as a dropping publisher may lose one.
+        let send_end = || {
+            for _ in 0..10 {
+                let _ = p.put(vec![0u8]).wait();
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        };
+        let figure = match (l, side) {
+            (FloorLoop::PingPong, 0) => {
+                let f = measure_round_trips(roles, stop, || {
+                    p.put(buf.clone()).wait().is_ok() && next(&mut buf) == Some(size)
+                });
+                send_end();
+                f.map(Some)
+            }
+            (FloorLoop::PingPong, _) => {
+                while let Some(n) = next(&mut buf) {
+                    if n <= 1 || p.put(buf[..n].to_vec()).wait().is_err() {
+                        break;
+                    }
+                }
+                Ok(None)
+            }
+            (FloorLoop::Stream, 0) => {
+                let warm = roles.warmup.as_nanos() as u64;
+                let (mut first, mut start, mut last, mut msgs) = (0u64, 0u64, 0u64, 0u64);
+                while !stop.load(Ordering::Relaxed) {
+                    match next(&mut buf) {
+                        Some(n) if n > 1 => {}
+                        _ => break,
+                    }
+                    let now = sys::monotonic_ns();
+                    if first == 0 {
+                        first = now;
+                    }
+                    if now >= first + warm {
+                        if msgs == 0 {
+                            start = now;
+                        }
+                        last = now;
+                        msgs += 1;
+                    }
+                }
+                // The first measured read opens the window; the ones after it are inside it.
+                let msgs = msgs.saturating_sub(1);
+                Ok(Some(stream_figure(
+                    msgs,
+                    msgs * size as u64,
+                    last.saturating_sub(start),
+                )))
+            }
+            (FloorLoop::Stream, _) => {
+                let end = sys::monotonic_ns() + (roles.warmup + roles.duration).as_nanos() as u64;
+                while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
+                    if p.put(buf.clone()).wait().is_err() {
+                        break;
+                    }
+                }
+                send_end();
+                Ok(None)
+            }
+        };
+        drop((p, inbox));
+        let _ = session.close().wait();
+        drop(dir);
+        if side == 0 && spec.flag("shm", false) {
+            super::sweep_shm();
+        }
+        figure
+    }
+}
