@@ -868,3 +868,85 @@ mod redis {
         );
     }
 }
+
+#[cfg(feature = "mqtt")]
+mod mqtt {
+    use super::*;
+
+    #[test]
+    fn mqtt_counts_every_message_at_qos_1() {
+        exact_counts("mqtt", &[]);
+    }
+
+    #[test]
+    fn mqtt_pubsub_fans_out_without_loss_and_measures_the_broker() {
+        pubsub_loses_nothing("mqtt", &[]);
+        let dir = temp_dir();
+        let r = result_of(
+            &[
+                "run",
+                "pubsub",
+                "-t",
+                "mqtt",
+                "--subs",
+                "2",
+                "--size",
+                "1000",
+                "--rate",
+                "1khz",
+                "--count",
+                "500",
+                "--warmup",
+                "0s",
+                "--no-floor",
+            ],
+            &dir.path().join("measured.json"),
+        );
+        broker_is_measured(&r);
+    }
+
+    #[test]
+    fn mqtt_a_killed_peer_or_broker_ends_the_case_within_the_timeout() {
+        killed_peer_ends_the_case("mqtt", &[]);
+        broker_fault_ends_the_case("mqtt", "mosquitto", libc::SIGKILL);
+        broker_fault_ends_the_case("mqtt", "mosquitto", libc::SIGSTOP);
+    }
+
+    #[test]
+    fn mqtt_names_a_broker_that_is_not_there_and_refuses_conflicting_qos() {
+        let out = run(
+            &[
+                "run",
+                "pingpong",
+                "-t",
+                "mqtt",
+                "--opt",
+                "broker=mqtt://127.0.0.1:1",
+                "--timeout",
+                "2s",
+                "--no-floor",
+            ],
+            Duration::from_secs(60),
+        );
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("is mosquitto running there?"), "{err}");
+        refused(
+            &[
+                "run",
+                "pingpong",
+                "-t",
+                "mqtt",
+                "--delivery",
+                "reliable",
+                "--opt",
+                "qos=0",
+            ],
+            "needs QoS 1 or 2",
+        );
+        refused(
+            &["run", "stream", "-t", "mqtt", "--history", "latest"],
+            "fifo only",
+        );
+    }
+}

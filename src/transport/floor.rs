@@ -383,13 +383,23 @@ pub fn memcpy_bandwidth(size: usize, roles: &FloorRoles) -> FloorFigure {
     stream_figure(copies, copies * size as u64, ns)
 }
 
-#[cfg(any(feature = "grpc", feature = "nats", feature = "redis"))]
+#[cfg(any(
+    feature = "grpc",
+    feature = "nats",
+    feature = "redis",
+    feature = "mqtt"
+))]
 /// A small memory file both sides of a floor share, for what a middleware's floor must tell
 /// its other side before the loop (an address the kernel chose, that a subscription is in
 /// place, that the loop is over): lines written at fixed offsets.
 pub(crate) struct Notes(pub std::fs::File);
 
-#[cfg(any(feature = "grpc", feature = "nats", feature = "redis"))]
+#[cfg(any(
+    feature = "grpc",
+    feature = "nats",
+    feature = "redis",
+    feature = "mqtt"
+))]
 impl Notes {
     /// Two ends of a fresh one.
     pub fn make() -> std::io::Result<[FloorEnds; 2]> {

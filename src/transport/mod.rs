@@ -22,7 +22,7 @@
 //! - A message longer than the receiver's buffer is [`TransportError::TooLarge`], never a silent
 //!   truncation.
 
-#[cfg(any(feature = "nats", feature = "redis"))]
+#[cfg(any(feature = "nats", feature = "redis", feature = "mqtt"))]
 mod broker;
 #[cfg(feature = "dds")]
 mod dds;
@@ -34,12 +34,19 @@ mod grpc;
 #[cfg(feature = "iceoryx2")]
 mod iceoryx2;
 mod inproc;
+#[cfg(feature = "mqtt")]
+mod mqtt;
 #[cfg(feature = "nats")]
 mod nats;
 mod pipe;
 #[cfg(feature = "redis")]
 mod redis;
-#[cfg(any(feature = "grpc", feature = "nats", feature = "redis"))]
+#[cfg(any(
+    feature = "grpc",
+    feature = "nats",
+    feature = "redis",
+    feature = "mqtt"
+))]
 mod runtime;
 mod shm;
 mod tcp;
@@ -85,6 +92,8 @@ pub static REGISTRY: &[&dyn Transport] = &[
     &nats::Nats,
     #[cfg(feature = "redis")]
     &redis::Redis,
+    #[cfg(feature = "mqtt")]
+    &mqtt::Mqtt,
 ];
 
 /// Finds a transport by its CLI name.

@@ -1,0 +1,173 @@
+//! MQTT's floor: the plainest rumqttc loops through the same kind of broker, at the same QoS,
+//! on the same runtime, and nothing of msgperf: a ping published on one topic and answered on
+//! another (ping-pong), and a topic published as fast as the client takes it and counted as it
+//! arrives (a stream). Side 1 starts the broker (as a case's set-up does, on side 1's CPU) or
+//! uses `--opt broker`; side 0 measures.
+
+use super::{qos_of, Client, SERVER};
+use crate::sys;
+use crate::transport::broker::Broker;
+use crate::transport::floor::{
+    measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
+};
+use crate::transport::runtime::runtime;
+use crate::transport::{ChannelSpec, Exchange};
+use rumqttc::Packet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+pub struct MqttFloor;
+
+/// How long a side waits for the other (to start, to answer).
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Lines of the shared notes: the broker's URL, the reader's subscription, the loop's end.
+const URL: u64 = 0;
+const SUBSCRIBED: u64 = 1;
+const DONE: u64 = 2;
+
+fn io(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
+impl Floor for MqttFloor {
+    fn make(&self, _: FloorLoop, _: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
+        Notes::make()
+    }
+
+    fn run(
+        &self,
+        l: FloorLoop,
+        side: usize,
+        ends: FloorEnds,
+        size: usize,
+        roles: &FloorRoles,
+        stop: &AtomicBool,
+    ) -> std::io::Result<Option<FloorFigure>> {
+        let notes = Notes::of(ends)?;
+        let spec = ChannelSpec {
+            options: roles.options.clone(),
+            timeout: WAIT,
+            poll: false,
+            max_message: size,
+            watched: false,
+            exchange: Exchange::Both,
+        };
+        let qos = qos_of(&roles.options);
+        let rt = runtime();
+        let data = vec![7u8; size];
+        let loop_ns = (roles.warmup + roles.duration).as_nanos() as u64;
+        let tick = Duration::from_millis(100);
+        let name = format!("msgperf-floor-{}", std::process::id());
+        let subscribe = |c: &mut Client, topic: String| -> std::io::Result<()> {
+            rt.block_on(c.client.subscribe(topic, qos)).map_err(io)?;
+            c.until(WAIT, |p| matches!(p, Packet::SubAck(_)))
+                .map_err(io)?;
+            Ok(())
+        };
+        if side == 1 {
+            let external = roles.options.get("broker").filter(|b| *b != "start");
+            let broker = match external {
+                Some(_) => None,
+                // Where this side runs, as a case's broker runs with the non-driving roles.
+                None => Some(Broker::start(&SERVER, None, WAIT).map_err(io)?),
+            };
+            let url = match (&broker, external) {
+                (Some(b), _) => format!("mqtt://127.0.0.1:{}", b.port),
+                (None, Some(u)) => u.clone(),
+                (None, None) => unreachable!("a broker was started"),
+            };
+            let mut c = Client::connect(&url, &format!("{name}-1"), &spec).map_err(io)?;
+            match l {
+                FloorLoop::PingPong => {
+                    subscribe(&mut c, format!("{name}/ping"))?;
+                    notes.put(URL, &format!("{url} {name}"))?;
+                    let end = sys::monotonic_ns() + loop_ns + WAIT.as_nanos() as u64;
+                    while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
+                        match c.next(tick).map_err(io)? {
+                            Some(Packet::Publish(p)) if p.payload.len() > 1 => {
+                                let pong = format!("{name}/pong");
+                                rt.block_on(c.client.publish(pong, qos, false, p.payload.to_vec()))
+                                    .map_err(io)?;
+                            }
+                            Some(Packet::Publish(_)) => break,
+                            _ => {}
+                        }
+                    }
+                }
+                FloorLoop::Stream => {
+                    notes.put(URL, &format!("{url} {name}"))?;
+                    notes.wait(SUBSCRIBED, WAIT)?;
+                    let topic = format!("{name}/data");
+                    let end = sys::monotonic_ns() + loop_ns;
+                    while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
+                        rt.block_on(
+                            c.client
+                                .publish(topic.as_str(), qos, false, data.as_slice()),
+                        )
+                        .map_err(io)?;
+                    }
+                    rt.block_on(c.client.publish(topic, qos, false, [0u8]))
+                        .map_err(io)?;
+                }
+            }
+            // The broker stays until side 0 has all it will read.
+            let _ = notes.wait(DONE, WAIT);
+            drop(c);
+            drop(broker);
+            return Ok(None);
+        }
+        let at = notes.wait(URL, WAIT)?;
+        // Side 1's names: the topics are its.
+        let (url, name) = at.split_once(' ').ok_or_else(|| io("bad notes"))?;
+        let mut c = Client::connect(url, &format!("{name}-0"), &spec).map_err(io)?;
+        let figure = match l {
+            FloorLoop::PingPong => {
+                subscribe(&mut c, format!("{name}/pong"))?;
+                let ping = format!("{name}/ping");
+                let f = measure_round_trips(roles, stop, || {
+                    rt.block_on(c.client.publish(ping.as_str(), qos, false, data.as_slice()))
+                        .is_ok()
+                        && c.until(WAIT, |p| matches!(p, Packet::Publish(_)))
+                            .is_ok_and(
+                                |p| matches!(p, Packet::Publish(p) if p.payload.len() == size),
+                            )
+                });
+                let _ = rt.block_on(c.client.publish(ping, qos, false, [0u8]));
+                f?
+            }
+            FloorLoop::Stream => {
+                subscribe(&mut c, format!("{name}/data"))?;
+                notes.put(SUBSCRIBED, "yes")?;
+                let warm = roles.warmup.as_nanos() as u64;
+                let (mut first, mut start, mut last, mut n) = (0u64, 0u64, 0u64, 0u64);
+                let deadline =
+                    crate::deadline::Deadline::after(Duration::from_nanos(loop_ns) + WAIT);
+                while !deadline.expired() && !stop.load(Ordering::Relaxed) {
+                    match c.next(tick).map_err(io)? {
+                        Some(Packet::Publish(p)) if p.payload.len() > 1 => {
+                            let now = sys::monotonic_ns();
+                            if first == 0 {
+                                first = now;
+                            }
+                            if now >= first + warm {
+                                if n == 0 {
+                                    start = now;
+                                }
+                                last = now;
+                                n += 1;
+                            }
+                        }
+                        Some(Packet::Publish(_)) => break,
+                        _ => {}
+                    }
+                }
+                // The first measured read opens the window; the ones after it are inside it.
+                let n = n.saturating_sub(1);
+                stream_figure(n, n * size as u64, last.saturating_sub(start))
+            }
+        };
+        notes.put(DONE, "yes")?;
+        Ok(Some(figure))
+    }
+}

@@ -1,0 +1,378 @@
+//! `mqtt`: MQTT 3.1.1 through `rumqttc` (its event loop a task on the process's tokio runtime)
+//! and a `mosquitto` broker. Every end is a client of its own; a channel is two topics, one per
+//! direction, and a topic one MQTT topic that the broker copies to every subscriber. QoS 0 or 1
+//! (`--opt qos`). Without `--opt broker=URL` each case runs a mosquitto of its own
+//! (`transport/broker.rs`). Cargo feature `mqtt`.
+
+mod floor;
+
+use super::broker::{self, Program};
+use super::runtime::{runtime, wait};
+use super::{
+    as_it_is, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Opening,
+    OptionSpec, Options, Place, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
+};
+use crate::delivery::{Delivery, Reliability, Setting};
+use bytes::Bytes;
+use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
+use std::path::Path;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+pub struct Mqtt;
+
+/// The largest message msgperf sends through MQTT (the protocol's own limit is 256 MiB).
+const MAX_MESSAGE: usize = 64 << 20;
+
+/// Messages a client's event loop hands to its role before it waits (and the broker's queue
+/// for it grows).
+const INBOX: usize = 1024;
+
+pub(super) static SERVER: Program = Program {
+    name: "mosquitto",
+    install: "apt-get install mosquitto",
+    args: |_, _| vec!["-c".into(), "mosquitto.conf".into()],
+    configure: Some(configure),
+};
+
+fn configure(port: u16, dir: &Path) -> std::io::Result<()> {
+    // Loopback only, TCP_NODELAY, nothing persisted, no limit on what it queues for a slow
+    // subscriber.
+    std::fs::write(
+        dir.join("mosquitto.conf"),
+        format!(
+            "listener {port} 127.0.0.1\nset_tcp_nodelay true\nallow_anonymous true\npersistence false\nmax_queued_messages 0\nmax_queued_bytes 0\n"
+        ),
+    )
+}
+
+fn check_broker(v: &str) -> Result<(), String> {
+    broker::check_url(v, "mqtt")
+}
+
+fn qos_of(options: &Options) -> QoS {
+    match options.get("qos").map(String::as_str) {
+        Some("0") => QoS::AtMostOnce,
+        _ => QoS::AtLeastOnce,
+    }
+}
+
+impl Transport for Mqtt {
+    fn name(&self) -> &'static str {
+        "mqtt"
+    }
+    fn about(&self) -> &'static str {
+        "MQTT 3.1.1 (rumqttc) through a mosquitto that msgperf starts per case, or --opt broker=URL (feature `mqtt`)"
+    }
+    fn options(&self) -> &'static [OptionSpec] {
+        #[rustfmt::skip]
+        const O: &[OptionSpec] = &[
+            OptionSpec { key: "broker", default: "start", about: "start (msgperf runs mosquitto for the case, on a free loopback port) or mqtt://HOST:PORT of a running broker (msgperf uses only topics of its own there)", values: &[], check: Some(check_broker) },
+            OptionSpec { key: "qos", default: "1", about: "MQTT QoS of publishes and subscriptions: 0 (at most once) or 1 (at least once: acknowledged, repeated if not); QoS 2 is not offered yet (rumqttc's event loop ends during a QoS 2 stream)", values: &["0", "1"], check: None },
+        ];
+        O
+    }
+    fn capabilities(&self, o: &Options) -> Capabilities {
+        Capabilities {
+            reliable: qos_of(o) != QoS::AtMostOnce,
+            max_message_bytes: MAX_MESSAGE,
+            cross_process: true,
+            cross_host: true,
+            native_fan_out: 1024,
+            needs_server: true,
+            allocates_per_message: true,
+            exchange: Exchange::Both,
+            ..Capabilities::default()
+        }
+    }
+
+    fn map_delivery(&self, d: &Delivery, options: &Options) -> Result<DeliveryMap, String> {
+        let given = options.get("qos").map(String::as_str);
+        let mut effective = options.clone();
+        match (d.reliability, given) {
+            (Some(Reliability::Reliable), Some("0")) => return Err(
+                "--delivery reliable needs QoS 1 or 2, but --opt qos=0 was given: drop one of them"
+                    .into(),
+            ),
+            (Some(Reliability::BestEffort), Some("1" | "2")) => return Err(
+                "--delivery best-effort is QoS 0, but --opt qos=1 or 2 was given: drop one of them"
+                    .into(),
+            ),
+            (Some(Reliability::BestEffort), None) => {
+                effective.insert("qos".into(), "0".into());
+            }
+            _ => {}
+        }
+        let mut m = as_it_is(self.name(), &self.capabilities(&effective), d)?;
+        if given.is_none() && effective.contains_key("qos") {
+            m.options.insert("qos".into(), "0".into());
+        }
+        let s = match qos_of(&effective) {
+            QoS::AtMostOnce => Setting::new("QoS", "0", "at most once: nothing is acknowledged or repeated; losses are counted"),
+            QoS::AtLeastOnce => Setting::new("QoS", "1", "at least once: every publish is acknowledged (PUBACK) and the broker queues for a slow subscriber without limit (max_queued_messages 0)"),
+            QoS::ExactlyOnce => unreachable!("qos_of gives 0 or 1"),
+        };
+        m.settings.insert(0, s);
+        Ok(m)
+    }
+
+    fn setup(&self, plan: &SetupPlan, spec: &ChannelSpec) -> Result<Setup, TransportError> {
+        // Topics need no removal: nothing is retained or persisted.
+        broker::setup(self.name(), &SERVER, "mqtt", plan, spec, |_, _| {})
+    }
+
+    fn open(
+        &self,
+        at: &Rendezvous,
+        side: Side,
+        spec: &ChannelSpec,
+    ) -> Result<Box<dyn Opening>, TransportError> {
+        let Place::Broker { url, name } = &at.place else {
+            return Err(TransportError::Unsupported(format!(
+                "mqtt meets at a broker, not {:?}",
+                at.place
+            )));
+        };
+        let (out, inbound) = topics(name, side);
+        let id = format!("{name}-{}", side.meeting().replace(' ', "-"))
+            + &match side {
+                Side::Subscribe { reader, .. } => format!("-r{reader}"),
+                Side::Accept(_) => "-a".into(),
+                _ => String::new(),
+            };
+        let qos = qos_of(&spec.options);
+        let mut end = Client::connect(url, &id, spec)?;
+        if let Some(topic) = inbound {
+            // Subscribed (SUBACK) before this end says it is bound: every end is bound before
+            // any writes, so nothing is published to no one.
+            wait(spec.timeout, end.client.subscribe(topic, qos))?.map_err(failed)?;
+            end.until(spec.timeout, |p| matches!(p, Packet::SubAck(_)))?;
+        }
+        Ok(Box::new(MqttOpening(
+            MqttEnd {
+                end,
+                out,
+                qos,
+                timeout: spec.timeout,
+            },
+            side,
+        )))
+    }
+
+    fn floor(&self) -> Option<&'static dyn Floor> {
+        Some(&floor::MqttFloor)
+    }
+}
+
+/// What an end publishes to and subscribes to.
+fn topics(name: &str, side: Side) -> (Option<String>, Option<String>) {
+    let s = |tail: String| format!("{name}/{tail}");
+    match side {
+        Side::Accept(n) => (
+            Some(s(format!("c{n}/back"))),
+            Some(s(format!("c{n}/forth"))),
+        ),
+        Side::Connect(n) => (
+            Some(s(format!("c{n}/forth"))),
+            Some(s(format!("c{n}/back"))),
+        ),
+        Side::Publish { topic, .. } => (Some(s(format!("t{topic}"))), None),
+        Side::Subscribe { topic, .. } => (None, Some(s(format!("t{topic}")))),
+    }
+}
+
+fn failed(e: impl std::fmt::Display) -> TransportError {
+    TransportError::Unsupported(format!("mqtt: {e}"))
+}
+
+/// What a client's event loop saw.
+enum Seen {
+    Packet(Packet),
+    /// The connection failed or closed.
+    Gone,
+}
+
+/// A client and what its event loop (a task on the runtime) hands on.
+pub(super) struct Client {
+    pub client: AsyncClient,
+    seen: mpsc::Receiver<Seen>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Client {
+    /// Connects to the broker at `url` (CONNACK received) within the timeout.
+    pub fn connect(url: &str, id: &str, spec: &ChannelSpec) -> Result<Client, TransportError> {
+        let (host, port) = url
+            .strip_prefix("mqtt://")
+            .and_then(|a| a.rsplit_once(':'))
+            .and_then(|(h, p)| Some((h.to_string(), p.parse::<u16>().ok()?)))
+            .ok_or_else(|| failed(format!("{url} is not mqtt://HOST:PORT")))?;
+        let mut o = MqttOptions::new(id, host, port);
+        o.set_max_packet_size(MAX_MESSAGE + 4096, MAX_MESSAGE + 4096)
+            .set_keep_alive(Duration::from_secs(60))
+            .set_clean_session(true);
+        let (client, mut events) = AsyncClient::new(o, 64);
+        // Like the broker's (set_tcp_nodelay): a small publish leaves at once instead of
+        // waiting out a delayed acknowledgement (40 ms).
+        let mut net = events.network_options();
+        net.set_tcp_nodelay(true);
+        events.set_network_options(net);
+        let (tx, seen) = mpsc::channel(INBOX);
+        let task = runtime().spawn(async move {
+            loop {
+                let what = match events.poll().await {
+                    // Only what a role waits for: acknowledgements of its own publishes are
+                    // the event loop's business, and an end that only writes never reads them.
+                    Ok(Event::Incoming(
+                        p @ (Packet::Publish(_) | Packet::ConnAck(_) | Packet::SubAck(_)),
+                    )) => Seen::Packet(p),
+                    Ok(_) => continue,
+                    Err(_) => Seen::Gone,
+                };
+                let gone = matches!(what, Seen::Gone);
+                if tx.send(what).await.is_err() || gone {
+                    return;
+                }
+            }
+        });
+        let mut c = Client { client, seen, task };
+        c.until(spec.timeout, |p| matches!(p, Packet::ConnAck(_)))
+            .map_err(|e| match e {
+                TransportError::PeerClosed | TransportError::Timeout(_) => TransportError::Refused(
+                    format!("{url}: is mosquitto running there? (without --opt broker, msgperf starts one)"),
+                ),
+                e => e,
+            })?;
+        Ok(c)
+    }
+
+    /// Waits for a packet that `want` picks, dropping the others (acknowledgements).
+    pub fn until(
+        &mut self,
+        timeout: Duration,
+        want: impl Fn(&Packet) -> bool,
+    ) -> Result<Packet, TransportError> {
+        let deadline = crate::deadline::Deadline::after(timeout);
+        loop {
+            if deadline.expired() {
+                return Err(TransportError::Timeout(timeout));
+            }
+            match self.next(deadline.remaining_nonzero())? {
+                Some(p) if want(&p) => return Ok(p),
+                Some(_) => {}
+                None => return Err(TransportError::Timeout(timeout)),
+            }
+        }
+    }
+
+    /// The next packet: what is there now if `timeout` is zero, else waiting at most that.
+    pub fn next(&mut self, timeout: Duration) -> Result<Option<Packet>, TransportError> {
+        // What is queued is taken without a timed wait (which costs a timer).
+        let seen = match self.seen.try_recv() {
+            Ok(s) => Some(s),
+            Err(mpsc::error::TryRecvError::Empty) if timeout.is_zero() => return Ok(None),
+            Err(mpsc::error::TryRecvError::Empty) => match wait(timeout, self.seen.recv()) {
+                Ok(s) => s,
+                Err(TransportError::Timeout(_)) => return Ok(None),
+                Err(e) => return Err(e),
+            },
+            Err(mpsc::error::TryRecvError::Disconnected) => None,
+        };
+        match seen {
+            Some(Seen::Packet(p)) => Ok(Some(p)),
+            Some(Seen::Gone) | None => Err(TransportError::PeerClosed),
+        }
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        // What was published leaves before the connection goes.
+        let _ = wait(Duration::from_secs(1), self.client.disconnect());
+        let _ = wait(Duration::from_secs(1), &mut self.task);
+        self.task.abort();
+    }
+}
+
+struct MqttOpening(MqttEnd, Side);
+
+impl Opening for MqttOpening {
+    fn finish(
+        self: Box<Self>,
+        _: &Rendezvous,
+        _: &ChannelSpec,
+    ) -> Result<Box<dyn Endpoint>, TransportError> {
+        let MqttOpening(mut end, side) = *self;
+        broker::greet(&mut end, side)?;
+        Ok(Box::new(end))
+    }
+}
+
+struct MqttEnd {
+    end: Client,
+    out: Option<String>,
+    qos: QoS,
+    timeout: Duration,
+}
+
+fn copy_out(data: &Bytes, buf: &mut [u8]) -> Result<usize, TransportError> {
+    if data.len() > buf.len() {
+        return Err(TransportError::TooLarge {
+            len: data.len(),
+            max: buf.len(),
+        });
+    }
+    buf[..data.len()].copy_from_slice(data);
+    Ok(data.len())
+}
+
+impl MqttEnd {
+    fn message(
+        &mut self,
+        buf: &mut [u8],
+        timeout: Duration,
+    ) -> Result<Option<usize>, TransportError> {
+        let deadline = crate::deadline::Deadline::after(timeout);
+        loop {
+            let left = if timeout.is_zero() {
+                Duration::ZERO
+            } else {
+                deadline.remaining_nonzero()
+            };
+            match self.end.next(left)? {
+                Some(Packet::Publish(p)) => return copy_out(&p.payload, buf).map(Some),
+                Some(_) => continue,
+                None if timeout.is_zero() => return Ok(None),
+                None => return Err(TransportError::Timeout(timeout)),
+            }
+        }
+    }
+}
+
+impl Endpoint for MqttEnd {
+    fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
+        let Some(out) = self.out.clone() else {
+            return Err(TransportError::Unsupported(
+                "mqtt: a subscriber only reads".into(),
+            ));
+        };
+        // Into the client's queue at once if it has room: a timed wait costs a timer.
+        match self.end.client.try_publish(&out, self.qos, false, msg) {
+            Ok(()) => Ok(()),
+            Err(_) => wait(
+                self.timeout,
+                self.end.client.publish(out, self.qos, false, msg),
+            )?
+            .map_err(|_| TransportError::PeerClosed),
+        }
+    }
+
+    fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {
+        let t = self.timeout;
+        self.message(buf, t)?.ok_or(TransportError::Timeout(t))
+    }
+
+    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, TransportError> {
+        self.message(buf, Duration::ZERO)
+    }
+}
