@@ -69,6 +69,22 @@ pub fn thread_usage() -> Usage {
     u
 }
 
+/// The name of the user this process runs as, if the system knows it.
+pub fn user_name() -> Option<String> {
+    // SAFETY: geteuid has no memory effects; getpwuid's static result is copied out at once.
+    unsafe {
+        let pw = libc::getpwuid(libc::geteuid());
+        if pw.is_null() || (*pw).pw_name.is_null() {
+            return None;
+        }
+        Some(
+            std::ffi::CStr::from_ptr((*pw).pw_name)
+                .to_string_lossy()
+                .into_owned(),
+        )
+    }
+}
+
 /// CPU time (user + system) of this process, every thread.
 pub fn process_cpu_ns() -> u64 {
     let s = usage(libc::RUSAGE_SELF);

@@ -37,11 +37,14 @@ pub(super) static SERVER: Program = Program {
 
 fn configure(port: u16, dir: &Path) -> std::io::Result<()> {
     // Loopback only, TCP_NODELAY, nothing persisted, no limit on what it queues for a slow
-    // subscriber.
+    // subscriber. Started as root, mosquitto switches to the user named here: it must stay
+    // the user it was started as, since a change of user clears the signal that kills it with
+    // msgperf (PR_SET_PDEATHSIG), and an orphan would outlive the run.
     std::fs::write(
         dir.join("mosquitto.conf"),
         format!(
-            "listener {port} 127.0.0.1\nset_tcp_nodelay true\nallow_anonymous true\npersistence false\nmax_queued_messages 0\nmax_queued_bytes 0\n"
+            "listener {port} 127.0.0.1\nset_tcp_nodelay true\nallow_anonymous true\npersistence false\nmax_queued_messages 0\nmax_queued_bytes 0\nuser {}\n",
+            crate::sys::user_name().unwrap_or_else(|| "root".into())
         ),
     )
 }
