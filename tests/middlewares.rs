@@ -629,6 +629,34 @@ fn broker_fault_ends_the_case(transport: &str, program: &str, sig: i32) {
     assert_eq!(leftovers_of(pid), Vec::<String>::new());
 }
 
+/// A broker dies with the msgperf that started it, even one killed with SIGKILL.
+fn broker_dies_with_msgperf(transport: &str, program: &str) {
+    let child = spawn(&[
+        "run",
+        "pingpong",
+        "-t",
+        transport,
+        "--duration",
+        "60s",
+        "--no-floor",
+    ]);
+    let pid = child.id();
+    let broker = broker_of(pid, program);
+    wait_for_role(pid, "responder");
+    signal(pid, libc::SIGKILL);
+    let _ = wait_output(child, Duration::from_secs(30));
+    let end = Instant::now() + Duration::from_secs(10);
+    while alive(broker) {
+        assert!(Instant::now() < end, "{program} {broker} outlived msgperf");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A process killed with SIGKILL removes nothing: its broker's directory is the test's to
+    // remove.
+    for d in leftovers_of(pid) {
+        let _ = std::fs::remove_dir_all(std::env::temp_dir().join(d));
+    }
+}
+
 /// The broker is a role of the case: pinned with the non-driving roles, its CPU measured over
 /// the messages the driving roles sent through it.
 fn broker_is_measured(r: &RunResult) {
@@ -721,6 +749,7 @@ mod nats {
         killed_peer_ends_the_case("nats", &[]);
         broker_fault_ends_the_case("nats", "nats-server", libc::SIGKILL);
         broker_fault_ends_the_case("nats", "nats-server", libc::SIGSTOP);
+        broker_dies_with_msgperf("nats", "nats-server");
     }
 
     #[test]
@@ -830,6 +859,7 @@ mod redis {
         killed_peer_ends_the_case("redis", &[]);
         broker_fault_ends_the_case("redis", "redis-server", libc::SIGKILL);
         broker_fault_ends_the_case("redis", "redis-server", libc::SIGSTOP);
+        broker_dies_with_msgperf("redis", "redis-server");
     }
 
     #[test]
@@ -910,6 +940,7 @@ mod mqtt {
         killed_peer_ends_the_case("mqtt", &[]);
         broker_fault_ends_the_case("mqtt", "mosquitto", libc::SIGKILL);
         broker_fault_ends_the_case("mqtt", "mosquitto", libc::SIGSTOP);
+        broker_dies_with_msgperf("mqtt", "mosquitto");
     }
 
     #[test]
