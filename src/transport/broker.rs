@@ -172,6 +172,25 @@ pub fn setup(
     }
 }
 
+/// A floor's broker: the one `--opt broker` names, or `program` started here (on the calling
+/// side's CPU, as a case's broker runs with the non-driving roles). Its URL, and the broker to
+/// keep until the floor is over.
+pub fn for_floor(
+    program: &Program,
+    scheme: &str,
+    options: &std::collections::BTreeMap<String, String>,
+    timeout: Duration,
+) -> std::io::Result<(String, Option<Broker>)> {
+    match options.get("broker").filter(|b| *b != "start") {
+        Some(url) => Ok((url.clone(), None)),
+        None => {
+            let b = Broker::start(program, None, timeout)
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            Ok((format!("{scheme}://127.0.0.1:{}", b.port), Some(b)))
+        }
+    }
+}
+
 /// Checks `--opt broker`: `start`, or a URL of the transport's scheme.
 pub fn check_url(v: &str, scheme: &str) -> Result<(), String> {
     if v == "start" || v.starts_with(&format!("{scheme}://")) {

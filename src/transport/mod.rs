@@ -670,6 +670,20 @@ pub(crate) fn private_dir() -> std::io::Result<std::path::PathBuf> {
     Ok(dir)
 }
 
+/// Copies a received message into the caller's buffer, refusing one that does not fit (never
+/// a silent truncation): for transports whose library hands over its own buffer.
+#[allow(dead_code)] // Only the middleware adapters call it.
+pub(crate) fn copy_out(data: &[u8], buf: &mut [u8]) -> Result<usize, TransportError> {
+    if data.len() > buf.len() {
+        return Err(TransportError::TooLarge {
+            len: data.len(),
+            max: buf.len(),
+        });
+    }
+    buf[..data.len()].copy_from_slice(data);
+    Ok(data.len())
+}
+
 /// A name no other object of this process has: `msgperf-PID-N`.
 pub(crate) fn fresh_name() -> String {
     use std::sync::atomic::{AtomicU32, Ordering};

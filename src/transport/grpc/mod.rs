@@ -15,8 +15,9 @@ pub(super) mod proto {
 }
 
 use super::{
-    as_it_is, host_of, host_setup, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange,
-    Floor, Opening, Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
+    as_it_is, copy_out, host_of, host_setup, Capabilities, ChannelSpec, DeliveryMap, Endpoint,
+    Exchange, Floor, Opening, Options, Rendezvous, Setup, SetupPlan, Side, Transport,
+    TransportError,
 };
 use crate::deadline::Deadline;
 use crate::delivery::Delivery;
@@ -415,17 +416,6 @@ impl Drop for GrpcEndpoint {
             _ => {}
         }
     }
-}
-
-fn copy_out(data: &[u8], buf: &mut [u8]) -> Result<usize, TransportError> {
-    if data.len() > buf.len() {
-        return Err(TransportError::TooLarge {
-            len: data.len(),
-            max: buf.len(),
-        });
-    }
-    buf[..data.len()].copy_from_slice(data);
-    Ok(data.len())
 }
 
 impl GrpcEndpoint {

@@ -13,8 +13,8 @@
 #![allow(unsafe_code)]
 
 use super::{
-    channel_of, Capabilities, ChannelSpec, Deferred, Endpoint, Opening, OptionSpec, Options, Place,
-    Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
+    channel_of, copy_out, Capabilities, ChannelSpec, Deferred, Endpoint, Opening, OptionSpec,
+    Options, Place, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::deadline::Deadline;
 use ::iceoryx2::port::listener::Listener as EventListener;
@@ -398,16 +398,4 @@ impl Endpoint for IoxSide {
             None => Ok(None),
         }
     }
-}
-
-/// Copies a received payload into the caller's buffer, refusing (not truncating) one too large.
-fn copy_out(p: &[u8], buf: &mut [u8]) -> Result<usize, TransportError> {
-    if p.len() > buf.len() {
-        return Err(TransportError::TooLarge {
-            len: p.len(),
-            max: buf.len(),
-        });
-    }
-    buf[..p.len()].copy_from_slice(p);
-    Ok(p.len())
 }

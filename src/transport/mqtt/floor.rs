@@ -6,7 +6,7 @@
 
 use super::{qos_of, Client, SERVER};
 use crate::sys;
-use crate::transport::broker::Broker;
+use crate::transport::broker;
 use crate::transport::floor::{
     measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
 };
@@ -66,17 +66,7 @@ impl Floor for MqttFloor {
             Ok(())
         };
         if side == 1 {
-            let external = roles.options.get("broker").filter(|b| *b != "start");
-            let broker = match external {
-                Some(_) => None,
-                // Where this side runs, as a case's broker runs with the non-driving roles.
-                None => Some(Broker::start(&SERVER, None, WAIT).map_err(io)?),
-            };
-            let url = match (&broker, external) {
-                (Some(b), _) => format!("mqtt://127.0.0.1:{}", b.port),
-                (None, Some(u)) => u.clone(),
-                (None, None) => unreachable!("a broker was started"),
-            };
+            let (url, broker) = broker::for_floor(&SERVER, "mqtt", &roles.options, WAIT)?;
             let mut c = Client::connect(&url, &format!("{name}-1"), &spec).map_err(io)?;
             match l {
                 FloorLoop::PingPong => {

@@ -9,11 +9,10 @@ mod floor;
 use super::broker::{self, Program};
 use super::runtime::{runtime, wait};
 use super::{
-    as_it_is, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Opening,
+    as_it_is, copy_out, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Opening,
     OptionSpec, Options, Place, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::delivery::{Delivery, Reliability, Setting};
-use bytes::Bytes;
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 use std::path::Path;
 use std::time::Duration;
@@ -316,17 +315,6 @@ struct MqttEnd {
     out: Option<String>,
     qos: QoS,
     timeout: Duration,
-}
-
-fn copy_out(data: &Bytes, buf: &mut [u8]) -> Result<usize, TransportError> {
-    if data.len() > buf.len() {
-        return Err(TransportError::TooLarge {
-            len: data.len(),
-            max: buf.len(),
-        });
-    }
-    buf[..data.len()].copy_from_slice(data);
-    Ok(data.len())
 }
 
 impl MqttEnd {

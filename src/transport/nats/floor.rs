@@ -6,7 +6,7 @@
 
 use super::{connect, runtime, SERVER};
 use crate::sys;
-use crate::transport::broker::Broker;
+use crate::transport::broker;
 use crate::transport::floor::{
     measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
 };
@@ -58,16 +58,7 @@ impl Floor for NatsFloor {
         let end_mark = Bytes::from_static(&[0]);
         let loop_ns = (roles.warmup + roles.duration).as_nanos() as u64;
         if side == 1 {
-            let broker = match roles.options.get("broker").filter(|b| *b != "start") {
-                Some(_) => None,
-                // Where this side runs, as a case's broker runs with the non-driving roles.
-                None => Some(Broker::start(&SERVER, None, WAIT).map_err(io)?),
-            };
-            let url = match (&broker, roles.options.get("broker")) {
-                (Some(b), _) => format!("nats://127.0.0.1:{}", b.port),
-                (None, Some(u)) => u.clone(),
-                (None, None) => unreachable!("a broker was started"),
-            };
+            let (url, broker) = broker::for_floor(&SERVER, "nats", &roles.options, WAIT)?;
             let client = connect(&url, &spec).map_err(io)?;
             let name = format!("msgperf-floor-{}", std::process::id());
             match l {

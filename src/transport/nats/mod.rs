@@ -13,7 +13,7 @@ mod floor;
 use super::broker::{self, Program};
 use super::runtime::{runtime, wait};
 use super::{
-    as_it_is, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Opening,
+    as_it_is, copy_out, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Opening,
     OptionSpec, Options, Place, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::delivery::{Delivery, Setting};
@@ -200,17 +200,6 @@ struct NatsEnd {
     out: Option<Subject>,
     sub: Option<Subscriber>,
     timeout: Duration,
-}
-
-fn copy_out(data: &[u8], buf: &mut [u8]) -> Result<usize, TransportError> {
-    if data.len() > buf.len() {
-        return Err(TransportError::TooLarge {
-            len: data.len(),
-            max: buf.len(),
-        });
-    }
-    buf[..data.len()].copy_from_slice(data);
-    Ok(data.len())
 }
 
 impl NatsEnd {

@@ -7,7 +7,7 @@
 
 use super::{BATCH, SERVER};
 use crate::sys;
-use crate::transport::broker::Broker;
+use crate::transport::broker;
 use crate::transport::floor::{
     measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
 };
@@ -135,17 +135,7 @@ impl Floor for RedisFloor {
         let loop_ns = (roles.warmup + roles.duration).as_nanos() as u64;
         let tick = Duration::from_millis(100);
         if side == 1 {
-            let external = roles.options.get("broker").filter(|b| *b != "start");
-            let broker = match external {
-                Some(_) => None,
-                // Where this side runs, as a case's broker runs with the non-driving roles.
-                None => Some(Broker::start(&SERVER, None, WAIT).map_err(io)?),
-            };
-            let url = match (&broker, external) {
-                (Some(b), _) => format!("redis://127.0.0.1:{}", b.port),
-                (None, Some(u)) => u.clone(),
-                (None, None) => unreachable!("a broker was started"),
-            };
+            let (url, broker) = broker::for_floor(&SERVER, "redis", &roles.options, WAIT)?;
             let name = format!("msgperf-floor-{}", std::process::id());
             let (client, mut con) = rt.block_on(connect(&url)).map_err(io)?;
             match l {
@@ -182,7 +172,7 @@ impl Floor for RedisFloor {
             }
             // The server stays until side 0 has all it will read.
             let _ = notes.wait(DONE, WAIT);
-            if external.is_some() {
+            if broker.is_none() {
                 let keys = [
                     format!("{name}:ping"),
                     format!("{name}:pong"),

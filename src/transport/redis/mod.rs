@@ -11,7 +11,7 @@ mod floor;
 use super::broker::{self, Program};
 use super::runtime::wait;
 use super::{
-    as_it_is, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Opening,
+    as_it_is, copy_out, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Opening,
     OptionSpec, Options, Place, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::delivery::{Delivery, Setting};
@@ -249,17 +249,6 @@ struct RedisEnd {
     streams: bool,
     maxlen: u64,
     timeout: Duration,
-}
-
-fn copy_out(data: &[u8], buf: &mut [u8]) -> Result<usize, TransportError> {
-    if data.len() > buf.len() {
-        return Err(TransportError::TooLarge {
-            len: data.len(),
-            max: buf.len(),
-        });
-    }
-    buf[..data.len()].copy_from_slice(data);
-    Ok(data.len())
 }
 
 fn failed(e: redis::RedisError) -> TransportError {
