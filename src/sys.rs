@@ -428,3 +428,191 @@ pub fn memfd(len: usize) -> io::Result<std::os::fd::OwnedFd> {
     std::fs::File::from(fd.try_clone()?).set_len(len as u64)?;
     Ok(fd)
 }
+
+/// This process's resident memory in bytes (/proc/self/statm).
+pub fn resident_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = s.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf only reads a configuration value.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * page.max(1) as u64)
+}
+
+/// The descriptor limit (soft, hard).
+pub fn fd_limit() -> io::Result<(u64, u64)> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: r is a valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((r.rlim_cur, r.rlim_max))
+}
+
+/// Sets the soft descriptor limit (at most the hard one).
+pub fn set_fd_limit(soft: u64) -> io::Result<()> {
+    let (_, hard) = fd_limit()?;
+    let r = libc::rlimit {
+        rlim_cur: soft.min(hard),
+        rlim_max: hard,
+    };
+    // SAFETY: r is a valid rlimit.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The soft descriptor limit raised to at least `want` (up to the hard limit) while it lives,
+/// and put back as it was when dropped.
+pub struct FdLimit {
+    pub before: u64,
+    pub now: u64,
+}
+
+impl FdLimit {
+    pub fn raise_to(want: u64) -> Self {
+        let (before, hard) = fd_limit().unwrap_or((0, 0));
+        if want > before && set_fd_limit(want.min(hard)).is_ok() {
+            return FdLimit {
+                before,
+                now: want.min(hard),
+            };
+        }
+        FdLimit {
+            before,
+            now: before,
+        }
+    }
+}
+
+impl Drop for FdLimit {
+    fn drop(&mut self) {
+        if self.now != self.before {
+            let _ = set_fd_limit(self.before);
+        }
+    }
+}
+
+/// Sleeps until `deadline_ns` on the monotonic clock ([`monotonic_ns`]), as one absolute-time
+/// wait (a kernel timer of its own).
+pub fn sleep_until_ns(deadline_ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: ts is a valid timespec; an interrupted sleep is repeated.
+    while unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    } == libc::EINTR
+    {}
+}
+
+/// Connects a unix stream socket to `path`, giving up after `timeout` (TimedOut): a listener
+/// whose backlog is full makes a blocking connect wait with no bound.
+pub fn unix_connect_timeout(
+    path: &std::path::Path,
+    timeout: std::time::Duration,
+) -> io::Result<std::os::unix::net::UnixStream> {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: sockaddr_un is plain data, zeroed is its empty value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let bytes = path.as_os_str().as_bytes();
+    if bytes.len() >= addr.sun_path.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "socket path too long",
+        ));
+    }
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: a plain socket call; the descriptor is owned by the stream made from it.
+    let fd = check(unsafe {
+        libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            0,
+        )
+    })?;
+    // SAFETY: fd is a fresh socket that nothing else owns.
+    let stream = unsafe { std::os::unix::net::UnixStream::from_raw_fd(fd) };
+    let end = std::time::Instant::now() + timeout;
+    loop {
+        // SAFETY: addr is a valid sockaddr_un of the length given.
+        let r = unsafe {
+            libc::connect(
+                fd,
+                &addr as *const libc::sockaddr_un as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            stream.set_nonblocking(false)?;
+            return Ok(stream);
+        }
+        let e = io::Error::last_os_error();
+        // A full backlog: a unix socket does not complete the connect later, so try again.
+        if e.raw_os_error() != Some(libc::EAGAIN) {
+            return Err(e);
+        }
+        if std::time::Instant::now() >= end {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the listener's backlog stayed full",
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// The ephemeral port range (net.ipv4.ip_local_port_range).
+pub fn ephemeral_ports() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .map(|s| s.split_whitespace().collect::<Vec<_>>().join("-"))
+}
+
+/// vm.max_map_count: how many memory maps a process may have.
+pub fn max_map_count() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// How many memory maps this process has.
+pub fn map_count() -> Option<u64> {
+    std::fs::read_to_string("/proc/self/maps")
+        .ok()
+        .map(|s| s.lines().count() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_raised_descriptor_limit_is_put_back() {
+        let (soft, hard) = fd_limit().unwrap();
+        set_fd_limit(soft.min(hard).min(512)).unwrap();
+        let lowered = fd_limit().unwrap();
+        {
+            let raised = FdLimit::raise_to(hard);
+            assert_eq!(fd_limit().unwrap().0, hard.min(raised.now));
+            assert_eq!(raised.before, lowered.0);
+        }
+        assert_eq!(fd_limit().unwrap(), lowered, "restored when dropped");
+        set_fd_limit(soft).unwrap();
+    }
+}

@@ -89,6 +89,8 @@ pub enum FromRole {
 }
 
 /// What a role measured.
+// Always boxed where it travels (`FromRole::Result`).
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Report {
     Case(RoleResult),

@@ -13,7 +13,9 @@ const INTERVAL_NS: u64 = 100_000_000;
 const MAX_INTERVALS: usize = 36_000;
 
 pub struct Recorder {
-    hists: [Histogram<u64>; 8],
+    hists: [Histogram<u64>; Metric::ALL.len()],
+    figures: Vec<crate::result::Figure>,
+    stopped_by: Option<String>,
     pub counters: Counters,
     start_ns: u64,
     end_ns: u64,
@@ -40,6 +42,8 @@ impl Recorder {
             || Histogram::<u64>::new_with_bounds(1, HIGHEST_NS, 3).expect("valid histogram bounds");
         let mut r = Recorder {
             hists: std::array::from_fn(|_| h()),
+            figures: Vec::new(),
+            stopped_by: None,
             counters: Counters::default(),
             start_ns: 0,
             end_ns: 0,
@@ -108,6 +112,20 @@ impl Recorder {
         self.interval_count += 1;
     }
 
+    /// A figure of the workload's own (outside the measurement loop).
+    pub fn figure(&mut self, name: &str, unit: &str, value: f64) {
+        self.figures.push(crate::result::Figure {
+            name: name.into(),
+            unit: unit.into(),
+            value,
+        });
+    }
+
+    /// Why the role stopped, where that is a finding.
+    pub fn stopped_by(&mut self, why: String) {
+        self.stopped_by = Some(why);
+    }
+
     /// Marks the end of the measured window (the last message); `finish` uses it.
     #[inline(always)]
     pub fn mark_end(&mut self, now: u64) {
@@ -162,6 +180,8 @@ impl Recorder {
             interval_ns: INTERVAL_NS,
             interval_means_ns: std::mem::take(&mut self.interval_means),
             error,
+            figures: std::mem::take(&mut self.figures),
+            stopped_by: self.stopped_by.take(),
         };
         if let Some(part) = self.absorbed.take() {
             RoleResult::add(&mut out, part);

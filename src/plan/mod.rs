@@ -115,7 +115,11 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
         "no workload given: write e.g. `msgperf run pingpong -t uds`, or give --scenario FILE",
     )?;
     let w = workload::find(name)?;
-    if o.transports.is_empty() {
+    let transports = match (o.transports.is_empty(), w.default_transport()) {
+        (true, Some(t)) => vec![t.to_string()],
+        _ => o.transports.clone(),
+    };
+    if transports.is_empty() {
         return Err(
             "no transport given: add --transport, e.g. --transport uds (see `msgperf transports`)"
                 .into(),
@@ -141,7 +145,37 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
     let (placement, cpus) = resolve_placement(o.placement(), o.pin.as_deref(), remote)?;
     let delivery = delivery_of(o);
     let mut out = Vec::new();
-    for name in &o.transports {
+    let ns: Vec<Option<u64>> = match o.ns()? {
+        Some(v) if w.takes_n() => v.into_iter().map(Some).collect(),
+        Some(_) => {
+            return Err(format!(
+                "--n is for pairs, spawn, timers and connect, not {}: drop it",
+                w.name()
+            ))
+        }
+        None => vec![w.default_n()],
+    };
+    let runtimes = o.runtimes()?;
+    if let Some(r) = runtimes.iter().find(|r| !w.runtimes().contains(r)) {
+        let can: Vec<&str> = w.runtimes().iter().map(|r| r.label()).collect();
+        return Err(format!(
+            "{} runs on {}, not --runtime {}: drop it or pick one of those",
+            w.name(),
+            can.join(", "),
+            r.label()
+        ));
+    }
+    if o.hold == Some(true) && w.name() != "connect" {
+        return Err(format!("--hold is for connect, not {}: drop it", w.name()));
+    }
+    let fixed = w.fixed_work();
+    if fixed && duration.is_some() {
+        return Err(format!(
+            "{} does a fixed amount of work (--n, and --count per pair for pairs): drop --duration",
+            w.name()
+        ));
+    }
+    for name in &transports {
         let t = transport::find(name)?;
         for given in option_sets(&o.options()) {
             transport::validate_options(t, &given)?;
@@ -166,8 +200,16 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
                     t.name()
                 ));
             }
+            let mut grid = Vec::new();
             for &size in &sizes {
-                for &rate_hz in &rates {
+                for &rate in &rates {
+                    for &n in &ns {
+                        grid.extend(runtimes.iter().map(|&rt| (size, rate, n, rt)));
+                    }
+                }
+            }
+            for (size, rate_hz, n, runtime) in grid {
+                {
                     let case = CaseConfig {
                         workload: w.name().to_string(),
                         transport: t.name().to_string(),
@@ -177,12 +219,12 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
                         delivery_mapping: mapping.settings.clone(),
                         size_bytes: size,
                         count: o.count,
-                        duration: if o.count.is_some() {
+                        duration: if o.count.is_some() || fixed {
                             duration
                         } else {
                             Some(duration.unwrap_or(DEFAULT_DURATION))
                         },
-                        warmup,
+                        warmup: if fixed { Duration::ZERO } else { warmup },
                         wait: if o.poll == Some(true) {
                             Wait::Poll
                         } else {
@@ -201,6 +243,9 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
                         pubs: o.pubs(),
                         subs: o.subs(),
                         slow_subscriber: slow,
+                        n,
+                        runtime,
+                        hold: o.hold == Some(true),
                     };
                     w.check(&case, &caps)?;
                     if remote {

@@ -81,6 +81,21 @@ pub struct RunOptions {
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slow_subscriber: Option<String>,
+    /// pairs, spawn, timers, connect: how many channel pairs, threads or tasks, waiters or
+    /// connections; a list runs a case for each, e.g. 1,100,1000,10000 [default: 100].
+    #[arg(long = "n", value_name = "N[,N...]")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n: Option<String>,
+    /// pairs, spawn, timers: what runs their concurrent parts: threads, tokio (a
+    /// current-thread runtime) or tokio-multi; a list runs a case for each [default: threads].
+    #[arg(long, value_name = "RUNTIME[,RUNTIME...]")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+    /// connect: open connections and hold them until the first failure (or --n, or
+    /// --duration), then report how many were held and what stopped it.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<bool>,
     /// Run the roles as threads of one process instead of processes.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -243,6 +258,32 @@ impl RunOptions {
             .as_deref()
             .map(|d| parse_duration(d).map_err(|e| format!("--slow-subscriber: {e}")))
             .transpose()
+    }
+    /// `--n`: None where not given (the workload picks its default).
+    pub fn ns(&self) -> Result<Option<Vec<u64>>, String> {
+        let Some(text) = &self.n else { return Ok(None) };
+        text.split(',')
+            .map(|v| match v.trim().replace('_', "").parse::<u64>() {
+                Ok(n) if n > 0 => Ok(n),
+                _ => Err(format!(
+                    "--n `{v}` is not a count: give whole numbers from 1, e.g. --n 1,100,1000"
+                )),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+    pub fn runtimes(&self) -> Result<Vec<crate::result::Runtime>, String> {
+        use crate::result::Runtime;
+        self.runtime
+            .as_deref()
+            .unwrap_or("threads")
+            .split(',')
+            .map(|r| {
+                Runtime::parse(r.trim()).ok_or_else(|| {
+                    format!("--runtime `{r}` is not a runtime: use threads, tokio or tokio-multi")
+                })
+            })
+            .collect()
     }
     pub fn pubs(&self) -> usize {
         self.pubs.unwrap_or(1)

@@ -18,6 +18,11 @@ pub fn render_terminal(run: &RunResult, layout: &Layout) -> String {
     let w = layout.width;
     let s: Vec<CaseSummary> = run.cases.iter().map(summarize).collect();
     let mut out = table::cases_table(&s, w);
+    if s.iter()
+        .any(|c| !c.figures.is_empty() || c.stopped_by.is_some())
+    {
+        out.push_str(&table::figures_table(&s, w));
+    }
     if s.iter().any(|c| c.rate_hz.is_some()) {
         out.push_str(&table::paced_table(&s, w));
     }

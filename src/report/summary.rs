@@ -159,6 +159,13 @@ pub struct CaseSummary {
     pub roles: Vec<RoleSummary>,
     pub error: Option<String>,
     pub interrupted: bool,
+    /// `--n`, and what ran the workload's concurrent parts (pairs, spawn, timers, connect).
+    pub n: Option<u64>,
+    pub runtime: String,
+    /// The workload's own figures, every role's, as `name [unit]` and value.
+    pub figures: Vec<(String, f64)>,
+    /// Why a role stopped where that is a finding (`connect --hold`).
+    pub stopped_by: Option<String>,
 }
 
 fn rate(n: u64, ns: u64) -> f64 {
@@ -355,12 +362,20 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
         size_bytes: cfg.size_bytes,
         placement: cfg.placement.label().into(),
         cpus: match cfg.cpus {
+            // One role: where it ran.
+            _ if case.roles.len() == 1 && cfg.transport == "none" => case.roles[0]
+                .cpus_seen
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
             (Some(a), Some(b)) => format!("{a}/{b}"),
             (Some(a), None) => format!("{a}/-"),
             _ => "-".into(),
         },
         roles_as: if cfg.threads { "threads" } else { "processes" }.into(),
         wait: match cfg.wait {
+            _ if cfg.transport == "none" => "-".into(),
             Wait::Poll => "poll".to_string(),
             Wait::Block => cfg
                 .effective_options
@@ -408,6 +423,15 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
             .collect(),
         error: case.error.clone(),
         interrupted: case.interrupted,
+        n: cfg.n,
+        runtime: cfg.runtime.label().into(),
+        figures: case
+            .roles
+            .iter()
+            .flat_map(|r| &r.figures)
+            .map(|f| (format!("{} [{}]", f.name, f.unit), f.value))
+            .collect(),
+        stopped_by: case.roles.iter().find_map(|r| r.stopped_by.clone()),
     }
 }
 

@@ -136,6 +136,10 @@ mod tests {
             roles: vec![],
             error: None,
             interrupted: false,
+            n: None,
+            runtime: "threads".into(),
+            figures: vec![],
+            stopped_by: None,
         }
     }
 

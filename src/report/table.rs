@@ -192,11 +192,17 @@ fn grid_with_distribution(before: &[(&str, u8)], after: &[(&str, u8)]) -> Grid {
 
 /// A case's name in a table: its transport and the options it was given.
 fn transport_cell(s: &CaseSummary) -> String {
-    let name = if s.options.is_empty() {
+    let mut name = if s.transport == "none" {
+        // A workload that measures a runtime: what ran it is its subject.
+        s.runtime.clone()
+    } else if s.options.is_empty() {
         s.transport.clone()
     } else {
         format!("{} {}", s.transport, s.options)
     };
+    if s.transport != "none" && s.runtime != "threads" {
+        name.push_str(&format!(" ({})", s.runtime));
+    }
     if s.error.is_some() {
         format!("{name} (failed)")
     } else {
@@ -228,8 +234,15 @@ pub fn cases_table(summaries: &[CaseSummary], width: Option<usize>) -> String {
         let mut row = vec![
             (i + 1).to_string(),
             transport_cell(s),
-            s.workload.clone(),
-            format_size(s.size_bytes),
+            match s.n {
+                Some(n) => format!("{} n={n}", s.workload),
+                None => s.workload.clone(),
+            },
+            if s.transport == "none" {
+                "-".into()
+            } else {
+                format_size(s.size_bytes)
+            },
             s.cpus.clone(),
             s.wait.clone(),
             s.latency_kind.label().to_string(),
@@ -247,6 +260,60 @@ pub fn cases_table(summaries: &[CaseSummary], width: Option<usize>) -> String {
         g.row(row);
     }
     g.render(width)
+}
+
+/// The workloads' own figures, a row per case (a row per N of a curve) and a column per figure.
+pub fn figures_table(summaries: &[CaseSummary], width: Option<usize>) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    for s in summaries {
+        for (name, _) in &s.figures {
+            if !names.contains(&name.as_str()) {
+                names.push(name);
+            }
+        }
+    }
+    let stops = summaries.iter().any(|s| s.stopped_by.is_some());
+    let mut cols: Vec<(&str, u8)> = vec![("#", ALWAYS), ("workload", ALWAYS), ("n", ALWAYS)];
+    cols.extend(names.iter().map(|n| (*n, 150)));
+    if stops {
+        cols.push(("stopped by", 200));
+    }
+    let mut g = Grid::new(&cols);
+    for (i, s) in summaries.iter().enumerate() {
+        if s.figures.is_empty() && s.stopped_by.is_none() {
+            continue;
+        }
+        let mut row = vec![
+            (i + 1).to_string(),
+            format!("{} on {}", s.workload, transport_cell(s)),
+            s.n.map_or("-".into(), |n| n.to_string()),
+        ];
+        for name in &names {
+            row.push(
+                s.figures
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map_or("-".into(), |(_, v)| figure(*v)),
+            );
+        }
+        if stops {
+            row.push(s.stopped_by.clone().unwrap_or_else(|| "-".into()));
+        }
+        g.row(row);
+    }
+    g.render(width)
+}
+
+/// A figure with the digits that matter.
+fn figure(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 || a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
 }
 
 /// The per-role table: call times, CPU per message, context switches, memory.

@@ -144,6 +144,45 @@ pub struct CaseConfig {
     /// back-pressure or loss).
     #[serde(rename = "slow_subscriber_ns", with = "time::opt_nanos")]
     pub slow_subscriber: Option<Duration>,
+    /// How many of what the workload multiplies: channel pairs, threads or tasks started,
+    /// waiters, connections (`--n`); None for the message workloads.
+    #[serde(default)]
+    pub n: Option<u64>,
+    /// What runs the workload's concurrent parts: OS threads or tokio tasks (`--runtime`).
+    #[serde(default)]
+    pub runtime: Runtime,
+    /// `connect --hold`: connections are held open until the first failure.
+    #[serde(default)]
+    pub hold: bool,
+}
+
+/// What runs a workload's concurrent parts (pairs, spawn, timers).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum Runtime {
+    /// OS threads (std).
+    #[default]
+    Threads,
+    /// Tasks on a tokio current-thread runtime: one thread runs them all.
+    Tokio,
+    /// Tasks on a tokio multi-thread runtime, one worker per allowed CPU.
+    TokioMulti,
+}
+
+impl Runtime {
+    pub const ALL: [Runtime; 3] = [Runtime::Threads, Runtime::Tokio, Runtime::TokioMulti];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Runtime::Threads => "threads",
+            Runtime::Tokio => "tokio",
+            Runtime::TokioMulti => "tokio-multi",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Runtime> {
+        Self::ALL.into_iter().find(|r| r.label() == s)
+    }
 }
 
 impl CaseConfig {
@@ -193,6 +232,16 @@ impl CaseConfig {
         if let Some(s) = self.slow_subscriber {
             key.push_str(&format!("/slow{}ns", s.as_nanos()));
         }
+        if let Some(n) = self.n {
+            key.push_str(&format!("/n{n}"));
+        }
+        if self.hold {
+            key.push_str("/hold");
+        }
+        if self.runtime != Runtime::Threads {
+            key.push('/');
+            key.push_str(self.runtime.label());
+        }
         key
     }
 }
@@ -207,6 +256,14 @@ pub enum LatencyKind {
     WriteToAck,
     /// The send timestamp carried in the message to its arrival at the reader.
     OneWay,
+    /// From the call that starts a thread or task to its first instruction.
+    StartDelay,
+    /// How late a waiter woke after its deadline.
+    Lateness,
+    /// One connection's life: connect, one small exchange, close.
+    Connection,
+    /// One connect call, to an established connection.
+    ConnectCall,
 }
 
 impl LatencyKind {
@@ -215,13 +272,20 @@ impl LatencyKind {
             LatencyKind::RoundTrip => "round trip",
             LatencyKind::WriteToAck => "write to ack",
             LatencyKind::OneWay => "one-way",
+            LatencyKind::StartDelay => "spawn to run",
+            LatencyKind::Lateness => "after deadline",
+            LatencyKind::Connection => "connect to close",
+            LatencyKind::ConnectCall => "connect call",
         }
     }
 
     /// Whether lower is better for the ratio to a floor of this kind (round trips) or higher
     /// (rates).
     pub fn is_round_trip(self) -> bool {
-        matches!(self, LatencyKind::RoundTrip | LatencyKind::WriteToAck)
+        matches!(
+            self,
+            LatencyKind::RoundTrip | LatencyKind::WriteToAck | LatencyKind::Connection
+        )
     }
 }
 
@@ -256,10 +320,37 @@ pub enum Metric {
     /// busy, so no wake-up (the steady-state figure).
     #[serde(rename = "one_way_reader_busy_ns")]
     OneWayReaderBusy = 7,
+    /// Time inside one call that starts a thread or task.
+    #[serde(rename = "spawn_call_ns")]
+    SpawnCall = 8,
+    /// From a spawn call to the new thread's or task's first instruction.
+    #[serde(rename = "start_delay_ns")]
+    StartDelay = 9,
+    /// How late a waiter woke after its deadline.
+    #[serde(rename = "timer_late_ns")]
+    TimerLate = 10,
+    /// Time inside one connect call, to an established connection.
+    #[serde(rename = "connect_call_ns")]
+    ConnectCall = 11,
+    /// Time inside one accept call, its wait included.
+    #[serde(rename = "accept_call_ns")]
+    AcceptCall = 12,
+    /// Time inside one close (shutdown and drop) of a connection.
+    #[serde(rename = "close_call_ns")]
+    CloseCall = 13,
+    /// One connection's life, connect to close.
+    #[serde(rename = "connection_ns")]
+    Connection = 14,
+    /// `timers`: how late a waiter woke after a deadline of its own (distinct deadlines).
+    #[serde(rename = "timer_late_distinct_ns")]
+    TimerLateDistinct = 15,
+    /// `timers`: the cost of registering one wait with the runtime's timer.
+    #[serde(rename = "timer_register_ns")]
+    TimerRegister = 16,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 8] = [
+    pub const ALL: [Metric; 17] = [
         Metric::Rtt,
         Metric::OneWay,
         Metric::SendCall,
@@ -268,6 +359,15 @@ impl Metric {
         Metric::SendLag,
         Metric::OneWayReaderIdle,
         Metric::OneWayReaderBusy,
+        Metric::SpawnCall,
+        Metric::StartDelay,
+        Metric::TimerLate,
+        Metric::ConnectCall,
+        Metric::AcceptCall,
+        Metric::CloseCall,
+        Metric::Connection,
+        Metric::TimerLateDistinct,
+        Metric::TimerRegister,
     ];
 
     pub fn key(self) -> &'static str {
@@ -280,6 +380,15 @@ impl Metric {
             Metric::SendLag => "send_lag_ns",
             Metric::OneWayReaderIdle => "one_way_reader_idle_ns",
             Metric::OneWayReaderBusy => "one_way_reader_busy_ns",
+            Metric::SpawnCall => "spawn_call_ns",
+            Metric::StartDelay => "start_delay_ns",
+            Metric::TimerLate => "timer_late_ns",
+            Metric::ConnectCall => "connect_call_ns",
+            Metric::AcceptCall => "accept_call_ns",
+            Metric::CloseCall => "close_call_ns",
+            Metric::Connection => "connection_ns",
+            Metric::TimerLateDistinct => "timer_late_distinct_ns",
+            Metric::TimerRegister => "timer_register_ns",
         }
     }
 }
@@ -306,6 +415,15 @@ pub enum RoleKind {
     Subscriber,
     /// A broker the case started: not msgperf's, measured from outside.
     Broker,
+    /// `pairs`: the senders' threads or tasks, and the receivers'.
+    Senders,
+    Receivers,
+    /// `spawn`: starts threads or tasks.
+    Spawner,
+    /// `timers`: starts waiters and times their wake-ups.
+    Timekeeper,
+    /// `connect`: opens and closes connections (and accepts them, on a thread of its own).
+    Connector,
 }
 
 impl RoleKind {
@@ -318,6 +436,11 @@ impl RoleKind {
             RoleKind::Publisher => "publisher",
             RoleKind::Subscriber => "subscriber",
             RoleKind::Broker => "broker",
+            RoleKind::Senders => "senders",
+            RoleKind::Receivers => "receivers",
+            RoleKind::Spawner => "spawner",
+            RoleKind::Timekeeper => "timekeeper",
+            RoleKind::Connector => "connector",
         }
     }
 
@@ -330,6 +453,11 @@ impl RoleKind {
             RoleKind::Publisher,
             RoleKind::Subscriber,
             RoleKind::Broker,
+            RoleKind::Senders,
+            RoleKind::Receivers,
+            RoleKind::Spawner,
+            RoleKind::Timekeeper,
+            RoleKind::Connector,
         ]
         .into_iter()
         .find(|k| k.label() == s)
@@ -456,6 +584,21 @@ pub struct RoleResult {
     pub interval_ns: u64,
     pub interval_means_ns: Vec<u64>,
     pub error: Option<String>,
+    /// What the workload measures beyond messages (memory per thread, how many connections
+    /// were held), each named with its unit.
+    #[serde(default)]
+    pub figures: Vec<Figure>,
+    /// Why the role stopped where that is a finding (`connect --hold`: the limit it met).
+    #[serde(default)]
+    pub stopped_by: Option<String>,
+}
+
+/// A workload's own figure.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Figure {
+    pub name: String,
+    pub unit: String,
+    pub value: f64,
 }
 
 impl RoleResult {
@@ -473,6 +616,8 @@ impl RoleResult {
             interval_ns: 0,
             interval_means_ns: vec![],
             error: Some(error),
+            figures: vec![],
+            stopped_by: None,
         }
     }
 }
@@ -576,6 +721,8 @@ impl RoleResult {
             self.interval_means_ns = part.interval_means_ns;
         }
         self.error = self.error.take().or(part.error);
+        self.figures.extend(part.figures);
+        self.stopped_by = self.stopped_by.take().or(part.stopped_by);
     }
 }
 

@@ -1,5 +1,6 @@
-//! `inproc`: a channel between two threads of one process (crossbeam), copying each message
-//! into one of a fixed pool of buffers so that nothing is allocated per message.
+//! In-process channels between two threads of one process, one transport per channel crate:
+//! `inproc` (crossbeam), `mpsc` (std's `sync_channel`) and `flume`. Each copies a message into
+//! one of a fixed pool of buffers, so nothing is allocated per message; only the crate differs.
 
 use super::floor::{
     measure_round_trips, stream_figure, FloorEnds, FloorFigure, FloorLoop, FloorRoles,
@@ -9,13 +10,123 @@ use super::{
     Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::sys;
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-pub struct Inproc;
+/// Why a receive gave nothing.
+pub enum Gone {
+    Timeout,
+    Closed,
+}
+
+/// A channel crate: a bounded channel, a blocking send, and its ways to receive.
+pub trait Channels: Send + Sync + 'static {
+    const NAME: &'static str;
+    const ABOUT: &'static str;
+    type Tx<T: Send + 'static>: Send + 'static;
+    type Rx<T: Send + 'static>: Send + 'static;
+    fn bounded<T: Send + 'static>(depth: usize) -> (Self::Tx<T>, Self::Rx<T>);
+    /// Blocks while the channel is full; Err when the receiver is gone.
+    fn send<T: Send + 'static>(tx: &Self::Tx<T>, v: T) -> Result<(), ()>;
+    fn recv_timeout<T: Send + 'static>(rx: &Self::Rx<T>, wait: Duration) -> Result<T, Gone>;
+    /// Ok(None) when empty.
+    fn try_recv<T: Send + 'static>(rx: &Self::Rx<T>) -> Result<Option<T>, ()>;
+}
+
+pub struct Crossbeam;
+pub struct StdMpsc;
+pub struct Flume;
+
+impl Channels for Crossbeam {
+    const NAME: &'static str = "inproc";
+    const ABOUT: &'static str =
+        "channel between two threads of one process (crossbeam), roles always threads";
+    type Tx<T: Send + 'static> = crossbeam_channel::Sender<T>;
+    type Rx<T: Send + 'static> = crossbeam_channel::Receiver<T>;
+    fn bounded<T: Send + 'static>(depth: usize) -> (Self::Tx<T>, Self::Rx<T>) {
+        crossbeam_channel::bounded(depth)
+    }
+    fn send<T: Send + 'static>(tx: &Self::Tx<T>, v: T) -> Result<(), ()> {
+        tx.send(v).map_err(|_| ())
+    }
+    fn recv_timeout<T: Send + 'static>(rx: &Self::Rx<T>, wait: Duration) -> Result<T, Gone> {
+        rx.recv_timeout(wait).map_err(|e| match e {
+            crossbeam_channel::RecvTimeoutError::Timeout => Gone::Timeout,
+            crossbeam_channel::RecvTimeoutError::Disconnected => Gone::Closed,
+        })
+    }
+    fn try_recv<T: Send + 'static>(rx: &Self::Rx<T>) -> Result<Option<T>, ()> {
+        match rx.try_recv() {
+            Ok(v) => Ok(Some(v)),
+            Err(crossbeam_channel::TryRecvError::Empty) => Ok(None),
+            Err(crossbeam_channel::TryRecvError::Disconnected) => Err(()),
+        }
+    }
+}
+
+impl Channels for StdMpsc {
+    const NAME: &'static str = "mpsc";
+    const ABOUT: &'static str =
+        "channel between two threads of one process (std::sync::mpsc::sync_channel), roles always threads";
+    type Tx<T: Send + 'static> = std::sync::mpsc::SyncSender<T>;
+    type Rx<T: Send + 'static> = std::sync::mpsc::Receiver<T>;
+    fn bounded<T: Send + 'static>(depth: usize) -> (Self::Tx<T>, Self::Rx<T>) {
+        std::sync::mpsc::sync_channel(depth)
+    }
+    fn send<T: Send + 'static>(tx: &Self::Tx<T>, v: T) -> Result<(), ()> {
+        tx.send(v).map_err(|_| ())
+    }
+    fn recv_timeout<T: Send + 'static>(rx: &Self::Rx<T>, wait: Duration) -> Result<T, Gone> {
+        rx.recv_timeout(wait).map_err(|e| match e {
+            std::sync::mpsc::RecvTimeoutError::Timeout => Gone::Timeout,
+            std::sync::mpsc::RecvTimeoutError::Disconnected => Gone::Closed,
+        })
+    }
+    fn try_recv<T: Send + 'static>(rx: &Self::Rx<T>) -> Result<Option<T>, ()> {
+        match rx.try_recv() {
+            Ok(v) => Ok(Some(v)),
+            Err(std::sync::mpsc::TryRecvError::Empty) => Ok(None),
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => Err(()),
+        }
+    }
+}
+
+impl Channels for Flume {
+    const NAME: &'static str = "flume";
+    const ABOUT: &'static str =
+        "channel between two threads of one process (flume), roles always threads";
+    type Tx<T: Send + 'static> = flume::Sender<T>;
+    type Rx<T: Send + 'static> = flume::Receiver<T>;
+    fn bounded<T: Send + 'static>(depth: usize) -> (Self::Tx<T>, Self::Rx<T>) {
+        flume::bounded(depth)
+    }
+    fn send<T: Send + 'static>(tx: &Self::Tx<T>, v: T) -> Result<(), ()> {
+        tx.send(v).map_err(|_| ())
+    }
+    fn recv_timeout<T: Send + 'static>(rx: &Self::Rx<T>, wait: Duration) -> Result<T, Gone> {
+        rx.recv_timeout(wait).map_err(|e| match e {
+            flume::RecvTimeoutError::Timeout => Gone::Timeout,
+            flume::RecvTimeoutError::Disconnected => Gone::Closed,
+        })
+    }
+    fn try_recv<T: Send + 'static>(rx: &Self::Rx<T>) -> Result<Option<T>, ()> {
+        match rx.try_recv() {
+            Ok(v) => Ok(Some(v)),
+            Err(flume::TryRecvError::Empty) => Ok(None),
+            Err(flume::TryRecvError::Disconnected) => Err(()),
+        }
+    }
+}
+
+/// The transport over channel crate `C`.
+pub struct Inproc<C>(PhantomData<fn() -> C>);
+
+pub const CROSSBEAM: Inproc<Crossbeam> = Inproc(PhantomData);
+pub const STD_MPSC: Inproc<StdMpsc> = Inproc(PhantomData);
+pub const FLUME: Inproc<Flume> = Inproc(PhantomData);
 
 /// Buffers in flight per direction: the channel's depth.
 const POOL: usize = 8;
@@ -23,20 +134,20 @@ const POOL: usize = 8;
 type Msg = (Box<[u8]>, usize);
 
 /// Accepting ends by case key and channel: a connecting end makes a pair and hands one half to
-/// its accepting end's inbox.
-type Listening = Mutex<HashMap<(String, u32), Sender<InprocEndpoint>>>;
+/// its accepting end's inbox. Case keys are unique across crates.
+type Listening = Mutex<HashMap<(String, u32), crossbeam_channel::Sender<Box<dyn Endpoint>>>>;
 
 fn listening() -> &'static Listening {
     static W: OnceLock<Listening> = OnceLock::new();
     W.get_or_init(Default::default)
 }
 
-impl Transport for Inproc {
+impl<C: Channels> Transport for Inproc<C> {
     fn name(&self) -> &'static str {
-        "inproc"
+        C::NAME
     }
     fn about(&self) -> &'static str {
-        "channel between two threads of one process (crossbeam), roles always threads"
+        C::ABOUT
     }
     fn capabilities(&self, _: &Options) -> Capabilities {
         Capabilities {
@@ -81,9 +192,9 @@ impl Transport for Inproc {
                     key.0, key.1
                 ))
             })?;
-                let (mine, theirs) = pair(spec);
+                let (mine, theirs) = pair::<C>(spec);
                 inbox
-                    .send(theirs)
+                    .send(Box::new(theirs))
                     .map_err(|_| TransportError::Refused(format!("{}#{}", key.0, key.1)))?;
                 Ok(Box::new(mine) as Box<dyn Endpoint>)
             },
@@ -91,7 +202,7 @@ impl Transport for Inproc {
     }
 
     fn floor(&self) -> Option<&'static dyn Floor> {
-        Some(&InprocFloor)
+        Some(&InprocFloor::<C>(PhantomData))
     }
 }
 
@@ -104,14 +215,12 @@ impl Drop for Unregister {
     }
 }
 
-fn pair(spec: &ChannelSpec) -> (InprocEndpoint, InprocEndpoint) {
+fn pair<C: Channels>(spec: &ChannelSpec) -> (InprocEndpoint<C>, InprocEndpoint<C>) {
     let half = || {
-        let (data_tx, data_rx) = bounded::<Msg>(POOL);
-        let (free_tx, free_rx) = bounded::<Box<[u8]>>(POOL);
+        let (data_tx, data_rx) = C::bounded::<Msg>(POOL);
+        let (free_tx, free_rx) = C::bounded::<Box<[u8]>>(POOL);
         for _ in 0..POOL {
-            free_tx
-                .send(vec![0u8; spec.max_message].into_boxed_slice())
-                .unwrap();
+            let _ = C::send(&free_tx, vec![0u8; spec.max_message].into_boxed_slice());
         }
         (data_tx, data_rx, free_tx, free_rx)
     };
@@ -137,7 +246,7 @@ fn pair(spec: &ChannelSpec) -> (InprocEndpoint, InprocEndpoint) {
 
 /// A channel's accepting end: waits for the connecting end's half.
 struct InprocAccept {
-    inbox: Receiver<InprocEndpoint>,
+    inbox: crossbeam_channel::Receiver<Box<dyn Endpoint>>,
 }
 
 impl Opening for InprocAccept {
@@ -146,23 +255,28 @@ impl Opening for InprocAccept {
         _: &Rendezvous,
         spec: &ChannelSpec,
     ) -> Result<Box<dyn Endpoint>, TransportError> {
-        let ep = self
-            .inbox
+        self.inbox
             .recv_timeout(spec.timeout)
-            .map_err(|_| TransportError::Timeout(spec.timeout))?;
-        Ok(Box::new(ep))
+            .map_err(|_| TransportError::Timeout(spec.timeout))
     }
 }
 
-struct InprocEndpoint {
-    tx: Sender<Msg>,
-    free: Receiver<Box<[u8]>>,
-    rx: Receiver<Msg>,
-    give_back: Sender<Box<[u8]>>,
+struct InprocEndpoint<C: Channels> {
+    tx: C::Tx<Msg>,
+    free: C::Rx<Box<[u8]>>,
+    rx: C::Rx<Msg>,
+    give_back: C::Tx<Box<[u8]>>,
     timeout: Duration,
 }
 
-impl InprocEndpoint {
+fn gone(e: Gone, timeout: Duration) -> TransportError {
+    match e {
+        Gone::Timeout => TransportError::Timeout(timeout),
+        Gone::Closed => TransportError::PeerClosed,
+    }
+}
+
+impl<C: Channels> InprocEndpoint<C> {
     fn take(&mut self, (b, len): Msg, buf: &mut [u8]) -> Result<usize, TransportError> {
         if len > buf.len() {
             return Err(TransportError::TooLarge {
@@ -171,17 +285,14 @@ impl InprocEndpoint {
             });
         }
         buf[..len].copy_from_slice(&b[..len]);
-        let _ = self.give_back.send(b);
+        let _ = C::send(&self.give_back, b);
         Ok(len)
     }
 }
 
-impl Endpoint for InprocEndpoint {
+impl<C: Channels> Endpoint for InprocEndpoint<C> {
     fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
-        let mut b = self.free.recv_timeout(self.timeout).map_err(|e| match e {
-            RecvTimeoutError::Timeout => TransportError::Timeout(self.timeout),
-            RecvTimeoutError::Disconnected => TransportError::PeerClosed,
-        })?;
+        let mut b = C::recv_timeout(&self.free, self.timeout).map_err(|e| gone(e, self.timeout))?;
         if msg.len() > b.len() {
             return Err(TransportError::TooLarge {
                 len: msg.len(),
@@ -189,55 +300,50 @@ impl Endpoint for InprocEndpoint {
             });
         }
         b[..msg.len()].copy_from_slice(msg);
-        self.tx
-            .send((b, msg.len()))
-            .map_err(|_| TransportError::PeerClosed)
+        C::send(&self.tx, (b, msg.len())).map_err(|_| TransportError::PeerClosed)
     }
 
     fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {
-        let m = self.rx.recv_timeout(self.timeout).map_err(|e| match e {
-            RecvTimeoutError::Timeout => TransportError::Timeout(self.timeout),
-            RecvTimeoutError::Disconnected => TransportError::PeerClosed,
-        })?;
+        let m = C::recv_timeout(&self.rx, self.timeout).map_err(|e| gone(e, self.timeout))?;
         self.take(m, buf)
     }
 
     fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, TransportError> {
-        match self.rx.try_recv() {
-            Ok(m) => self.take(m, buf).map(Some),
-            Err(TryRecvError::Empty) => Ok(None),
-            Err(TryRecvError::Disconnected) => Err(TransportError::PeerClosed),
+        match C::try_recv(&self.rx) {
+            Ok(Some(m)) => self.take(m, buf).map(Some),
+            Ok(None) => Ok(None),
+            Err(()) => Err(TransportError::PeerClosed),
         }
     }
 }
 
 /// The plain loop between two threads: a bounded channel each way and a pool of buffers, a
 /// copy into a buffer and out of it per message (the work the transport does), no framing.
-struct InprocFloor;
+struct InprocFloor<C>(PhantomData<fn() -> C>);
 
 /// One side's ends: what it sends on, where its free buffers come from, what it receives on,
 /// where it returns what it received.
-type FloorSide = (
-    Sender<Box<[u8]>>,
-    Receiver<Box<[u8]>>,
-    Receiver<Box<[u8]>>,
-    Sender<Box<[u8]>>,
+type FloorSide<C> = (
+    <C as Channels>::Tx<Box<[u8]>>,
+    <C as Channels>::Rx<Box<[u8]>>,
+    <C as Channels>::Rx<Box<[u8]>>,
+    <C as Channels>::Tx<Box<[u8]>>,
 );
 
-impl Floor for InprocFloor {
+impl<C: Channels> Floor for InprocFloor<C> {
     fn make(&self, _: FloorLoop, size: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
         let half = || {
-            let (data_tx, data_rx) = bounded::<Box<[u8]>>(POOL);
-            let (free_tx, free_rx) = bounded::<Box<[u8]>>(POOL);
+            let (data_tx, data_rx) = C::bounded::<Box<[u8]>>(POOL);
+            let (free_tx, free_rx) = C::bounded::<Box<[u8]>>(POOL);
             for _ in 0..POOL {
-                let _ = free_tx.send(vec![7u8; size].into_boxed_slice());
+                let _ = C::send(&free_tx, vec![7u8; size].into_boxed_slice());
             }
             (data_tx, data_rx, free_tx, free_rx)
         };
         let (ab, ab_rx, ab_free_tx, ab_free_rx) = half();
         let (ba, ba_rx, ba_free_tx, ba_free_rx) = half();
-        let a: FloorSide = (ab, ab_free_rx, ba_rx, ba_free_tx);
-        let b: FloorSide = (ba, ba_free_rx, ab_rx, ab_free_tx);
+        let a: FloorSide<C> = (ab, ab_free_rx, ba_rx, ba_free_tx);
+        let b: FloorSide<C> = (ba, ba_free_rx, ab_rx, ab_free_tx);
         Ok([FloorEnds::Local(Box::new(a)), FloorEnds::Local(Box::new(b))])
     }
 
@@ -254,25 +360,25 @@ impl Floor for InprocFloor {
             return Err(std::io::Error::other("the inproc floor runs in threads"));
         };
         let (tx, free, rx, give_back) = *ends
-            .downcast::<FloorSide>()
+            .downcast::<FloorSide<C>>()
             .map_err(|_| std::io::Error::other("not an inproc floor side"))?;
         let wait = Duration::from_secs(5);
         let mut own = vec![7u8; size];
         // One message out: a free buffer, a copy in, sent.
         let send = |own: &[u8]| -> bool {
-            let Ok(mut b) = free.recv_timeout(wait) else {
+            let Ok(mut b) = C::recv_timeout(&free, wait) else {
                 return false;
             };
             b.copy_from_slice(own);
-            tx.send(b).is_ok()
+            C::send(&tx, b).is_ok()
         };
         // One message in: a copy out, the buffer returned.
         let receive = |own: &mut [u8]| -> bool {
-            let Ok(b) = rx.recv_timeout(wait) else {
+            let Ok(b) = C::recv_timeout(&rx, wait) else {
                 return false;
             };
             own.copy_from_slice(&b);
-            let _ = give_back.send(b);
+            let _ = C::send(&give_back, b);
             true
         };
         match (l, side) {

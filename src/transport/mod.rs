@@ -38,6 +38,7 @@ mod inproc;
 mod mqtt;
 #[cfg(feature = "nats")]
 mod nats;
+mod none;
 mod pipe;
 #[cfg(feature = "redis")]
 mod redis;
@@ -71,7 +72,9 @@ use std::time::Duration;
 /// The transports msgperf knows, in the order help and tables list them. Adding one is one
 /// module above and one line here.
 pub static REGISTRY: &[&dyn Transport] = &[
-    &inproc::Inproc,
+    &inproc::CROSSBEAM,
+    &inproc::STD_MPSC,
+    &inproc::FLUME,
     &pipe::Pipe,
     &uds::Uds,
     &uds_dgram::UdsDgram,
@@ -96,8 +99,15 @@ pub static REGISTRY: &[&dyn Transport] = &[
     &mqtt::Mqtt,
 ];
 
+/// What a workload that moves no message runs over (`spawn`, `timers`); not a transport a
+/// user picks, so not in the registry.
+pub static NO_CHANNEL: &dyn Transport = &none::NoChannel;
+
 /// Finds a transport by its CLI name.
 pub fn find(name: &str) -> Result<&'static dyn Transport, String> {
+    if name == NO_CHANNEL.name() {
+        return Ok(NO_CHANNEL);
+    }
     REGISTRY
         .iter()
         .copied()

@@ -15,20 +15,35 @@
 //! - Only the workload's messages and END cross a channel: everything else (the case, the
 //!   start, results) travels on the runner's control channel.
 
+mod connect;
 pub mod message;
+mod pairs;
 mod pingpong;
 mod pubsub;
+mod runtime;
+mod spawn;
 mod stream;
+mod timers;
 
 use crate::deadline::Deadline;
 use crate::measure::Recorder;
-use crate::result::{CaseConfig, FanOut, FloorKind, LatencyKind, Metric, RoleId, Wait};
+use crate::result::{
+    CaseConfig, Counters, FanOut, FloorKind, LatencyKind, Metric, RoleId, Runtime, Wait,
+};
 use crate::transport::{Capabilities, Endpoint, Exchange, SetupPlan, Side, TransportError};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The workloads msgperf knows; adding one is one module and one line here.
-pub static REGISTRY: &[&dyn Workload] = &[&pingpong::PingPong, &stream::Stream, &pubsub::PubSub];
+pub static REGISTRY: &[&dyn Workload] = &[
+    &pingpong::PingPong,
+    &stream::Stream,
+    &pubsub::PubSub,
+    &pairs::Pairs,
+    &spawn::Spawn,
+    &timers::Timers,
+    &connect::Connect,
+];
 
 pub fn find(name: &str) -> Result<&'static dyn Workload, String> {
     REGISTRY
@@ -53,6 +68,27 @@ pub trait Workload: Sync {
     fn check(&self, case: &CaseConfig, caps: &Capabilities) -> Result<(), String>;
     /// The case's roles and their ends, and what the transport's set-up makes for them.
     fn topology(&self, case: &CaseConfig, caps: &Capabilities) -> Topology;
+    /// The transport a case takes when none is given: the in-process channel for `pairs`, no
+    /// channel at all for workloads that measure a runtime.
+    fn default_transport(&self) -> Option<&'static str> {
+        None
+    }
+    /// The `--n` a case takes when none is given; None: this workload takes no `--n`.
+    fn default_n(&self) -> Option<u64> {
+        None
+    }
+    /// It takes `--n` (with or without a default).
+    fn takes_n(&self) -> bool {
+        self.default_n().is_some()
+    }
+    /// What may run its concurrent parts (`--runtime`).
+    fn runtimes(&self) -> &'static [Runtime] {
+        &[Runtime::Threads]
+    }
+    /// It does a fixed amount of work (`--n`), not a measured window: no --duration, no warm-up.
+    fn fixed_work(&self) -> bool {
+        false
+    }
     /// What it moves on each two-way channel (a transport may pick its calls by it).
     fn exchange(&self, _case: &CaseConfig) -> Exchange {
         Exchange::Both
@@ -157,16 +193,16 @@ pub(crate) fn receive(
     ep: &mut dyn Endpoint,
     buf: &mut [u8],
     case: &CaseConfig,
-    rec: &mut Recorder,
+    counters: &mut Counters,
 ) -> Result<usize, TransportError> {
     if case.wait == Wait::Block {
-        rec.counters.read_calls += 1;
+        counters.read_calls += 1;
         return ep.recv(buf);
     }
     let mut spins: u64 = 0;
     let mut deadline: Option<Deadline> = None;
     loop {
-        rec.counters.read_calls += 1;
+        counters.read_calls += 1;
         if let Some(n) = ep.try_recv(buf)? {
             return Ok(n);
         }

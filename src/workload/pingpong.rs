@@ -121,7 +121,7 @@ fn respond(ep: &mut dyn Endpoint, case: &CaseConfig, rec: &mut Recorder) -> Resu
     // roles share a CPU.
     let mut last = clock::now();
     loop {
-        let n = receive(ep, &mut buf, case, rec)?;
+        let n = receive(ep, &mut buf, case, &mut rec.counters)?;
         let t1 = clock::now();
         let t0 = std::mem::replace(&mut last, t1);
         let m = &buf[..n];
@@ -194,7 +194,8 @@ fn exchange(
                 })
                 .map(|n| (n, got_seq, Some(check)))
             } else {
-                receive(ep, buf, case, rec).map(|n| (n, message::seq(&buf[..n]), None))
+                receive(ep, buf, case, &mut rec.counters)
+                    .map(|n| (n, message::seq(&buf[..n]), None))
             };
             match got {
                 Ok((n, s, check)) if s == seq => break Some((n, check)),

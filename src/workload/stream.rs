@@ -143,7 +143,7 @@ pub(crate) fn read_stream(
             let mut seen = Seen::default();
             receive_in_place(ep, rec, &mut |m| seen = Seen::of(m, case)).map(|n| (n, seen))
         } else {
-            receive(ep, &mut buf, case, rec).map(|n| (n, Seen::of(&buf[..n], case)))
+            receive(ep, &mut buf, case, &mut rec.counters).map(|n| (n, Seen::of(&buf[..n], case)))
         };
         let (n, m) = match got {
             Ok(got) => got,
@@ -310,7 +310,7 @@ fn write(
         match sent {
             Ok(()) => {
                 if case.confirm {
-                    let n = receive(ep, buf, case, rec)?;
+                    let n = receive(ep, buf, case, &mut rec.counters)?;
                     now = clock::now();
                     let m = &buf[..n];
                     if message::flags(m) & ACK == 0 || message::seq(m) != seq {

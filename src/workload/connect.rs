@@ -1,0 +1,397 @@
+//! `connect`: connections set up and torn down (the Tcl report's connection rate): connect,
+//! accept, one small exchange, close, each step timed, over tcp or uds. With `--hold`,
+//! connections are opened and kept until the first failure (or `--n`, or `--duration`): how
+//! many one process held, and what stopped it. The accepting side is a thread of the role,
+//! on the other CPU of the placement.
+
+use super::runtime::check_fixed;
+use super::{RoleControl, RoleError, RoleSpec, Sent, StopRule, Topology, Workload};
+use crate::measure::{clock, Metric, Recorder};
+use crate::result::{CaseConfig, FloorKind, LatencyKind, RoleId, RoleKind};
+use crate::sys;
+use crate::transport::{Capabilities, Endpoint, SetupPlan, TransportError};
+use std::io::{self, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+pub struct Connect;
+
+impl Workload for Connect {
+    fn name(&self) -> &'static str {
+        "connect"
+    }
+    fn about(&self) -> &'static str {
+        "connections set up and torn down over tcp or uds (connect, accept, one exchange, close); --hold: how many one process holds"
+    }
+    fn latency(&self, case: &CaseConfig) -> (LatencyKind, Metric) {
+        if case.hold {
+            (LatencyKind::ConnectCall, Metric::ConnectCall)
+        } else {
+            (LatencyKind::Connection, Metric::Connection)
+        }
+    }
+    fn floor_kind(&self, _: &CaseConfig) -> Option<FloorKind> {
+        None
+    }
+    fn check(&self, case: &CaseConfig, _: &Capabilities) -> Result<(), String> {
+        check_fixed(case, "opens connections")?;
+        if !matches!(case.transport.as_str(), "tcp" | "uds") {
+            return Err(format!(
+                "connect measures the kernel's connection set-up over tcp or uds, not `{}`: use -t tcp,uds",
+                case.transport
+            ));
+        }
+        if case.count.is_some() {
+            return Err("connect stops after --duration, or --n connections: drop --count".into());
+        }
+        Ok(())
+    }
+    fn topology(&self, case: &CaseConfig, _: &Capabilities) -> Topology {
+        Topology {
+            roles: vec![RoleSpec {
+                id: RoleId::one(RoleKind::Connector),
+                ends: vec![],
+                cpu: case.cpus.0,
+                drives: true,
+            }],
+            setup: SetupPlan::default(),
+            fan_out: None,
+        }
+    }
+    fn takes_n(&self) -> bool {
+        true
+    }
+    fn run(
+        &self,
+        _: &RoleSpec,
+        _: &mut [Box<dyn Endpoint>],
+        case: &CaseConfig,
+        rec: &mut Recorder,
+        ctl: &RoleControl,
+    ) -> Result<Option<Sent>, RoleError> {
+        let listener = Listener::bind(&case.transport).map_err(fail)?;
+        let r = if case.hold {
+            hold(&listener, case, rec, ctl.stop)
+        } else {
+            rate(&listener, case, rec, ctl.stop)
+        };
+        r.map_err(fail)?;
+        Ok(Some(Sent {
+            first_measured: 0,
+            next: rec.counters.messages_sent,
+        }))
+    }
+}
+
+fn fail(e: String) -> RoleError {
+    RoleError::Transport(TransportError::Unsupported(e))
+}
+
+/// A listener on loopback or in a private directory (removed when dropped).
+enum Listener {
+    Tcp(TcpListener),
+    Uds(UnixListener, PathBuf),
+}
+
+enum Conn {
+    Tcp(TcpStream),
+    Uds(UnixStream),
+}
+
+impl Listener {
+    fn bind(transport: &str) -> Result<Self, String> {
+        let made = if transport == "tcp" {
+            TcpListener::bind("127.0.0.1:0").map(Listener::Tcp)
+        } else {
+            let dir = std::env::temp_dir().join(format!(
+                "msgperf-connect-{}-{}",
+                std::process::id(),
+                clock::now()
+            ));
+            std::fs::create_dir(&dir).and_then(|_| {
+                UnixListener::bind(dir.join("s")).map(|l| Listener::Uds(l, dir.clone()))
+            })
+        };
+        made.map_err(|e| format!("could not listen for connections: {e}"))
+    }
+
+    fn fd(&self) -> i32 {
+        match self {
+            Listener::Tcp(l) => l.as_raw_fd(),
+            Listener::Uds(l, _) => l.as_raw_fd(),
+        }
+    }
+
+    /// Accepts one connection if one comes within 100 ms.
+    fn accept(&self) -> io::Result<Option<Conn>> {
+        if !sys::wait_readable(self.fd(), 100)? {
+            return Ok(None);
+        }
+        Ok(Some(match self {
+            Listener::Tcp(l) => Conn::Tcp(l.accept()?.0),
+            Listener::Uds(l, _) => Conn::Uds(l.accept()?.0),
+        }))
+    }
+
+    fn connect(&self, timeout: Duration) -> io::Result<Conn> {
+        match self {
+            Listener::Tcp(l) => {
+                let s = TcpStream::connect_timeout(&l.local_addr()?, timeout)?;
+                s.set_nodelay(true)?;
+                Ok(Conn::Tcp(s))
+            }
+            Listener::Uds(_, dir) => {
+                sys::unix_connect_timeout(&dir.join("s"), timeout).map(Conn::Uds)
+            }
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Listener::Uds(_, dir) = self {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+impl Conn {
+    fn stream(&mut self) -> &mut dyn ReadWrite {
+        match self {
+            Conn::Tcp(s) => s,
+            Conn::Uds(s) => s,
+        }
+    }
+    fn set_timeout(&self, t: Duration) -> io::Result<()> {
+        match self {
+            Conn::Tcp(s) => s
+                .set_read_timeout(Some(t))
+                .and(s.set_write_timeout(Some(t))),
+            Conn::Uds(s) => s
+                .set_read_timeout(Some(t))
+                .and(s.set_write_timeout(Some(t))),
+        }
+    }
+}
+
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
+
+/// Connections per second: each one connected, one exchange, closed, every step timed; the
+/// acceptor echoes the exchange and closes after its peer.
+fn rate(
+    listener: &Listener,
+    case: &CaseConfig,
+    rec: &mut Recorder,
+    stop: &AtomicBool,
+) -> Result<(), String> {
+    let done = AtomicBool::new(false);
+    let cap = case.n.unwrap_or(u64::MAX);
+    std::thread::scope(|s| {
+        let acceptor = s.spawn(|| accept_loop(listener, case, &done, true));
+        let r = connect_loop(listener, case, rec, stop, cap);
+        done.store(true, Ordering::SeqCst);
+        let accepted = acceptor.join().unwrap_or_else(|_| Accepted {
+            error: Some(io::Error::other("the acceptor panicked")),
+            ..Accepted::default()
+        });
+        for &t in &accepted.times {
+            rec.record(Metric::AcceptCall, t);
+        }
+        if let Some(e) = accepted.error {
+            return Err(format!("the accepting side: {e}"));
+        }
+        r
+    })
+}
+
+fn connect_loop(
+    listener: &Listener,
+    case: &CaseConfig,
+    rec: &mut Recorder,
+    stop: &AtomicBool,
+    cap: u64,
+) -> Result<(), String> {
+    // The exchange: one message of --size bytes, echoed.
+    let msg = vec![7u8; case.size_bytes];
+    let mut back = vec![0u8; case.size_bytes];
+    let mut one = |rec: &mut Recorder, measured: bool| -> Result<(), String> {
+        let t0 = clock::now();
+        let mut c = listener
+            .connect(case.timeout)
+            .map_err(|e| format!("connect: {e}"))?;
+        let t1 = clock::now();
+        c.set_timeout(case.timeout).map_err(|e| e.to_string())?;
+        c.stream()
+            .write_all(&msg)
+            .and_then(|_| c.stream().read_exact(&mut back))
+            .map_err(|e| format!("the exchange on a new connection: {e}"))?;
+        let t2 = clock::now();
+        drop(c);
+        let t3 = clock::now();
+        if measured {
+            rec.record_primary(Metric::Connection, t3 - t0, t3);
+            rec.record(Metric::ConnectCall, t1 - t0);
+            rec.record(Metric::Rtt, t2 - t1);
+            rec.record(Metric::CloseCall, t3 - t2);
+            let c = &mut rec.counters;
+            c.messages_sent += 1;
+            c.messages_received += 1;
+            c.bytes_sent += msg.len() as u64;
+            c.bytes_received += msg.len() as u64;
+            rec.mark_end(t3);
+        }
+        Ok(())
+    };
+    let warm = StopRule::warmup(case);
+    let mut n = 0;
+    while !warm.done(n, clock::now(), stop) {
+        one(rec, false)?;
+        n += 1;
+    }
+    rec.reset();
+    let rule = StopRule::measured(case);
+    let mut n = 0;
+    while n < cap && !rule.done(n, clock::now(), stop) {
+        one(rec, true)?;
+        n += 1;
+    }
+    Ok(())
+}
+
+/// Accepts until `done`: echoes each connection's exchange and waits for its close (`echo`), or
+/// keeps it open (`--hold`). Returns each accept's time, the connections kept, and the error
+/// that ended it early.
+fn accept_loop(listener: &Listener, case: &CaseConfig, done: &AtomicBool, echo: bool) -> Accepted {
+    let mut a = Accepted::default();
+    if let Err(e) = accept_into(&mut a, listener, case, done, echo) {
+        a.error = Some(e);
+    }
+    a
+}
+
+#[derive(Default)]
+struct Accepted {
+    times: Vec<u64>,
+    kept: Vec<Conn>,
+    error: Option<io::Error>,
+}
+
+fn accept_into(
+    a: &mut Accepted,
+    listener: &Listener,
+    case: &CaseConfig,
+    done: &AtomicBool,
+    echo: bool,
+) -> io::Result<()> {
+    if let Some(cpu) = case.cpus.1 {
+        let _ = sys::pin_current_thread(cpu);
+    }
+    let mut buf = vec![0u8; case.size_bytes];
+    while !done.load(Ordering::SeqCst) {
+        let t0 = clock::now();
+        let Some(mut c) = listener.accept()? else {
+            continue;
+        };
+        a.times.push(clock::now() - t0);
+        if !echo {
+            a.kept.push(c);
+            continue;
+        }
+        c.set_timeout(case.timeout)?;
+        let s = c.stream();
+        s.read_exact(&mut buf).and_then(|_| s.write_all(&buf))?;
+        // The connector closes first; its close ends this read.
+        let _ = s.read(&mut buf);
+    }
+    Ok(())
+}
+
+/// Opens connections and keeps them until one fails (or --n, or --duration), with the
+/// descriptor limit raised to its hard limit meanwhile; says what stopped it.
+fn hold(
+    listener: &Listener,
+    case: &CaseConfig,
+    rec: &mut Recorder,
+    stop: &AtomicBool,
+) -> Result<(), String> {
+    let limit = sys::FdLimit::raise_to(u64::MAX);
+    rec.figure("descriptor limit while holding", "fds", limit.now as f64);
+    let done = AtomicBool::new(false);
+    let cap = case.n.unwrap_or(u64::MAX);
+    let timeout = case.timeout.min(Duration::from_secs(2));
+    let why = std::thread::scope(|s| {
+        let acceptor = s.spawn(|| accept_loop(listener, case, &done, false));
+        let mut held: Vec<Conn> = Vec::new();
+        let rule = StopRule::measured(case);
+        let why = loop {
+            let n = held.len() as u64;
+            if n >= cap {
+                break format!("--n {cap} reached");
+            }
+            if rule.done(n, clock::now(), stop) {
+                break "--duration ended".into();
+            }
+            let t0 = clock::now();
+            match listener.connect(timeout) {
+                Ok(c) => {
+                    let t1 = clock::now();
+                    rec.record_primary(Metric::ConnectCall, t1 - t0, t1);
+                    rec.mark_end(t1);
+                    held.push(c);
+                }
+                Err(e) => break why_stopped(&e, &limit, timeout, rec),
+            }
+        };
+        done.store(true, Ordering::SeqCst);
+        let accepted = acceptor.join().unwrap_or_else(|_| Accepted {
+            error: Some(io::Error::other("the acceptor panicked")),
+            ..Accepted::default()
+        });
+        rec.counters.messages_sent = held.len() as u64;
+        rec.counters.messages_received = accepted.kept.len() as u64;
+        rec.figure("connections made", "", held.len() as f64);
+        rec.figure("connections accepted", "", accepted.kept.len() as f64);
+        for &t in &accepted.times {
+            rec.record(Metric::AcceptCall, t);
+        }
+        match &accepted.error {
+            // The accepting side met a limit first: that is what stopped it.
+            Some(e) => format!("{}, met by accept", why_stopped(e, &limit, timeout, rec)),
+            None => why,
+        }
+    });
+    rec.stopped_by(why);
+    Ok(())
+}
+
+fn why_stopped(
+    e: &io::Error,
+    limit: &sys::FdLimit,
+    timeout: Duration,
+    rec: &mut Recorder,
+) -> String {
+    match e.raw_os_error() {
+        Some(libc::EMFILE) => format!(
+            "the descriptor limit (RLIMIT_NOFILE {}, raised from {}; both ends are in this process)",
+            limit.now, limit.before
+        ),
+        Some(libc::ENFILE) => "the system's descriptor limit (fs.file-max)".into(),
+        Some(libc::EADDRNOTAVAIL) => format!(
+            "no ephemeral port left (net.ipv4.ip_local_port_range {})",
+            sys::ephemeral_ports().unwrap_or_default()
+        ),
+        Some(libc::ENOMEM) | Some(libc::ENOBUFS) => format!("memory: {e}"),
+        _ if e.kind() == io::ErrorKind::TimedOut => {
+            rec.counters.lost += 1;
+            format!(
+                "a connect timed out after {timeout:?}: the listener's backlog was full"
+            )
+        }
+        _ => format!("connect: {e}"),
+    }
+}

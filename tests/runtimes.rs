@@ -1,0 +1,275 @@
+//! The workloads around the message (CML's and the Tcl report's tests): pairs released at one
+//! instant, spawn cost, timers, connection set-up and holding. Exact counts, figures present,
+//! refusals; no timing is asserted.
+
+mod support;
+
+use msgperf::result::{CaseResult, Metric, RunResult};
+use std::time::Duration;
+use support::*;
+
+/// Runs msgperf with `args` and its JSON, which must succeed.
+fn cases_of(args: &[&str]) -> Vec<CaseResult> {
+    let dir = temp_dir();
+    let json = dir.path().join("r.json");
+    let mut all = args.to_vec();
+    all.extend(["--json", json.to_str().unwrap()]);
+    let out = run(&all, Duration::from_secs(120));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{args:?}: {}",
+        text(&out.stderr)
+    );
+    let run: RunResult = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    run.cases
+}
+
+fn figure(c: &CaseResult, name: &str) -> f64 {
+    c.roles
+        .iter()
+        .flat_map(|r| &r.figures)
+        .find(|f| f.name == name)
+        .unwrap_or_else(|| panic!("no figure `{name}` in {}", c.key))
+        .value
+}
+
+fn samples(c: &CaseResult, m: Metric) -> u64 {
+    c.roles
+        .iter()
+        .filter_map(|r| r.histogram(m))
+        .map(|h| h.len())
+        .sum()
+}
+
+#[test]
+fn pairs_deliver_every_message_of_every_pair_on_each_channel_crate() {
+    let _pace = sharing();
+    for t in ["inproc,mpsc,flume", "uds"] {
+        let cases = cases_of(&[
+            "run",
+            "pairs",
+            "-t",
+            t,
+            "--n",
+            "1,50",
+            "--count",
+            "7",
+            "--checksum",
+        ]);
+        for c in &cases {
+            let n = c.config.n.unwrap();
+            let what = format!("{} n={n}", c.config.transport);
+            assert_eq!(c.error, None, "{what}");
+            let (senders, receivers) = (&c.roles[0], &c.roles[1]);
+            assert_eq!(senders.counters.messages_sent, 7 * n, "{what}");
+            assert_eq!(receivers.counters.messages_received, 7 * n, "{what}");
+            assert_eq!(
+                (receivers.counters.lost, receivers.counters.corrupted),
+                (0, 0),
+                "{what}"
+            );
+            assert_eq!(
+                samples(c, Metric::OneWay),
+                7 * n,
+                "{what}: a delay per message"
+            );
+            assert!(figure(c, "first deliveries spread over") >= 0.0);
+            assert!(figure(c, "senders all sending within") >= 0.0);
+        }
+        assert_eq!(cases.len(), if t == "uds" { 2 } else { 6 });
+    }
+}
+
+#[test]
+fn spawn_starts_exactly_n_threads_or_tasks_and_measures_each() {
+    let _pace = sharing();
+    let cases = cases_of(&[
+        "run",
+        "spawn",
+        "--n",
+        "1,300",
+        "--runtime",
+        "threads,tokio,tokio-multi",
+    ]);
+    assert_eq!(cases.len(), 6, "a row per N and runtime");
+    for c in &cases {
+        let n = c.config.n.unwrap();
+        let what = format!("{:?} n={n}", c.config.runtime);
+        assert_eq!(c.error, None, "{what}");
+        let r = &c.roles[0];
+        assert_eq!(
+            (r.counters.messages_sent, r.counters.messages_received),
+            (n, n),
+            "{what}"
+        );
+        assert_eq!(samples(c, Metric::SpawnCall), n, "{what}");
+        assert_eq!(samples(c, Metric::StartDelay), n, "{what}");
+        let unit = if c.config.runtime == msgperf::result::Runtime::Threads {
+            "thread"
+        } else {
+            "task"
+        };
+        assert!(
+            figure(c, &format!("resident memory per {unit}")) >= 0.0,
+            "{what}"
+        );
+        assert!(
+            figure(c, &format!("spawns per second ({unit}s)")) > 0.0,
+            "{what}"
+        );
+    }
+}
+
+#[test]
+fn timers_wake_every_waiter_once_for_a_shared_and_for_distinct_deadlines() {
+    let _pace = sharing();
+    let cases = cases_of(&[
+        "run",
+        "timers",
+        "--n",
+        "1,200",
+        "--runtime",
+        "threads,tokio",
+    ]);
+    assert_eq!(cases.len(), 4);
+    for c in &cases {
+        let n = c.config.n.unwrap();
+        let what = format!("{:?} n={n}", c.config.runtime);
+        assert_eq!(c.error, None, "{what}");
+        assert_eq!(
+            c.roles[0].counters.messages_received,
+            2 * n,
+            "{what}: every waiter woke"
+        );
+        assert_eq!(samples(c, Metric::TimerLate), n, "{what}");
+        assert_eq!(samples(c, Metric::TimerLateDistinct), n, "{what}");
+        // A waiter's lateness is measured from its deadline, which lies after the release.
+        let late = c.roles[0].histogram(Metric::TimerLate).unwrap();
+        assert!(late.max() < 60_000_000_000, "{what}: sane");
+        if c.config.runtime != msgperf::result::Runtime::Threads {
+            assert_eq!(
+                samples(c, Metric::TimerRegister),
+                2 * n,
+                "{what}: registrations"
+            );
+        }
+        assert!(figure(c, "shared deadline: wake-ups spread over") >= 0.0);
+    }
+}
+
+#[test]
+fn connect_times_every_step_of_every_connection() {
+    let _pace = sharing();
+    let cases = cases_of(&[
+        "run", "connect", "-t", "tcp,uds", "--n", "500", "--size", "100",
+    ]);
+    for c in &cases {
+        let what = &c.config.transport;
+        assert_eq!(c.error, None, "{what}");
+        let r = &c.roles[0];
+        assert_eq!(r.counters.messages_sent, 500, "{what}: --n connections");
+        assert_eq!(
+            r.counters.bytes_received,
+            500 * 100,
+            "{what}: every exchange echoed"
+        );
+        for m in [
+            Metric::Connection,
+            Metric::ConnectCall,
+            Metric::Rtt,
+            Metric::CloseCall,
+        ] {
+            assert_eq!(samples(c, m), 500, "{what} {m:?}");
+        }
+        // The acceptor also took the warm-up's connections.
+        assert!(samples(c, Metric::AcceptCall) >= 500, "{what}");
+    }
+}
+
+#[test]
+fn connect_hold_names_what_stopped_it_and_restores_the_descriptor_limit() {
+    let _pace = sharing();
+    // In a process of its own, under a low limit that the role raises to the hard one.
+    let cases = cases_of(&[
+        "run",
+        "connect",
+        "-t",
+        "uds,tcp",
+        "--hold",
+        "--n",
+        "300",
+        "--timeout",
+        "2s",
+    ]);
+    for c in &cases {
+        let r = &c.roles[0];
+        assert_eq!(r.counters.messages_sent, 300, "{}", c.key);
+        assert_eq!(r.stopped_by.as_deref(), Some("--n 300 reached"));
+        assert!(figure(c, "descriptor limit while holding") >= 600.0);
+    }
+    // Until the descriptor limit, lowered to a hard 1024 for the run: the role raises its soft
+    // limit to that, meets it, and names it.
+    let dir = temp_dir();
+    let json = dir.path().join("r.json");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -Sn 256; ulimit -Hn 1024; exec {MSGPERF} run connect -t uds,tcp --hold --timeout 2s --duration 60s --json {}",
+            json.display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let run: RunResult = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    for c in &run.cases {
+        let r = &c.roles[0];
+        let why = r.stopped_by.clone().unwrap_or_default();
+        assert!(
+            why.contains("descriptor limit (RLIMIT_NOFILE 1024, raised from 256"),
+            "{why}"
+        );
+        // Each connection costs a descriptor at each end, both in this process; connects that
+        // a full backlog took count as made but not accepted.
+        let (made, accepted) = (r.counters.messages_sent, r.counters.messages_received);
+        assert!((300..1024).contains(&made), "{}: {made}", c.key);
+        assert!(
+            accepted <= made && accepted > 200,
+            "{}: {accepted} of {made}",
+            c.key
+        );
+        assert_eq!(figure(c, "descriptor limit while holding"), 1024.0);
+    }
+}
+
+#[test]
+fn runtime_workloads_refuse_what_does_not_apply_with_the_fix() {
+    for (args, says) in [
+        (vec!["run", "spawn", "-t", "tcp"], "drop -t tcp"),
+        (vec!["run", "spawn", "--n", "0"], "whole numbers from 1"),
+        (
+            vec!["run", "spawn", "--runtime", "go"],
+            "threads, tokio or tokio-multi",
+        ),
+        (vec!["run", "timers", "--duration", "1s"], "drop --duration"),
+        (
+            vec!["run", "pingpong", "-t", "uds", "--n", "5"],
+            "--n is for",
+        ),
+        (
+            vec!["run", "pairs", "--runtime", "tokio"],
+            "pairs runs on threads",
+        ),
+        (vec!["run", "connect", "-t", "shm"], "-t tcp,uds"),
+        (
+            vec!["run", "stream", "-t", "uds", "--hold"],
+            "--hold is for connect",
+        ),
+    ] {
+        let out = run(&args, Duration::from_secs(30));
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+}
