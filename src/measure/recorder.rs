@@ -62,7 +62,9 @@ impl Recorder {
 
     /// Starts the measured window now: forgets the warm-up.
     pub fn reset(&mut self) {
-        for h in &mut self.hists {
+        // An empty histogram is left untouched: zeroing it would make all its pages resident,
+        // for metrics this role never records.
+        for h in self.hists.iter_mut().filter(|h| !h.is_empty()) {
             h.reset();
         }
         self.counters = Counters::default();

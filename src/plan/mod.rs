@@ -115,7 +115,8 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
         "no workload given: write e.g. `msgperf run pingpong -t uds`, or give --scenario FILE",
     )?;
     let w = workload::find(name)?;
-    let transports = match (o.transports.is_empty(), w.default_transport()) {
+    let subject = w.subject();
+    let transports = match (o.transports.is_empty(), subject.default_transport()) {
         (true, Some(t)) => vec![t.to_string()],
         _ => o.transports.clone(),
     };
@@ -146,18 +147,18 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
     let delivery = delivery_of(o);
     let mut out = Vec::new();
     let ns: Vec<Option<u64>> = match o.ns()? {
-        Some(v) if w.takes_n() => v.into_iter().map(Some).collect(),
+        Some(v) if subject.takes_n() => v.into_iter().map(Some).collect(),
         Some(_) => {
             return Err(format!(
                 "--n is for pairs, spawn, timers and connect, not {}: drop it",
                 w.name()
             ))
         }
-        None => vec![w.default_n()],
+        None => vec![subject.default_n()],
     };
     let runtimes = o.runtimes()?;
-    if let Some(r) = runtimes.iter().find(|r| !w.runtimes().contains(r)) {
-        let can: Vec<&str> = w.runtimes().iter().map(|r| r.label()).collect();
+    if let Some(r) = runtimes.iter().find(|r| !subject.runtimes().contains(r)) {
+        let can: Vec<&str> = subject.runtimes().iter().map(|r| r.label()).collect();
         return Err(format!(
             "{} runs on {}, not --runtime {}: drop it or pick one of those",
             w.name(),
@@ -165,10 +166,10 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
             r.label()
         ));
     }
-    if o.hold == Some(true) && w.name() != "connect" {
+    if o.hold == Some(true) && subject != workload::Subject::Connections {
         return Err(format!("--hold is for connect, not {}: drop it", w.name()));
     }
-    let fixed = w.fixed_work();
+    let fixed = subject.fixed_work();
     if fixed && duration.is_some() {
         return Err(format!(
             "{} does a fixed amount of work (--n, and --count per pair for pairs): drop --duration",

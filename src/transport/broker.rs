@@ -260,6 +260,20 @@ fn free_port() -> Result<u16, TransportError> {
         .port())
 }
 
+/// What an end writes to and reads from at a broker, under the case's `name`, in the broker's
+/// own separator (`.` for NATS subjects, `:` for Redis keys, `/` for MQTT topics): a channel's
+/// two directions, or a topic.
+pub fn names(name: &str, sep: char, side: Side) -> (Option<String>, Option<String>) {
+    let channel = |n: u32, way: &str| format!("{name}{sep}c{n}{sep}{way}");
+    let topic = |t: u32| format!("{name}{sep}t{t}");
+    match side {
+        Side::Accept(n) => (Some(channel(n, "back")), Some(channel(n, "forth"))),
+        Side::Connect(n) => (Some(channel(n, "forth")), Some(channel(n, "back"))),
+        Side::Publish { topic: t, .. } => (Some(topic(t)), None),
+        Side::Subscribe { topic: t, .. } => (None, Some(topic(t))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,5 +324,39 @@ mod tests {
             .collect();
         v.sort();
         v
+    }
+
+    #[test]
+    fn each_direction_of_a_channel_is_one_ends_out_and_the_others_in() {
+        let (a_out, a_in) = names("run", '.', Side::Accept(3));
+        let (c_out, c_in) = names("run", '.', Side::Connect(3));
+        assert_eq!(
+            (a_out, c_in),
+            (Some("run.c3.back".into()), Some("run.c3.back".into()))
+        );
+        assert_eq!(
+            (c_out, a_in),
+            (Some("run.c3.forth".into()), Some("run.c3.forth".into()))
+        );
+        let p = names(
+            "run",
+            '/',
+            Side::Publish {
+                topic: 1,
+                readers: 2,
+            },
+        );
+        let s = names(
+            "run",
+            '/',
+            Side::Subscribe {
+                topic: 1,
+                reader: 0,
+            },
+        );
+        assert_eq!(
+            (p, s),
+            ((Some("run/t1".into()), None), (None, Some("run/t1".into())))
+        );
     }
 }

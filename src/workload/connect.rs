@@ -5,7 +5,7 @@
 //! on the other CPU of the placement.
 
 use super::runtime::check_fixed;
-use super::{RoleControl, RoleError, RoleSpec, Sent, StopRule, Topology, Workload};
+use super::{RoleControl, RoleError, RoleSpec, Sent, StopRule, Subject, Topology, Workload};
 use crate::measure::{clock, Metric, Recorder};
 use crate::result::{CaseConfig, FloorKind, LatencyKind, RoleId, RoleKind};
 use crate::sys;
@@ -62,8 +62,8 @@ impl Workload for Connect {
             fan_out: None,
         }
     }
-    fn takes_n(&self) -> bool {
-        true
+    fn subject(&self) -> Subject {
+        Subject::Connections
     }
     fn run(
         &self,
@@ -107,14 +107,8 @@ impl Listener {
         let made = if transport == "tcp" {
             TcpListener::bind("127.0.0.1:0").map(Listener::Tcp)
         } else {
-            let dir = std::env::temp_dir().join(format!(
-                "msgperf-connect-{}-{}",
-                std::process::id(),
-                clock::now()
-            ));
-            std::fs::create_dir(&dir).and_then(|_| {
-                UnixListener::bind(dir.join("s")).map(|l| Listener::Uds(l, dir.clone()))
-            })
+            crate::transport::private_dir()
+                .and_then(|dir| UnixListener::bind(dir.join("s")).map(|l| Listener::Uds(l, dir)))
         };
         made.map_err(|e| format!("could not listen for connections: {e}"))
     }
@@ -190,10 +184,11 @@ fn rate(
     stop: &AtomicBool,
 ) -> Result<(), String> {
     let done = AtomicBool::new(false);
+    let measuring = AtomicBool::new(false);
     let cap = case.n.unwrap_or(u64::MAX);
     std::thread::scope(|s| {
-        let acceptor = s.spawn(|| accept_loop(listener, case, &done, true));
-        let r = connect_loop(listener, case, rec, stop, cap);
+        let acceptor = s.spawn(|| accept_loop(listener, case, &done, Some(&measuring)));
+        let r = connect_loop(listener, case, rec, stop, cap, &measuring);
         done.store(true, Ordering::SeqCst);
         let accepted = acceptor.join().unwrap_or_else(|_| Accepted {
             error: Some(io::Error::other("the acceptor panicked")),
@@ -215,6 +210,7 @@ fn connect_loop(
     rec: &mut Recorder,
     stop: &AtomicBool,
     cap: u64,
+    measuring: &AtomicBool,
 ) -> Result<(), String> {
     // The exchange: one message of --size bytes, echoed.
     let msg = vec![7u8; case.size_bytes];
@@ -254,6 +250,9 @@ fn connect_loop(
         n += 1;
     }
     rec.reset();
+    // Each warm-up connection was accepted before its exchange ended: the acceptor's timings
+    // from here on are the measured connections'.
+    measuring.store(true, Ordering::SeqCst);
     let rule = StopRule::measured(case);
     let mut n = 0;
     while n < cap && !rule.done(n, clock::now(), stop) {
@@ -263,10 +262,16 @@ fn connect_loop(
     Ok(())
 }
 
-/// Accepts until `done`: echoes each connection's exchange and waits for its close (`echo`), or
-/// keeps it open (`--hold`). Returns each accept's time, the connections kept, and the error
+/// Accepts until `done`: with `echo` (the rate), echoes each connection's exchange and waits for
+/// its close, timing accepts once `echo` is raised (the warm-up is over); without, keeps every
+/// connection open (`--hold`). Returns the accepts' times, the connections kept, and the error
 /// that ended it early.
-fn accept_loop(listener: &Listener, case: &CaseConfig, done: &AtomicBool, echo: bool) -> Accepted {
+fn accept_loop(
+    listener: &Listener,
+    case: &CaseConfig,
+    done: &AtomicBool,
+    echo: Option<&AtomicBool>,
+) -> Accepted {
     let mut a = Accepted::default();
     if let Err(e) = accept_into(&mut a, listener, case, done, echo) {
         a.error = Some(e);
@@ -286,7 +291,7 @@ fn accept_into(
     listener: &Listener,
     case: &CaseConfig,
     done: &AtomicBool,
-    echo: bool,
+    echo: Option<&AtomicBool>,
 ) -> io::Result<()> {
     if let Some(cpu) = case.cpus.1 {
         let _ = sys::pin_current_thread(cpu);
@@ -297,10 +302,14 @@ fn accept_into(
         let Some(mut c) = listener.accept()? else {
             continue;
         };
-        a.times.push(clock::now() - t0);
-        if !echo {
+        let took = clock::now() - t0;
+        let Some(measuring) = echo else {
+            a.times.push(took);
             a.kept.push(c);
             continue;
+        };
+        if measuring.load(Ordering::SeqCst) {
+            a.times.push(took);
         }
         c.set_timeout(case.timeout)?;
         let s = c.stream();
@@ -325,7 +334,7 @@ fn hold(
     let cap = case.n.unwrap_or(u64::MAX);
     let timeout = case.timeout.min(Duration::from_secs(2));
     let why = std::thread::scope(|s| {
-        let acceptor = s.spawn(|| accept_loop(listener, case, &done, false));
+        let acceptor = s.spawn(|| accept_loop(listener, case, &done, None));
         let mut held: Vec<Conn> = Vec::new();
         let rule = StopRule::measured(case);
         let why = loop {

@@ -68,26 +68,9 @@ pub trait Workload: Sync {
     fn check(&self, case: &CaseConfig, caps: &Capabilities) -> Result<(), String>;
     /// The case's roles and their ends, and what the transport's set-up makes for them.
     fn topology(&self, case: &CaseConfig, caps: &Capabilities) -> Topology;
-    /// The transport a case takes when none is given: the in-process channel for `pairs`, no
-    /// channel at all for workloads that measure a runtime.
-    fn default_transport(&self) -> Option<&'static str> {
-        None
-    }
-    /// The `--n` a case takes when none is given; None: this workload takes no `--n`.
-    fn default_n(&self) -> Option<u64> {
-        None
-    }
-    /// It takes `--n` (with or without a default).
-    fn takes_n(&self) -> bool {
-        self.default_n().is_some()
-    }
-    /// What may run its concurrent parts (`--runtime`).
-    fn runtimes(&self) -> &'static [Runtime] {
-        &[Runtime::Threads]
-    }
-    /// It does a fixed amount of work (`--n`), not a measured window: no --duration, no warm-up.
-    fn fixed_work(&self) -> bool {
-        false
+    /// What it measures, which decides the options it takes (`--n`, `--runtime`, `--hold`).
+    fn subject(&self) -> Subject {
+        Subject::Messages
     }
     /// What it moves on each two-way channel (a transport may pick its calls by it).
     fn exchange(&self, _case: &CaseConfig) -> Exchange {
@@ -103,6 +86,49 @@ pub trait Workload: Sync {
         rec: &mut Recorder,
         ctl: &RoleControl,
     ) -> Result<Option<Sent>, RoleError>;
+}
+
+/// What a workload measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Subject {
+    /// Messages over a transport, for a measured window (pingpong, stream, pubsub).
+    Messages,
+    /// `--n` channels of a transport, each a pair of threads: a fixed amount of work (pairs).
+    Channels,
+    /// A runtime's threads or tasks, over no transport: a fixed amount of work (spawn, timers).
+    Runtime,
+    /// A transport's connections, for a window or up to `--n` (connect).
+    Connections,
+}
+
+impl Subject {
+    /// The transport a case takes when none is given: two processes over unix sockets for
+    /// channel pairs (one process could not map 20000 threads), no channel for a runtime.
+    pub fn default_transport(self) -> Option<&'static str> {
+        match self {
+            Subject::Channels => Some("uds"),
+            Subject::Runtime => Some(crate::transport::NO_CHANNEL.name()),
+            _ => None,
+        }
+    }
+    /// The `--n` a case takes when none is given.
+    pub fn default_n(self) -> Option<u64> {
+        matches!(self, Subject::Channels | Subject::Runtime).then_some(100)
+    }
+    pub fn takes_n(self) -> bool {
+        self != Subject::Messages
+    }
+    /// What may run its concurrent parts (`--runtime`).
+    pub fn runtimes(self) -> &'static [Runtime] {
+        match self {
+            Subject::Runtime => &Runtime::ALL,
+            _ => &[Runtime::Threads],
+        }
+    }
+    /// A fixed amount of work (`--n`), not a measured window: no --duration, no warm-up.
+    pub fn fixed_work(self) -> bool {
+        matches!(self, Subject::Channels | Subject::Runtime)
+    }
 }
 
 /// A case's roles and what they meet on.

@@ -6,8 +6,8 @@
 use super::message::{self, Outgoing, END, MEASURED};
 use super::runtime::{check_fixed, Gate, STACK};
 use super::{
-    check_common, check_exchange, receive, RoleControl, RoleError, RoleSpec, Sent, Topology,
-    Workload,
+    check_common, check_exchange, receive, RoleControl, RoleError, RoleSpec, Sent, Subject,
+    Topology, Workload,
 };
 use crate::measure::{clock, Metric, Recorder};
 use crate::result::{CaseConfig, Counters, FloorKind, LatencyKind, RoleId, RoleKind};
@@ -41,7 +41,7 @@ impl Workload for Pairs {
             "sends one way",
         )?;
         check_common(case, caps)?;
-        if case.transport == "none" {
+        if case.transport == crate::transport::NO_CHANNEL.name() {
             return Err(
                 "pairs sends messages: give it a channel, e.g. -t inproc,mpsc,flume".into(),
             );
@@ -81,14 +81,8 @@ impl Workload for Pairs {
     fn exchange(&self, _: &CaseConfig) -> Exchange {
         Exchange::OneWay
     }
-    fn default_transport(&self) -> Option<&'static str> {
-        Some("uds")
-    }
-    fn default_n(&self) -> Option<u64> {
-        Some(100)
-    }
-    fn fixed_work(&self) -> bool {
-        true
+    fn subject(&self) -> Subject {
+        Subject::Channels
     }
     fn run(
         &self,

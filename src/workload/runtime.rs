@@ -85,7 +85,7 @@ pub fn check_fixed(case: &CaseConfig, what: &str) -> Result<(), String> {
 
 /// Refuses a transport for a workload that measures a runtime and moves no message.
 pub fn check_no_transport(case: &CaseConfig) -> Result<(), String> {
-    if case.transport != "none" {
+    if case.transport != crate::transport::NO_CHANNEL.name() {
         return Err(format!(
             "{} measures a runtime, not a transport: drop -t {} (pick threads or tasks with --runtime)",
             case.workload, case.transport

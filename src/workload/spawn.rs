@@ -3,7 +3,7 @@
 //! the resident memory each one costs while all N live, and joining them.
 
 use super::runtime::{check_fixed, check_no_transport, one_role, tokio_runtime, Gate, STACK};
-use super::{RoleControl, RoleError, RoleSpec, Sent, Topology, Workload};
+use super::{RoleControl, RoleError, RoleSpec, Sent, Subject, Topology, Workload};
 use crate::measure::{clock, Metric, Recorder};
 use crate::result::{CaseConfig, FloorKind, LatencyKind, RoleKind, Runtime};
 use crate::sys;
@@ -33,17 +33,8 @@ impl Workload for Spawn {
     fn topology(&self, case: &CaseConfig, _: &Capabilities) -> Topology {
         one_role(case, RoleKind::Spawner)
     }
-    fn default_transport(&self) -> Option<&'static str> {
-        Some("none")
-    }
-    fn default_n(&self) -> Option<u64> {
-        Some(100)
-    }
-    fn runtimes(&self) -> &'static [Runtime] {
-        &Runtime::ALL
-    }
-    fn fixed_work(&self) -> bool {
-        true
+    fn subject(&self) -> Subject {
+        Subject::Runtime
     }
     fn run(
         &self,

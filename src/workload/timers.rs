@@ -3,7 +3,7 @@
 //! of registering a wait with the runtime's timer, and the spread of the wake-ups.
 
 use super::runtime::{check_fixed, check_no_transport, one_role, tokio_runtime, Gate, STACK};
-use super::{RoleControl, RoleError, RoleSpec, Sent, Topology, Workload};
+use super::{RoleControl, RoleError, RoleSpec, Sent, Subject, Topology, Workload};
 use crate::measure::{clock, Metric, Recorder};
 use crate::result::{CaseConfig, FloorKind, LatencyKind, RoleKind, Runtime};
 use crate::transport::{Capabilities, Endpoint, TransportError};
@@ -33,17 +33,8 @@ impl Workload for Timers {
     fn topology(&self, case: &CaseConfig, _: &Capabilities) -> Topology {
         one_role(case, RoleKind::Timekeeper)
     }
-    fn default_transport(&self) -> Option<&'static str> {
-        Some("none")
-    }
-    fn default_n(&self) -> Option<u64> {
-        Some(100)
-    }
-    fn runtimes(&self) -> &'static [Runtime] {
-        &Runtime::ALL
-    }
-    fn fixed_work(&self) -> bool {
-        true
+    fn subject(&self) -> Subject {
+        Subject::Runtime
     }
     fn run(
         &self,
@@ -187,7 +178,11 @@ fn threads(n: usize, shared: bool, timeout: Duration) -> Result<Arc<Pass>, Strin
                 crate::sys::sleep_until_ns(d);
                 p.woke[i].store(clock::now(), Ordering::Relaxed);
             })
-            .map_err(|e| format!("waiter thread {} of {n} could not start: {e}", i + 1))?;
+            .map_err(|e| {
+                // The ones started go at once, not at their bound.
+                gate.open();
+                format!("waiter thread {} of {n} could not start: {e}", i + 1)
+            })?;
         handles.push(h);
     }
     if !gate.all_waiting(n, timeout) {

@@ -135,7 +135,7 @@ impl Transport for Mqtt {
                 at.place
             )));
         };
-        let (out, inbound) = topics(name, side);
+        let (out, inbound) = broker::names(name, '/', side);
         let id = format!("{name}-{}", side.meeting().replace(' ', "-"))
             + &match side {
                 Side::Subscribe { reader, .. } => format!("-r{reader}"),
@@ -163,23 +163,6 @@ impl Transport for Mqtt {
 
     fn floor(&self) -> Option<&'static dyn Floor> {
         Some(&floor::MqttFloor)
-    }
-}
-
-/// What an end publishes to and subscribes to.
-fn topics(name: &str, side: Side) -> (Option<String>, Option<String>) {
-    let s = |tail: String| format!("{name}/{tail}");
-    match side {
-        Side::Accept(n) => (
-            Some(s(format!("c{n}/back"))),
-            Some(s(format!("c{n}/forth"))),
-        ),
-        Side::Connect(n) => (
-            Some(s(format!("c{n}/forth"))),
-            Some(s(format!("c{n}/back"))),
-        ),
-        Side::Publish { topic, .. } => (Some(s(format!("t{topic}"))), None),
-        Side::Subscribe { topic, .. } => (None, Some(s(format!("t{topic}")))),
     }
 }
 

@@ -114,7 +114,8 @@ impl Transport for Nats {
                 at.place
             )));
         };
-        let (out, inbound) = subjects(name, side);
+        let (out, inbound) = broker::names(name, '.', side);
+        let out: Option<Subject> = out.map(Into::into);
         let client = connect(url, spec)?;
         // Subscribed before this end says it is bound, and known to the server (flush waits for
         // its answer): every end is bound before any writes, so nothing is sent to no one.
@@ -142,23 +143,6 @@ impl Transport for Nats {
 
     fn floor(&self) -> Option<&'static dyn Floor> {
         Some(&floor::NatsFloor)
-    }
-}
-
-/// What an end publishes to and subscribes to.
-fn subjects(name: &str, side: Side) -> (Option<Subject>, Option<String>) {
-    let s = |tail: String| format!("{name}.{tail}");
-    match side {
-        Side::Accept(n) => (
-            Some(s(format!("c{n}.back")).into()),
-            Some(s(format!("c{n}.forth"))),
-        ),
-        Side::Connect(n) => (
-            Some(s(format!("c{n}.forth")).into()),
-            Some(s(format!("c{n}.back"))),
-        ),
-        Side::Publish { topic, .. } => (Some(s(format!("t{topic}")).into()), None),
-        Side::Subscribe { topic, .. } => (None, Some(s(format!("t{topic}")))),
     }
 }
 

@@ -145,7 +145,7 @@ impl Transport for Redis {
             .get("maxlen")
             .and_then(|m| m.parse().ok())
             .unwrap_or(1_000_000);
-        let (out, inbound) = names(name, side);
+        let (out, inbound) = broker::names(name, ':', side);
         let client = redis::Client::open(url.as_str())
             .map_err(|e| TransportError::Unsupported(format!("redis: {url}: {e}")))?;
         let refused = |e: redis::RedisError| {
@@ -197,23 +197,6 @@ impl Transport for Redis {
 
     fn floor(&self) -> Option<&'static dyn Floor> {
         Some(&floor::RedisFloor)
-    }
-}
-
-/// What an end writes to and reads from: channel names, or stream keys.
-fn names(name: &str, side: Side) -> (Option<String>, Option<String>) {
-    let s = |tail: String| format!("{name}:{tail}");
-    match side {
-        Side::Accept(n) => (
-            Some(s(format!("c{n}:back"))),
-            Some(s(format!("c{n}:forth"))),
-        ),
-        Side::Connect(n) => (
-            Some(s(format!("c{n}:forth"))),
-            Some(s(format!("c{n}:back"))),
-        ),
-        Side::Publish { topic, .. } => (Some(s(format!("t{topic}"))), None),
-        Side::Subscribe { topic, .. } => (None, Some(s(format!("t{topic}")))),
     }
 }
 
