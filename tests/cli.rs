@@ -33,7 +33,7 @@ fn bad_options_exit_2_naming_the_fix() {
         "key=value",
     );
     usage_error(
-        &["run", "pingpong", "-t", "uds", "--opt", "nodelay=true"],
+        &["run", "pingpong", "-t", "pipe", "--opt", "nodelay=true"],
         "takes no --opt",
     );
     usage_error(

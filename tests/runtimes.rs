@@ -333,3 +333,59 @@ fn a_killed_or_stopped_receivers_process_ends_pairs_within_the_timeout_with_the_
         assert!(leftovers_of(pid).is_empty(), "signal {sig}");
     }
 }
+
+#[test]
+fn split_and_gathered_writes_deliver_every_byte_and_a_slow_reader_leaves_nothing_stuck() {
+    let _pace = sharing();
+    // Many small writes per message, and messages gathered in a buffer smaller and larger
+    // than a message; the reader slow, so the writer is held back.
+    for (opt, sizes, n) in [
+        ("write-size=7,1k", "64,4k", 8),
+        ("buffer=64k", "64,100k", 4),
+    ] {
+        let cases = cases_of(&[
+            "run",
+            "stream",
+            "-t",
+            "uds,tcp",
+            "--opt",
+            opt,
+            "--size",
+            sizes,
+            "--count",
+            "3000",
+            "--checksum",
+            "--slow-subscriber",
+            "5us",
+            "--warmup",
+            "0s",
+        ]);
+        for c in &cases {
+            let what = &c.key;
+            assert_eq!(c.error, None, "{what}");
+            let (w, r) = (&c.roles[0], &c.roles[1]);
+            assert_eq!(w.counters.messages_sent, 3000, "{what}");
+            assert_eq!(r.counters.messages_received, 3000, "{what}: nothing stuck");
+            assert_eq!(
+                r.counters.bytes_received, w.counters.bytes_sent,
+                "{what}: every byte"
+            );
+            assert_eq!((r.counters.lost, r.counters.corrupted), (0, 0), "{what}");
+            let blocked = figure(c, "writer's time in write calls");
+            assert!((0.0..=100.5).contains(&blocked), "{what}: {blocked}");
+            // The plain loop writes whole messages: no ratio, and the reason recorded.
+            assert!(c.floor.is_none() && c.floor_error.is_some(), "{what}");
+        }
+        assert_eq!(cases.len(), n, "transports x sizes x option values");
+    }
+    let out = run(
+        &["run", "pingpong", "-t", "uds", "--opt", "buffer=4k"],
+        Duration::from_secs(30),
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("needs a reply"),
+        "a buffered writer is one-way: {err}"
+    );
+}

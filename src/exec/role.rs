@@ -287,6 +287,8 @@ fn send_end(ends: &mut [Box<dyn Endpoint>], end: &[u8], timeout: Duration) {
                 _ => break,
             }
         }
+        // A buffered writer's last messages, END among them, go out now.
+        let _ = ep.flush();
     }
 }
 

@@ -114,6 +114,12 @@ impl Recorder {
         self.interval_count += 1;
     }
 
+    /// All the time recorded in metric `m` (its samples' sum, within the histogram's 0.1%).
+    pub fn total_ns(&self, m: Metric) -> u64 {
+        let h = &self.hists[m as usize];
+        (h.mean() * h.len() as f64) as u64
+    }
+
     /// A figure of the workload's own (outside the measurement loop).
     pub fn figure(&mut self, name: &str, unit: &str, value: f64) {
         self.figures.push(crate::result::Figure {
@@ -136,6 +142,11 @@ impl Recorder {
 
     pub fn start_ns(&self) -> u64 {
         self.start_ns
+    }
+
+    /// The measured window so far: its start to the last mark.
+    pub fn window_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
     }
 
     /// Adds a part of this role that another thread measured (its histograms, counters, CPU

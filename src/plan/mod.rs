@@ -387,9 +387,8 @@ mod tests {
             o.size = Some("100000".into());
         })
         .contains("smaller --size"));
-        assert!(
-            with(&|o| o.opts = vec![("nodelay".into(), "maybe".into())]).contains("takes no --opt")
-        );
+        assert!(with(&|o| o.opts = vec![("nodelay".into(), "maybe".into())])
+            .contains("has no option `nodelay`"));
         assert!(with(&|o| {
             o.transports = vec!["tcp".into()];
             o.opts = vec![("nodelay".into(), "maybe".into())];

@@ -371,7 +371,7 @@ mod tests {
         "#;
         let o = RunOptions::parse_scenario(text, "t.toml").unwrap();
         // uds takes no nodelay: the template is checked exactly like a command line.
-        assert!(cases(&o).unwrap_err().contains("takes no --opt"));
+        assert!(cases(&o).unwrap_err().contains("has no option `nodelay`"));
         let text = text.replace("[options]\n            nodelay = \"true\"", "");
         let o = RunOptions::parse_scenario(&text, "t.toml").unwrap();
         let c = cases(&o).unwrap();

@@ -188,7 +188,12 @@ pub(crate) fn measure_round_trips(
 }
 
 impl Floor for FdFloor {
-    fn make(&self, _: FloorLoop, _: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
+    fn make(&self, _: FloorLoop, _: usize, roles: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
+        if super::writes_of(&roles.options) != (None, None) {
+            return Err(std::io::Error::other(
+                "the plain loop writes each message whole, so nothing of it compares with --opt write-size or buffer (no ratio)",
+            ));
+        }
         let (a, b) = (self.make_pair)()?;
         let fds = |s: FdSide| FloorEnds::Fds(std::iter::once(s.read).chain(s.write).collect());
         Ok([fds(a), fds(b)])

@@ -28,6 +28,18 @@ impl<S: AsRawFd> Write for Bare<S> {
     }
 }
 
+/// How a framed stream's writer cuts messages into write calls (`--opt write-size`).
+enum Writes {
+    /// One write per message.
+    Whole,
+    /// Each message in writes of this many bytes.
+    Split(usize),
+    /// Messages gathered into a buffer of `cap` bytes (a buffered writer), written when the
+    /// next would not fit and on [`Endpoint::flush`]; a message larger than the buffer is
+    /// written as it comes, after what was gathered.
+    Gather { cap: usize, buf: Vec<u8> },
+}
+
 /// A framed byte stream. Bytes read past the end of a message wait in `pending`.
 pub struct Framed<S> {
     io: S,
@@ -36,6 +48,7 @@ pub struct Framed<S> {
     end: usize,
     timeout: Duration,
     nonblocking: bool,
+    writes: Writes,
 }
 
 impl<S: Read + Write + Send> Framed<S> {
@@ -48,7 +61,73 @@ impl<S: Read + Write + Send> Framed<S> {
             end: 0,
             timeout,
             nonblocking,
+            writes: Writes::Whole,
         }
+    }
+
+    /// Writes as `--opt write-size` and `--opt buffer` say ([`super::writes_of`]).
+    pub fn with_writes(mut self, (size, buffer): (Option<usize>, Option<usize>)) -> Self {
+        self.writes = match (buffer, size) {
+            (Some(cap), _) => Writes::Gather {
+                cap,
+                buf: Vec::with_capacity(cap),
+            },
+            (None, Some(n)) => Writes::Split(n.max(1)),
+            (None, None) => Writes::Whole,
+        };
+        self
+    }
+
+    /// One whole buffer out, in as many write calls as it takes.
+    #[inline(always)]
+    fn write_all(&mut self, msg: &[u8]) -> Result<(), TransportError> {
+        match self.io.write(msg) {
+            Ok(n) if n == msg.len() => Ok(()),
+            first => self.send_rest(first, msg),
+        }
+    }
+
+    /// A message cut or gathered as `--opt write-size` says.
+    #[cold]
+    #[inline(never)]
+    fn send_cut(&mut self, msg: &[u8]) -> Result<(), TransportError> {
+        match &mut self.writes {
+            Writes::Whole => self.write_all(msg),
+            Writes::Split(n) => {
+                let n = *n;
+                msg.chunks(n).try_for_each(|c| self.write_all(c))
+            }
+            Writes::Gather { cap, buf } => {
+                let (cap, fits) = (*cap, buf.len() + msg.len() <= *cap);
+                if !fits {
+                    self.flush_gathered()?;
+                }
+                if msg.len() > cap {
+                    return self.write_all(msg);
+                }
+                if let Writes::Gather { buf, .. } = &mut self.writes {
+                    buf.extend_from_slice(msg);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn flush_gathered(&mut self) -> Result<(), TransportError> {
+        let Writes::Gather { buf, .. } = &mut self.writes else {
+            return Ok(());
+        };
+        let out = std::mem::take(buf);
+        let r = if out.is_empty() {
+            Ok(())
+        } else {
+            self.write_all(&out)
+        };
+        if let Writes::Gather { buf, .. } = &mut self.writes {
+            *buf = out;
+            buf.clear();
+        }
+        r
     }
 
     /// One read: `Some(n)` with n > 0, `None` if nothing is there and `wait` is false. The
@@ -207,10 +286,14 @@ impl<S: Read + Write + Send> Framed<S> {
 
 impl<S: Read + Write + Send> Endpoint for Framed<S> {
     fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
-        match self.io.write(msg) {
-            Ok(n) if n == msg.len() => Ok(()),
-            first => self.send_rest(first, msg),
+        if !matches!(self.writes, Writes::Whole) {
+            return self.send_cut(msg);
         }
+        self.write_all(msg)
+    }
+
+    fn flush(&mut self) -> Result<(), TransportError> {
+        self.flush_gathered()
     }
 
     fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {

@@ -332,6 +332,11 @@ pub trait Endpoint: Send {
             "this transport has no zero-copy send".into(),
         ))
     }
+    /// Writes out what the end has gathered but not yet written (a buffered writer, `--opt
+    /// write-size` above the message size); the runner calls it after END.
+    fn flush(&mut self) -> Result<(), TransportError> {
+        Ok(())
+    }
     /// Receives one message and hands it to `read` in place; returns its length.
     fn recv_with(&mut self, _read: &mut dyn FnMut(&[u8])) -> Result<usize, TransportError> {
         Err(TransportError::Unsupported(
@@ -784,6 +789,62 @@ pub(crate) fn accept_within<L: std::os::fd::AsRawFd, S>(
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e.into()),
         }
+    }
+}
+
+/// `--opt write-size` of the byte-stream transports: each message in write calls of at most
+/// this many bytes.
+pub(crate) const WRITE_SIZE: OptionSpec = OptionSpec {
+    key: "write-size",
+    default: "message",
+    about: "bytes per write call: `message` writes each message whole; fewer bytes split each message into several writes",
+    values: &[],
+    check: Some(|v| {
+        if v == "message" {
+            Ok(())
+        } else {
+            check_size(v, 1, 64 << 20)
+        }
+    }),
+};
+
+/// `--opt buffer` of the byte-stream transports: a buffered writer.
+pub(crate) const BUFFER: OptionSpec = OptionSpec {
+    key: "buffer",
+    default: "none",
+    about: "a buffered writer of this many bytes: messages gathered and written when the next would not fit and when the writer is done (so one-way only: a reply would wait behind data still in the buffer); `none` writes each message at once",
+    values: &[],
+    check: Some(|v| {
+        if v == "none" {
+            Ok(())
+        } else {
+            check_size(v, 1, 64 << 20)
+        }
+    }),
+};
+
+/// A size option's value, None where it says `message` or `none`.
+fn size_option(options: &Options, key: &str) -> Option<usize> {
+    options
+        .get(key)
+        .and_then(|v| crate::units::parse_size(v).ok())
+}
+
+/// How a byte stream's writer cuts messages into writes: a write size, a buffer.
+pub(crate) fn writes_of(options: &Options) -> (Option<usize>, Option<usize>) {
+    (
+        size_option(options, WRITE_SIZE.key),
+        size_option(options, BUFFER.key),
+    )
+}
+
+/// Which way a byte stream carries messages: a buffered writer holds messages back until its
+/// buffer fills, so nothing may wait for an answer.
+pub(crate) fn stream_exchange(options: &Options) -> Exchange {
+    if writes_of(options).1.is_some() {
+        Exchange::OneWay
+    } else {
+        Exchange::Both
     }
 }
 

@@ -20,16 +20,21 @@ impl Transport for Tcp {
         "TCP over loopback, TCP_NODELAY on by default"
     }
     fn options(&self) -> &'static [OptionSpec] {
-        &[OptionSpec {
-            key: "nodelay",
-            default: "true",
-            about: "TCP_NODELAY: send small writes at once instead of batching them (Nagle)",
-            values: &["true", "false"],
-            check: None,
-        }]
+        &[
+            OptionSpec {
+                key: "nodelay",
+                default: "true",
+                about: "TCP_NODELAY: send small writes at once instead of batching them (Nagle)",
+                values: &["true", "false"],
+                check: None,
+            },
+            super::WRITE_SIZE,
+            super::BUFFER,
+        ]
     }
-    fn capabilities(&self, _: &Options) -> Capabilities {
+    fn capabilities(&self, options: &Options) -> Capabilities {
         Capabilities {
+            exchange: super::stream_exchange(options),
             reliable: true,
             max_message_bytes: 64 << 20,
             cross_process: true,
@@ -144,10 +149,8 @@ fn endpoint(s: TcpStream, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, Trans
         s.set_write_timeout(Some(spec.timeout))?;
     }
     s.set_nonblocking(spec.poll)?;
-    Ok(Box::new(Framed::new(
-        Bare(s),
-        spec.timeout,
-        spec.poll,
-        spec.max_message,
-    )))
+    Ok(Box::new(
+        Framed::new(Bare(s), spec.timeout, spec.poll, spec.max_message)
+            .with_writes(super::writes_of(&spec.options)),
+    ))
 }

@@ -4,7 +4,8 @@ use super::floor::{FdFloor, FdSide};
 use super::framing::{Bare, Framed};
 use super::{
     accept_within, channel_of, dir_of, dir_setup, Capabilities, ChannelSpec, Deferred, Endpoint,
-    Floor, Opening, Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
+    Floor, Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Transport,
+    TransportError,
 };
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
@@ -18,8 +19,12 @@ impl Transport for Uds {
     fn about(&self) -> &'static str {
         "unix-domain stream socket"
     }
-    fn capabilities(&self, _: &Options) -> Capabilities {
+    fn options(&self) -> &'static [OptionSpec] {
+        &[super::WRITE_SIZE, super::BUFFER]
+    }
+    fn capabilities(&self, options: &Options) -> Capabilities {
         Capabilities {
+            exchange: super::stream_exchange(options),
             reliable: true,
             max_message_bytes: 64 << 20,
             cross_process: true,
@@ -113,10 +118,8 @@ fn endpoint(s: UnixStream, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, Tran
         s.set_write_timeout(Some(spec.timeout))?;
     }
     s.set_nonblocking(spec.poll)?;
-    Ok(Box::new(Framed::new(
-        Bare(s),
-        spec.timeout,
-        spec.poll,
-        spec.max_message,
-    )))
+    Ok(Box::new(
+        Framed::new(Bare(s), spec.timeout, spec.poll, spec.max_message)
+            .with_writes(super::writes_of(&spec.options)),
+    ))
 }

@@ -76,7 +76,15 @@ impl Workload for Stream {
     ) -> Result<Option<Sent>, RoleError> {
         let ep = only_end(ends)?;
         if role.drives {
-            write_stream(ep, case, rec, ctl.stop).map(Some)
+            let sent = write_stream(ep, case, rec, ctl.stop)?;
+            // Flow control as a number: the share of its window the writer spent in write
+            // calls (copying, and waiting while a slow reader held it back).
+            let window = rec.window_ns();
+            if window > 0 {
+                let in_writes = rec.total_ns(Metric::SendCall) as f64 / window as f64;
+                rec.figure("writer's time in write calls", "%", in_writes * 100.0);
+            }
+            Ok(Some(sent))
         } else {
             read_stream(ep, case, rec, case.slow_subscriber).map(|_| None)
         }
