@@ -211,16 +211,33 @@ pub fn wait_ready(fd: RawFd, events: libc::c_short, timeout_ms: i32) -> io::Resu
     }
 }
 
-/// Whether a process exists and is not a zombie (a killed child stays one until reaped, and
-/// `kill(pid, 0)` still finds it).
+/// Whether a process exists and still runs its own code: not a zombie, and not tearing itself
+/// down (see [`ending`]).
 pub fn process_alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the command name in parentheses, which may itself hold spaces.
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X')),
-        Err(_) => false,
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok() && ending(pid).is_none()
+}
+
+/// How a process is ending, if it is: `Some(Some(signal))` killed by a signal, `Some(None)`
+/// exiting on its own; None while it lives (or once it is gone). A killed process can take
+/// seconds to finish dying (its memory's teardown waits for kernel threads that walk the same
+/// files' mappings, such as DAMON's kdamond), and it closes its descriptors only after that:
+/// this says at once what its closing connections would say late.
+pub fn ending(pid: u32) -> Option<Option<i32>> {
+    /// `PF_EXITING` in the flags field of /proc/PID/stat.
+    const PF_EXITING: u64 = 0x4;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name (in parentheses, which may hold spaces), from the
+    // state (field 3) on: flags is field 9, exit_code field 52.
+    let (_, rest) = stat.rsplit_once(") ")?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let done = matches!(f.first(), Some(&"Z" | &"X"));
+    let flags: u64 = f.get(6)?.parse().ok()?;
+    if !done && flags & PF_EXITING == 0 {
+        return None;
     }
+    let code: i32 = f.get(49).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let signal = code & 0x7f;
+    Some((signal != 0).then_some(signal))
 }
 
 /// How much a process has run: nanoseconds on a CPU and times it was scheduled in, summed over
@@ -358,8 +375,10 @@ pub fn io_len(n: isize) -> io::Result<usize> {
     }
 }
 
-/// Waits for a child without blocking longer than `timeout`; kills it past that. Returns its
-/// exit code, -signal if a signal ended it, None if it had to be killed.
+/// Waits for a child without blocking longer than `timeout`; kills it past that, and does not
+/// wait for that kill to finish (a dying process may take seconds; the kernel reaps it when
+/// this process ends). Returns its exit code, -signal if a signal ended it, None if it had to
+/// be killed.
 pub fn reap(pid: u32, timeout: std::time::Duration) -> Option<i32> {
     let end = std::time::Instant::now() + timeout;
     loop {
@@ -375,7 +394,6 @@ pub fn reap(pid: u32, timeout: std::time::Duration) -> Option<i32> {
         }
         if r < 0 || std::time::Instant::now() >= end {
             kill(pid, libc::SIGKILL);
-            unsafe { libc::waitpid(pid as libc::pid_t, &mut status, 0) };
             return None;
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
@@ -601,6 +619,25 @@ pub fn map_count() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_killed_child_is_seen_ending_by_its_signal() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert_eq!(ending(pid), None, "a sleeping child lives");
+        assert!(process_alive(pid));
+        kill(pid, libc::SIGKILL);
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while ending(pid).is_none() && std::time::Instant::now() < end {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(ending(pid), Some(Some(libc::SIGKILL)));
+        assert!(!process_alive(pid));
+        child.wait().unwrap();
+    }
 
     #[test]
     fn a_raised_descriptor_limit_is_put_back() {

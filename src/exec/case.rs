@@ -8,7 +8,7 @@ use super::drive::{drive, Bounds, Outcome, Started};
 use super::role::{self, RoleEnv};
 use super::runner::{Event, ProcessRole, RemoteRole, RoleHandle, ThreadRole};
 use super::services;
-use super::watchdog::Watchdog;
+use super::watchdog::{Seen, Watchdog};
 use crate::result::{CaseConfig, FanOut, RoleResult, Wait};
 use crate::transport::{self, ChannelSpec};
 use crate::workload::{self, message, RoleSpec};
@@ -80,10 +80,16 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>) -> CaseRun {
     let watchdog = {
         let tx = tx.clone();
         let services = services.clone();
-        Watchdog::arm(watchable.then_some(stall), move |i, why| {
-            let _ = tx.send(match services.get(i.wrapping_sub(n)) {
-                Some(s) if i >= n => Event::ServiceDown(format!("{} {why}", services::name(s))),
-                _ => Event::Hung(i, why),
+        Watchdog::arm(watchable.then_some(stall), move |i, seen| {
+            let _ = tx.send(match (services.get(i.wrapping_sub(n)), seen) {
+                (Some(s), Seen::Hung(why)) if i >= n => {
+                    Event::ServiceDown(format!("{} {why}", services::name(s)))
+                }
+                (Some(s), Seen::Killed(signal)) if i >= n => Event::ServiceDown(format!(
+                    "{} was killed by signal {signal}",
+                    services::name(s)
+                )),
+                (_, seen) => Event::of(i, seen),
             });
         })
     };

@@ -57,7 +57,6 @@ pub fn drive(
 ) -> Driven {
     let mut d = Driver {
         outcomes: roles.iter().map(|_| None).collect(),
-        hung: roles.iter().map(|_| None).collect(),
         died: None,
         failed: None,
         interrupted: false,
@@ -76,8 +75,14 @@ pub fn drive(
             r.handle.kill();
         }
     }
-    for r in roles.iter_mut() {
-        r.handle.finish(bounds.phase.min(Duration::from_secs(5)));
+    for (r, outcome) in roles.iter_mut().zip(&d.outcomes) {
+        // One that failed (died, hung, or said why) has nothing more to say: a killed process
+        // is not waited for while the kernel tears it down.
+        let grace = match outcome {
+            Some(Outcome::Failed(_)) => Duration::from_millis(200),
+            _ => bounds.phase.min(Duration::from_secs(5)),
+        };
+        r.handle.finish(grace);
     }
     // A death is the cause; what another role saw of it follows.
     let error = match (d.died, d.failed) {
@@ -93,8 +98,6 @@ pub fn drive(
 
 struct Driver {
     outcomes: Vec<Option<Outcome>>,
-    /// Why the runner judged a role hung, until its connection ends.
-    hung: Vec<Option<String>>,
     died: Option<String>,
     failed: Option<String>,
     interrupted: bool,
@@ -207,7 +210,14 @@ impl Driver {
                     ));
                     return None;
                 }
-                Event::Hung(i, why) => self.hung[i] = Some(why),
+                Event::Hung(i, why) => {
+                    self.failed = Some(format!("{} {why}", whose(roles, i)));
+                    return None;
+                }
+                Event::Killed(i, signal) => {
+                    self.failed = Some(killed(roles, i, signal));
+                    return None;
+                }
                 Event::ServiceDown(why) => {
                     self.died = Some(why);
                     return None;
@@ -263,7 +273,10 @@ impl Driver {
                     self.outcomes[i] = Some(Outcome::Failed(e));
                 }
                 Event::Frame(..) => {}
-                Event::Hung(i, why) => self.hung[i] = Some(why),
+                // Gone now (the runner killed it, or its process is dying), though its
+                // connection may stay open while the kernel tears it down.
+                Event::Hung(i, why) => self.gone(roles, i, format!("{} {why}", whose(roles, i))),
+                Event::Killed(i, signal) => self.gone(roles, i, killed(roles, i, signal)),
                 Event::ServiceDown(why) => {
                     // The roles see it too (their connections end, or their waits time out):
                     // the driving ones stop, so the others report what they measured.
@@ -274,15 +287,22 @@ impl Driver {
                     if self.outcomes[i].is_some() {
                         continue;
                     }
-                    // Gone before its result: the case failed, and the driving roles stop so
-                    // that every other role ends its streams and reports.
                     let why = self.why_gone(roles, i, bad);
-                    self.died.get_or_insert(why.clone());
-                    self.outcomes[i] = Some(Outcome::Failed(why));
-                    self.stop_drivers(roles);
+                    self.gone(roles, i, why);
                 }
             }
         }
+    }
+
+    /// Role `i` is gone before its result: the case failed, and the driving roles stop so that
+    /// every other role ends its streams and reports.
+    fn gone(&mut self, roles: &mut [Started], i: usize, why: String) {
+        if self.outcomes[i].is_some() {
+            return;
+        }
+        self.died.get_or_insert(why.clone());
+        self.outcomes[i] = Some(Outcome::Failed(why));
+        self.stop_drivers(roles);
     }
 
     fn stop_drivers(&mut self, roles: &mut [Started]) {
@@ -297,19 +317,8 @@ impl Driver {
 
     /// Why role `i`'s connection ended before it reported.
     fn why_gone(&mut self, roles: &mut [Started], i: usize, bad: Option<String>) -> String {
+        let whose = whose(roles, i);
         let r = &mut roles[i];
-        let pid = r.handle.pid();
-        let whose = if pid == std::process::id() {
-            format!("the {} (a thread)", r.label)
-        } else if pid == 0 {
-            format!("the {}", r.label)
-        } else {
-            format!("the {} (pid {pid})", r.label)
-        };
-        if let Some(h) = self.hung[i].take() {
-            r.handle.finish(Duration::from_secs(2));
-            return format!("{whose} {h}");
-        }
         if let Some(b) = bad {
             r.handle.kill();
             return format!("{whose} broke the control protocol: {b}");
@@ -319,4 +328,22 @@ impl Driver {
             None => format!("{whose} ended without a result"),
         }
     }
+}
+
+/// How errors name role `i`: `the subscriber 2 (pid 123)`.
+fn whose(roles: &[Started], i: usize) -> String {
+    let r = &roles[i];
+    let pid = r.handle.pid();
+    if pid == std::process::id() {
+        format!("the {} (a thread)", r.label)
+    } else if pid == 0 {
+        format!("the {}", r.label)
+    } else {
+        format!("the {} (pid {pid})", r.label)
+    }
+}
+
+/// Role `i`'s process is dying from `signal`.
+fn killed(roles: &[Started], i: usize, signal: i32) -> String {
+    format!("{} died: killed by signal {signal}", whose(roles, i))
 }

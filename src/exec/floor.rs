@@ -39,8 +39,8 @@ pub fn measure(
         let tx = tx.clone();
         Watchdog::arm(
             Watchdog::can_watch().then_some(roles.duration + SLACK),
-            move |i, why| {
-                let _ = tx.send(Event::Hung(i, why));
+            move |i, seen| {
+                let _ = tx.send(Event::of(i, seen));
             },
         )
     };

@@ -26,8 +26,21 @@ pub enum Event {
     Ended(usize, Option<String>),
     /// The runner judged it hung (and, for a process, killed it): why.
     Hung(usize, String),
+    /// Its process is dying from this signal: it is gone, though its connection may stay
+    /// open for seconds while the kernel tears it down.
+    Killed(usize, i32),
     /// A process the case's set-up started (a broker) died, or was stopped and killed: why.
     ServiceDown(String),
+}
+
+impl Event {
+    /// What the watchdog saw of role `i`.
+    pub fn of(i: usize, seen: super::watchdog::Seen) -> Self {
+        match seen {
+            super::watchdog::Seen::Hung(why) => Event::Hung(i, why),
+            super::watchdog::Seen::Killed(signal) => Event::Killed(i, signal),
+        }
+    }
 }
 
 /// A role that was started.
@@ -173,7 +186,7 @@ impl RoleHandle for ProcessRole {
         };
         let err = self
             .stderr
-            .recv_timeout(Duration::from_secs(1))
+            .recv_timeout(grace.min(Duration::from_secs(1)))
             .unwrap_or_default();
         let last = err
             .lines()

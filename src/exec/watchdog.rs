@@ -9,10 +9,22 @@
 //!   one that stopped running first killed; its peers then see it gone.
 //!
 //! Killing a role ends every wait on it: its peers see end of file or its process gone.
+//!
+//! A role killed by a signal (by the watchdog or by anyone) is reported as soon as its process
+//! starts dying: it closes its connection only once the kernel has torn down its memory, which
+//! can take seconds.
 
 use crate::sys;
 use crossbeam_channel::{bounded, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
+
+/// What the watchdog saw of a role.
+pub enum Seen {
+    /// Stopped or still for the stall bound: it is killed right after this is said.
+    Hung(String),
+    /// Its process is dying from this signal.
+    Killed(i32),
+}
 
 /// Watches role processes until dropped.
 pub struct Watchdog {
@@ -31,7 +43,7 @@ struct Watched {
 impl Watchdog {
     /// Starts watching nothing yet; `fired` hears which role was killed and why, before the
     /// kill. None: never judge a role hung.
-    pub fn arm(stall: Option<Duration>, fired: impl Fn(usize, String) + Send + 'static) -> Self {
+    pub fn arm(stall: Option<Duration>, fired: impl Fn(usize, Seen) + Send + 'static) -> Self {
         let Some(stall) = stall else {
             return Watchdog {
                 cancel: None,
@@ -56,10 +68,14 @@ impl Watchdog {
                     count: sys::run_count(pid),
                     since: now,
                 }));
-                // Ended (a zombie runs no more either): its connection says so.
-                roles.retain(|r| {
-                    sys::process_alive(r.pid)
-                        && !matches!(sys::process_state(r.pid), Some('Z') | None)
+                // Killed: said now. Ended on its own: its connection says so, with its last words.
+                roles.retain(|r| match sys::ending(r.pid) {
+                    Some(Some(signal)) => {
+                        fired(r.index, Seen::Killed(signal));
+                        false
+                    }
+                    Some(None) => false,
+                    None => sys::process_alive(r.pid),
                 });
                 for r in roles.iter_mut() {
                     let count = sys::run_count(r.pid);
@@ -92,7 +108,7 @@ impl Watchdog {
                 if let Some((i, why)) = hung {
                     let r = roles.remove(i);
                     // Said before the kill, so that whoever sees the connection close knows why.
-                    fired(r.index, why);
+                    fired(r.index, Seen::Hung(why));
                     sys::kill(r.pid, libc::SIGKILL);
                     // The others get a fresh chance: the kill should set them going.
                     for o in roles.iter_mut() {

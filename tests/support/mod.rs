@@ -81,10 +81,9 @@ pub fn wait_for_child(pid: u32) -> u32 {
 }
 
 pub fn alive(pid: u32) -> bool {
-    // A zombie is dead for our purpose; /proc/PID/stat shows its state.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| !s.contains(") Z "))
-        .unwrap_or(false)
+    // A zombie is dead for our purpose, and so is a killed process that the kernel is still
+    // tearing down (it runs none of its own code again).
+    msgperf::sys::process_alive(pid)
 }
 
 pub fn signal(pid: u32, sig: i32) {
