@@ -375,11 +375,21 @@ pub fn io_len(n: isize) -> io::Result<usize> {
     }
 }
 
-/// Waits for a child without blocking longer than `timeout`; kills it past that, and does not
-/// wait for that kill to finish (a dying process may take seconds; the kernel reaps it when
-/// this process ends). Returns its exit code, -signal if a signal ended it, None if it had to
-/// be killed.
+/// Waits for a child without blocking longer than `timeout`; kills it past that and waits as
+/// long again for the kill to finish (a dying process may take seconds to free its memory and
+/// close its descriptors; past that bound the kernel reaps it when this process ends). Returns
+/// its exit code, -signal if a signal ended it, None if it had to be killed.
 pub fn reap(pid: u32, timeout: std::time::Duration) -> Option<i32> {
+    if let Some(code) = wait_child(pid, timeout) {
+        return Some(code);
+    }
+    kill(pid, libc::SIGKILL);
+    wait_child(pid, timeout);
+    None
+}
+
+/// Polls for a child's exit for at most `timeout`: its exit code, or -signal.
+fn wait_child(pid: u32, timeout: std::time::Duration) -> Option<i32> {
     let end = std::time::Instant::now() + timeout;
     loop {
         let mut status = 0;
@@ -393,7 +403,6 @@ pub fn reap(pid: u32, timeout: std::time::Duration) -> Option<i32> {
             });
         }
         if r < 0 || std::time::Instant::now() >= end {
-            kill(pid, libc::SIGKILL);
             return None;
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
