@@ -602,6 +602,21 @@ pub fn unix_connect_timeout(
     }
 }
 
+/// Listens on socket `fd` with `backlog`; on a listening socket, sets its backlog.
+pub fn listen(fd: i32, backlog: u32) -> io::Result<()> {
+    // SAFETY: a plain call on a descriptor the caller owns.
+    check(unsafe { libc::listen(fd, backlog.min(i32::MAX as u32) as i32) }).map(|_| ())
+}
+
+/// The most a listen backlog may be (net.core.somaxconn).
+pub fn somaxconn() -> Option<u32> {
+    std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// The ephemeral port range (net.ipv4.ip_local_port_range).
 pub fn ephemeral_ports() -> Option<String> {
     std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")

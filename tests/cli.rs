@@ -22,7 +22,7 @@ fn usage_error(args: &[&str], fix: &str) {
 fn bad_options_exit_2_naming_the_fix() {
     usage_error(
         &["run", "pingpong", "-t", "carrier-pigeon"],
-        "use one of inproc, mpsc, flume, pipe, uds",
+        "use one of inproc, mpsc, flume, tokio-mpsc, pipe, uds",
     );
     usage_error(
         &["run", "pingpong", "-t", "tcp", "--opt", "nodelay=maybe"],

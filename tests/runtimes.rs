@@ -45,7 +45,7 @@ fn samples(c: &CaseResult, m: Metric) -> u64 {
 #[test]
 fn pairs_deliver_every_message_of_every_pair_on_each_channel_crate() {
     let _pace = sharing();
-    for t in ["inproc,mpsc,flume", "uds"] {
+    for t in ["inproc,mpsc,flume,tokio-mpsc", "uds"] {
         let cases = cases_of(&[
             "run",
             "pairs",
@@ -77,7 +77,53 @@ fn pairs_deliver_every_message_of_every_pair_on_each_channel_crate() {
             assert!(figure(c, "first deliveries spread over") >= 0.0);
             assert!(figure(c, "senders all sending within") >= 0.0);
         }
-        assert_eq!(cases.len(), if t == "uds" { 2 } else { 6 });
+        assert_eq!(cases.len(), if t == "uds" { 2 } else { 8 });
+    }
+}
+
+#[test]
+fn pairs_on_tokio_tasks_deliver_every_message_on_both_runtimes() {
+    let _pace = sharing();
+    let cases = cases_of(&[
+        "run",
+        "pairs",
+        "--runtime",
+        "tokio,tokio-multi",
+        "--n",
+        "1,300",
+        "--count",
+        "5",
+        "--checksum",
+    ]);
+    assert_eq!(cases.len(), 4, "a row per runtime and n");
+    for c in &cases {
+        let n = c.config.n.unwrap();
+        let what = format!("{} n={n}", c.config.runtime.label());
+        assert_eq!(c.error, None, "{what}");
+        assert_eq!(
+            c.config.transport, "tokio-mpsc",
+            "{what}: tokio's own channel"
+        );
+        assert_eq!(c.roles.len(), 1, "{what}: every task in one role");
+        let k = &c.roles[0].counters;
+        assert_eq!(
+            (k.messages_sent, k.messages_received),
+            (5 * n, 5 * n),
+            "{what}"
+        );
+        assert_eq!((k.lost, k.duplicated, k.corrupted), (0, 0, 0), "{what}");
+        assert_eq!(
+            samples(c, Metric::OneWay),
+            5 * n,
+            "{what}: a delay per message"
+        );
+        assert_eq!(
+            samples(c, Metric::SendCall),
+            5 * n,
+            "{what}: a time per send"
+        );
+        assert!(figure(c, "first deliveries spread over") >= 0.0);
+        assert!(figure(c, "senders all sending within") >= 0.0);
     }
 }
 
@@ -245,6 +291,40 @@ fn connect_hold_names_what_stopped_it_and_restores_the_descriptor_limit() {
 }
 
 #[test]
+fn a_listener_that_never_accepts_fills_its_backlog_and_the_next_connect_times_out_counted() {
+    let _pace = sharing();
+    let cases = cases_of(&[
+        "run",
+        "connect",
+        "-t",
+        "tcp,uds",
+        "--hold",
+        "--no-accept",
+        "--backlog",
+        "8",
+        "--timeout",
+        "2s",
+    ]);
+    assert_eq!(cases.len(), 2);
+    for c in &cases {
+        assert_eq!(c.error, None, "{}", c.key);
+        let r = &c.roles[0];
+        // The kernel queues one more than the backlog, on both families.
+        let made = r.counters.messages_sent;
+        assert!((8..=9).contains(&made), "{}: {made} made", c.key);
+        assert_eq!(
+            r.counters.messages_received, 0,
+            "{}: nothing accepted",
+            c.key
+        );
+        assert_eq!(figure(c, "connects timed out"), 1.0, "{}", c.key);
+        assert_eq!(figure(c, "listen backlog"), 8.0, "{}", c.key);
+        let why = r.stopped_by.clone().unwrap_or_default();
+        assert!(why.contains("backlog was full"), "{}: {why}", c.key);
+    }
+}
+
+#[test]
 fn runtime_workloads_refuse_what_does_not_apply_with_the_fix() {
     for (args, says) in [
         (vec!["run", "spawn", "-t", "tcp"], "drop -t tcp"),
@@ -259,10 +339,22 @@ fn runtime_workloads_refuse_what_does_not_apply_with_the_fix() {
             "--n is for",
         ),
         (
-            vec!["run", "pairs", "--runtime", "tokio"],
-            "pairs runs on threads",
+            vec!["run", "pairs", "-t", "uds", "--runtime", "tokio"],
+            "give -t tokio-mpsc",
+        ),
+        (
+            vec!["run", "stream", "-t", "uds", "--runtime", "tokio"],
+            "stream runs on threads",
         ),
         (vec!["run", "connect", "-t", "shm"], "-t tcp,uds"),
+        (
+            vec!["run", "connect", "-t", "tcp", "--no-accept"],
+            "add --hold",
+        ),
+        (
+            vec!["run", "pingpong", "-t", "tcp", "--backlog", "4"],
+            "--backlog is for connect",
+        ),
         (
             vec!["run", "stream", "-t", "uds", "--hold"],
             "--hold is for connect",

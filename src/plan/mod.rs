@@ -116,10 +116,28 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
     )?;
     let w = workload::find(name)?;
     let subject = w.subject();
-    let transports = match (o.transports.is_empty(), subject.default_transport()) {
-        (true, Some(t)) => vec![t.to_string()],
-        _ => o.transports.clone(),
-    };
+    let runtimes = o.runtimes()?;
+    if let Some(r) = runtimes.iter().find(|r| !subject.runtimes().contains(r)) {
+        let can: Vec<&str> = subject.runtimes().iter().map(|r| r.label()).collect();
+        return Err(format!(
+            "{} runs on {}, not --runtime {}: drop it or pick one of those",
+            w.name(),
+            can.join(", "),
+            r.label()
+        ));
+    }
+    // Without -t, each runtime runs over its own default transport.
+    let defaulted = o.transports.is_empty();
+    let mut transports = o.transports.clone();
+    if defaulted {
+        for &r in &runtimes {
+            if let Some(t) = subject.default_transport(r) {
+                if !transports.iter().any(|x| x == t) {
+                    transports.push(t.to_string());
+                }
+            }
+        }
+    }
     if transports.is_empty() {
         return Err(
             "no transport given: add --transport, e.g. --transport uds (see `msgperf transports`)"
@@ -156,18 +174,24 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
         }
         None => vec![subject.default_n()],
     };
-    let runtimes = o.runtimes()?;
-    if let Some(r) = runtimes.iter().find(|r| !subject.runtimes().contains(r)) {
-        let can: Vec<&str> = subject.runtimes().iter().map(|r| r.label()).collect();
-        return Err(format!(
-            "{} runs on {}, not --runtime {}: drop it or pick one of those",
-            w.name(),
-            can.join(", "),
-            r.label()
-        ));
+    if subject != workload::Subject::Connections {
+        for (given, flag) in [
+            (o.hold == Some(true), "--hold"),
+            (o.backlog.is_some(), "--backlog"),
+            (o.no_accept == Some(true), "--no-accept"),
+        ] {
+            if given {
+                return Err(format!("{flag} is for connect, not {}: drop it", w.name()));
+            }
+        }
     }
-    if o.hold == Some(true) && subject != workload::Subject::Connections {
-        return Err(format!("--hold is for connect, not {}: drop it", w.name()));
+    if o.no_accept == Some(true) && o.hold != Some(true) {
+        return Err(
+            "--no-accept stalls the listener, which only --hold measures: add --hold".into(),
+        );
+    }
+    if o.backlog == Some(0) {
+        return Err("--backlog 0 queues no connection: give at least 1".into());
     }
     let fixed = subject.fixed_work();
     if fixed && duration.is_some() {
@@ -205,7 +229,14 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
             for &size in &sizes {
                 for &rate in &rates {
                     for &n in &ns {
-                        grid.extend(runtimes.iter().map(|&rt| (size, rate, n, rt)));
+                        grid.extend(
+                            runtimes
+                                .iter()
+                                .filter(|&&rt| {
+                                    !defaulted || subject.default_transport(rt) == Some(t.name())
+                                })
+                                .map(|&rt| (size, rate, n, rt)),
+                        );
                     }
                 }
             }
@@ -247,6 +278,8 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
                         n,
                         runtime,
                         hold: o.hold == Some(true),
+                        backlog: o.backlog,
+                        no_accept: o.no_accept == Some(true),
                     };
                     w.check(&case, &caps)?;
                     if remote {

@@ -96,6 +96,16 @@ pub struct RunOptions {
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold: Option<bool>,
+    /// connect: the listener's backlog, the connections the kernel queues for it [default:
+    /// net.core.somaxconn, the most it allows].
+    #[arg(long, value_name = "N")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<u32>,
+    /// connect --hold: the listener never accepts, as a stalled server: connections queue in
+    /// its backlog until one times out, which is counted.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_accept: Option<bool>,
     /// Run the roles as threads of one process instead of processes.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -362,8 +362,10 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
         size_bytes: cfg.size_bytes,
         placement: cfg.placement.label().into(),
         cpus: match cfg.cpus {
+            // A multi-thread runtime's workers are never pinned.
+            _ if cfg.runtime == crate::result::Runtime::TokioMulti => "-".into(),
             // One role: where it ran.
-            _ if case.roles.len() == 1 && cfg.transport == "none" => case.roles[0]
+            _ if case.roles.len() == 1 => case.roles[0]
                 .cpus_seen
                 .iter()
                 .map(|c| c.to_string())
@@ -429,7 +431,10 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
             .roles
             .iter()
             .flat_map(|r| &r.figures)
-            .map(|f| (format!("{} [{}]", f.name, f.unit), f.value))
+            .map(|f| match f.unit.as_str() {
+                "" => (f.name.clone(), f.value),
+                unit => (format!("{} [{unit}]", f.name), f.value),
+            })
             .collect(),
         stopped_by: case.roles.iter().find_map(|r| r.stopped_by.clone()),
     }

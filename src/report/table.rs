@@ -307,7 +307,7 @@ pub fn figures_table(summaries: &[CaseSummary], width: Option<usize>) -> String 
 /// A figure with the digits that matter.
 fn figure(v: f64) -> String {
     let a = v.abs();
-    if a == 0.0 || a >= 100.0 {
+    if a == 0.0 || a >= 100.0 || v.fract() == 0.0 {
         format!("{v:.0}")
     } else if a >= 10.0 {
         format!("{v:.1}")
@@ -541,17 +541,30 @@ pub fn settings(run: &RunResult, width: Option<usize>) -> String {
 pub fn notes(run: &RunResult, summaries: &[CaseSummary], width: Option<usize>) -> String {
     let mut lines: Vec<String> = Vec::new();
     let processes = summaries.iter().any(|s| s.roles_as == "processes");
-    let kinds: Vec<LatencyKind> = summaries.iter().map(|s| s.latency_kind).collect();
-    let mut latency = Vec::new();
-    if kinds.contains(&LatencyKind::RoundTrip) {
-        latency
-            .push("`round trip` is send to reply on the initiator (a whole round trip, not half)");
-    }
-    if kinds.contains(&LatencyKind::WriteToAck) {
-        latency.push("`write to ack` is a write to its acknowledgement, on the writer (--confirm)");
-    }
-    if kinds.contains(&LatencyKind::OneWay) {
-        latency.push("`one-way` is the send timestamp to arrival at the reader, queueing included (one host clock)");
+    let mut latency: Vec<&str> = Vec::new();
+    for s in summaries {
+        let meaning = match s.latency_kind {
+            LatencyKind::RoundTrip => {
+                "`round trip` is send to reply on the initiator (a whole round trip, not half)"
+            }
+            LatencyKind::WriteToAck => {
+                "`write to ack` is a write to its acknowledgement, on the writer (--confirm)"
+            }
+            LatencyKind::OneWay => {
+                "`one-way` is the send timestamp to arrival at the reader, queueing included (one host clock)"
+            }
+            LatencyKind::StartDelay => {
+                "`spawn to run` is a spawn call to the first instruction of what it started"
+            }
+            LatencyKind::Lateness => "`after deadline` is how late a waiter woke",
+            LatencyKind::Connection => {
+                "`connect to close` is one connection's connect, exchange and close"
+            }
+            LatencyKind::ConnectCall => "`connect call` is one connect call, the connection kept",
+        };
+        if !latency.contains(&meaning) {
+            latency.push(meaning);
+        }
     }
     lines.push(format!("latency: {}.", latency.join("; ")));
     lines.push(format!(

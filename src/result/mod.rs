@@ -154,6 +154,12 @@ pub struct CaseConfig {
     /// `connect --hold`: connections are held open until the first failure.
     #[serde(default)]
     pub hold: bool,
+    /// `connect --backlog`: the listener's backlog asked for; None for the kernel's maximum.
+    #[serde(default)]
+    pub backlog: Option<u32>,
+    /// `connect --hold --no-accept`: the listener never accepts.
+    #[serde(default)]
+    pub no_accept: bool,
 }
 
 /// What runs a workload's concurrent parts (pairs, spawn, timers).
@@ -237,6 +243,12 @@ impl CaseConfig {
         }
         if self.hold {
             key.push_str("/hold");
+        }
+        if let Some(b) = self.backlog {
+            key.push_str(&format!("/backlog{b}"));
+        }
+        if self.no_accept {
+            key.push_str("/no-accept");
         }
         if self.runtime != Runtime::Threads {
             key.push('/');
@@ -415,9 +427,11 @@ pub enum RoleKind {
     Subscriber,
     /// A broker the case started: not msgperf's, measured from outside.
     Broker,
-    /// `pairs`: the senders' threads or tasks, and the receivers'.
+    /// `pairs`: the senders' threads, and the receivers'.
     Senders,
     Receivers,
+    /// `pairs` on a tokio runtime: every sender's and receiver's task, in one role.
+    Tasks,
     /// `spawn`: starts threads or tasks.
     Spawner,
     /// `timers`: starts waiters and times their wake-ups.
@@ -438,6 +452,7 @@ impl RoleKind {
             RoleKind::Broker => "broker",
             RoleKind::Senders => "senders",
             RoleKind::Receivers => "receivers",
+            RoleKind::Tasks => "tasks",
             RoleKind::Spawner => "spawner",
             RoleKind::Timekeeper => "timekeeper",
             RoleKind::Connector => "connector",
@@ -455,6 +470,7 @@ impl RoleKind {
             RoleKind::Broker,
             RoleKind::Senders,
             RoleKind::Receivers,
+            RoleKind::Tasks,
             RoleKind::Spawner,
             RoleKind::Timekeeper,
             RoleKind::Connector,

@@ -1,6 +1,8 @@
 //! In-process channels between two threads of one process, one transport per channel crate:
-//! `inproc` (crossbeam), `mpsc` (std's `sync_channel`) and `flume`. Each copies a message into
-//! one of a fixed pool of buffers, so nothing is allocated per message; only the crate differs.
+//! `inproc` (crossbeam), `mpsc` (std's `sync_channel`), `flume` and `tokio-mpsc` (tokio's
+//! bounded mpsc, awaited on a current-thread runtime of each end's own). Each copies a message
+//! into one of a fixed pool of buffers, so nothing is allocated per message; only the crate
+//! differs. Tokio's channel between tasks of one runtime is `pairs --runtime tokio`.
 
 use super::floor::{
     measure_round_trips, stream_figure, FloorEnds, FloorFigure, FloorLoop, FloorRoles,
@@ -39,6 +41,7 @@ pub trait Channels: Send + Sync + 'static {
 pub struct Crossbeam;
 pub struct StdMpsc;
 pub struct Flume;
+pub struct TokioMpsc;
 
 impl Channels for Crossbeam {
     const NAME: &'static str = "inproc";
@@ -121,12 +124,60 @@ impl Channels for Flume {
     }
 }
 
+/// A tokio receiver with the current-thread runtime that awaits it: a role's thread runs its
+/// receive as a future, as a task of a runtime of its own would.
+pub struct TokioRx<T> {
+    rx: Mutex<tokio::sync::mpsc::Receiver<T>>,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Channels for TokioMpsc {
+    const NAME: &'static str = "tokio-mpsc";
+    const ABOUT: &'static str =
+        "tokio::sync::mpsc between two threads of one process, each awaiting on a current-thread runtime of its own";
+    type Tx<T: Send + 'static> = tokio::sync::mpsc::Sender<T>;
+    type Rx<T: Send + 'static> = TokioRx<T>;
+    fn bounded<T: Send + 'static>(depth: usize) -> (Self::Tx<T>, Self::Rx<T>) {
+        let (tx, rx) = tokio::sync::mpsc::channel(depth);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a current-thread tokio runtime");
+        let rx = Mutex::new(rx);
+        (tx, TokioRx { rx, runtime })
+    }
+    fn send<T: Send + 'static>(tx: &Self::Tx<T>, v: T) -> Result<(), ()> {
+        // A role's thread is outside any runtime, where tokio lets a send block.
+        tx.blocking_send(v).map_err(|_| ())
+    }
+    fn recv_timeout<T: Send + 'static>(rx: &Self::Rx<T>, wait: Duration) -> Result<T, Gone> {
+        let mut r = rx.rx.lock().unwrap_or_else(|e| e.into_inner());
+        match rx
+            .runtime
+            .block_on(async { tokio::time::timeout(wait, r.recv()).await })
+        {
+            Ok(Some(v)) => Ok(v),
+            Ok(None) => Err(Gone::Closed),
+            Err(_) => Err(Gone::Timeout),
+        }
+    }
+    fn try_recv<T: Send + 'static>(rx: &Self::Rx<T>) -> Result<Option<T>, ()> {
+        let mut r = rx.rx.lock().unwrap_or_else(|e| e.into_inner());
+        match r.try_recv() {
+            Ok(v) => Ok(Some(v)),
+            Err(tokio::sync::mpsc::error::TryRecvError::Empty) => Ok(None),
+            Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => Err(()),
+        }
+    }
+}
+
 /// The transport over channel crate `C`.
 pub struct Inproc<C>(PhantomData<fn() -> C>);
 
 pub const CROSSBEAM: Inproc<Crossbeam> = Inproc(PhantomData);
 pub const STD_MPSC: Inproc<StdMpsc> = Inproc(PhantomData);
 pub const FLUME: Inproc<Flume> = Inproc(PhantomData);
+pub const TOKIO_MPSC: Inproc<TokioMpsc> = Inproc(PhantomData);
 
 /// Buffers in flight per direction: the channel's depth.
 const POOL: usize = 8;

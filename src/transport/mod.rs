@@ -75,6 +75,7 @@ pub static REGISTRY: &[&dyn Transport] = &[
     &inproc::CROSSBEAM,
     &inproc::STD_MPSC,
     &inproc::FLUME,
+    &inproc::TOKIO_MPSC,
     &pipe::Pipe,
     &uds::Uds,
     &uds_dgram::UdsDgram,

@@ -1,8 +1,9 @@
 //! `connect`: connections set up and torn down (the Tcl report's connection rate): connect,
 //! accept, one small exchange, close, each step timed, over tcp or uds. With `--hold`,
 //! connections are opened and kept until the first failure (or `--n`, or `--duration`): how
-//! many one process held, and what stopped it. The accepting side is a thread of the role,
-//! on the other CPU of the placement.
+//! many one process held, and what stopped it; with `--no-accept` the listener never accepts,
+//! so connections queue in its backlog (`--backlog`) until one times out. The accepting side is
+//! a thread of the role, on the other CPU of the placement.
 
 use super::runtime::check_fixed;
 use super::{RoleControl, RoleError, RoleSpec, Sent, StopRule, Subject, Topology, Workload};
@@ -73,7 +74,12 @@ impl Workload for Connect {
         rec: &mut Recorder,
         ctl: &RoleControl,
     ) -> Result<Option<Sent>, RoleError> {
-        let listener = Listener::bind(&case.transport).map_err(fail)?;
+        let backlog = match case.backlog {
+            Some(b) => b,
+            None => sys::somaxconn().unwrap_or(4096),
+        };
+        let listener = Listener::bind(&case.transport, backlog).map_err(fail)?;
+        rec.figure("listen backlog", "", backlog as f64);
         let r = if case.hold {
             hold(&listener, case, rec, ctl.stop)
         } else {
@@ -103,14 +109,18 @@ enum Conn {
 }
 
 impl Listener {
-    fn bind(transport: &str) -> Result<Self, String> {
+    /// Listens with `backlog` (std picks its own; listen again sets ours).
+    fn bind(transport: &str, backlog: u32) -> Result<Self, String> {
         let made = if transport == "tcp" {
             TcpListener::bind("127.0.0.1:0").map(Listener::Tcp)
         } else {
             crate::transport::private_dir()
                 .and_then(|dir| UnixListener::bind(dir.join("s")).map(|l| Listener::Uds(l, dir)))
         };
-        made.map_err(|e| format!("could not listen for connections: {e}"))
+        let l = made.map_err(|e| format!("could not listen for connections: {e}"))?;
+        sys::listen(l.fd(), backlog)
+            .map_err(|e| format!("could not set the listen backlog to {backlog}: {e}"))?;
+        Ok(l)
     }
 
     fn fd(&self) -> i32 {
@@ -334,7 +344,9 @@ fn hold(
     let cap = case.n.unwrap_or(u64::MAX);
     let timeout = case.timeout.min(Duration::from_secs(2));
     let why = std::thread::scope(|s| {
-        let acceptor = s.spawn(|| accept_loop(listener, case, &done, None));
+        // A stalled server's listener: nothing accepts, the backlog fills.
+        let acceptor =
+            (!case.no_accept).then(|| s.spawn(|| accept_loop(listener, case, &done, None)));
         let mut held: Vec<Conn> = Vec::new();
         let rule = StopRule::measured(case);
         let why = loop {
@@ -353,14 +365,17 @@ fn hold(
                     rec.mark_end(t1);
                     held.push(c);
                 }
-                Err(e) => break why_stopped(&e, &limit, timeout, rec),
+                Err(e) => break why_stopped(&e, &limit, timeout, case, rec),
             }
         };
         done.store(true, Ordering::SeqCst);
-        let accepted = acceptor.join().unwrap_or_else(|_| Accepted {
-            error: Some(io::Error::other("the acceptor panicked")),
-            ..Accepted::default()
-        });
+        let accepted = match acceptor {
+            Some(a) => a.join().unwrap_or_else(|_| Accepted {
+                error: Some(io::Error::other("the acceptor panicked")),
+                ..Accepted::default()
+            }),
+            None => Accepted::default(),
+        };
         rec.counters.messages_sent = held.len() as u64;
         rec.counters.messages_received = accepted.kept.len() as u64;
         rec.figure("connections made", "", held.len() as f64);
@@ -370,7 +385,10 @@ fn hold(
         }
         match &accepted.error {
             // The accepting side met a limit first: that is what stopped it.
-            Some(e) => format!("{}, met by accept", why_stopped(e, &limit, timeout, rec)),
+            Some(e) => format!(
+                "{}, met by accept",
+                why_stopped(e, &limit, timeout, case, rec)
+            ),
             None => why,
         }
     });
@@ -382,6 +400,7 @@ fn why_stopped(
     e: &io::Error,
     limit: &sys::FdLimit,
     timeout: Duration,
+    case: &CaseConfig,
     rec: &mut Recorder,
 ) -> String {
     match e.raw_os_error() {
@@ -396,9 +415,14 @@ fn why_stopped(
         ),
         Some(libc::ENOMEM) | Some(libc::ENOBUFS) => format!("memory: {e}"),
         _ if e.kind() == io::ErrorKind::TimedOut => {
-            rec.counters.lost += 1;
+            rec.figure("connects timed out", "", 1.0);
             format!(
-                "a connect timed out after {timeout:?}: the listener's backlog was full"
+                "a connect timed out after {timeout:?}: the listener's backlog was full{}",
+                if case.no_accept {
+                    " (--no-accept: nothing accepted)"
+                } else {
+                    ""
+                }
             )
         }
         _ => format!("connect: {e}"),

@@ -102,11 +102,13 @@ pub enum Subject {
 }
 
 impl Subject {
-    /// The transport a case takes when none is given: two processes over unix sockets for
-    /// channel pairs (one process could not map 20000 threads), no channel for a runtime.
-    pub fn default_transport(self) -> Option<&'static str> {
+    /// The transport a case on `runtime` takes when none is given: two processes over unix
+    /// sockets for channel pairs on threads (one process could not map 20000 threads), tokio's
+    /// channel for pairs on tasks, no channel for a runtime.
+    pub fn default_transport(self, runtime: Runtime) -> Option<&'static str> {
         match self {
-            Subject::Channels => Some("uds"),
+            Subject::Channels if runtime == Runtime::Threads => Some("uds"),
+            Subject::Channels => Some(pairs::TOKIO_CHANNEL),
             Subject::Runtime => Some(crate::transport::NO_CHANNEL.name()),
             _ => None,
         }
@@ -121,7 +123,7 @@ impl Subject {
     /// What may run its concurrent parts (`--runtime`).
     pub fn runtimes(self) -> &'static [Runtime] {
         match self {
-            Subject::Runtime => &Runtime::ALL,
+            Subject::Runtime | Subject::Channels => &Runtime::ALL,
             _ => &[Runtime::Threads],
         }
     }

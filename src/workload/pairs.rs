@@ -4,17 +4,24 @@
 //! senders are one role and the receivers another, each pair's ends on a thread of its own.
 
 use super::message::{self, Outgoing, END, MEASURED};
-use super::runtime::{check_fixed, Gate, STACK};
+use super::runtime::{check_fixed, one_role, tokio_runtime, Gate, STACK};
 use super::{
     check_common, check_exchange, receive, RoleControl, RoleError, RoleSpec, Sent, Subject,
     Topology, Workload,
 };
+use crate::measure::integrity::{Arrival, SeqTracker};
 use crate::measure::{clock, Metric, Recorder};
-use crate::result::{CaseConfig, Counters, FloorKind, LatencyKind, RoleId, RoleKind};
+use crate::result::{CaseConfig, Counters, FloorKind, LatencyKind, RoleId, RoleKind, Runtime};
 use crate::transport::{Capabilities, Endpoint, Exchange, SetupPlan, Side, TransportError};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 pub struct Pairs;
+
+/// The transport that pairs on tokio tasks run over: tokio's mpsc, between tasks of one
+/// runtime.
+pub const TOKIO_CHANNEL: &str = "tokio-mpsc";
 
 /// Messages per pair when --count is not given.
 const DEFAULT_COUNT: u64 = 10;
@@ -24,7 +31,7 @@ impl Workload for Pairs {
         "pairs"
     }
     fn about(&self) -> &'static str {
-        "N sender/receiver pairs on threads, released at one instant (--n): delay per message, spread of first deliveries"
+        "N sender/receiver pairs on threads or tokio tasks, released at one instant (--n): delay per message, spread of first deliveries"
     }
     fn latency(&self, _: &CaseConfig) -> (LatencyKind, Metric) {
         (LatencyKind::OneWay, Metric::OneWay)
@@ -46,9 +53,20 @@ impl Workload for Pairs {
                 "pairs sends messages: give it a channel, e.g. -t inproc,mpsc,flume".into(),
             );
         }
+        if case.runtime != Runtime::Threads && case.transport != TOKIO_CHANNEL {
+            return Err(format!(
+                "pairs on {} tasks sends over tokio's own channel, not {}: give -t {TOKIO_CHANNEL}, or --runtime threads",
+                case.runtime.label(),
+                case.transport
+            ));
+        }
         Ok(())
     }
     fn topology(&self, case: &CaseConfig, _: &Capabilities) -> Topology {
+        if case.runtime != Runtime::Threads {
+            // Every task of every pair on one runtime, as CML's threads shared one.
+            return one_role(case, RoleKind::Tasks);
+        }
         let n = case.n.unwrap_or(1) as u32;
         let role = |kind, drives, ends: Vec<Side>, cpu| super::RoleSpec {
             id: RoleId::one(kind),
@@ -92,6 +110,10 @@ impl Workload for Pairs {
         rec: &mut Recorder,
         ctl: &RoleControl,
     ) -> Result<Option<Sent>, RoleError> {
+        if case.runtime != Runtime::Threads {
+            rec.reset();
+            return run_tasks(case, rec, ctl.stop).map(|_| None);
+        }
         thread_budget(ends.len(), case)?;
         // A socket per pair: as many descriptors as pairs, and some to spare.
         let _limit = crate::sys::FdLimit::raise_to(ends.len() as u64 * 2 + 256);
@@ -200,6 +222,20 @@ fn send_all(
         Ok((released, senders))
     })
     .map_err(|e| RoleError::Transport(TransportError::Unsupported(e)))?;
+    sum_senders(senders, released, case, rec)?;
+    Ok(Sent {
+        first_measured: 0,
+        next: count,
+    })
+}
+
+/// Records what the senders did, released at `released`; the first sender's error, if any.
+fn sum_senders(
+    senders: Vec<Sender>,
+    released: u64,
+    case: &CaseConfig,
+    rec: &mut Recorder,
+) -> Result<(), RoleError> {
     let mut last_first = released;
     for s in &senders {
         for &c in &s.calls {
@@ -215,13 +251,10 @@ fn send_all(
         "us",
         (last_first - released) as f64 / 1e3,
     );
-    if let Some(e) = senders.into_iter().find_map(|s| s.error) {
-        return Err(e.into());
+    match senders.into_iter().find_map(|s| s.error) {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
     }
-    Ok(Sent {
-        first_measured: 0,
-        next: count,
-    })
 }
 
 /// What one receiver saw: when its first message came, each message's delay, its counters.
@@ -231,6 +264,7 @@ struct Receiver {
     delays: Vec<u64>,
     counters: Counters,
     error: Option<RoleError>,
+    seqs: SeqTracker,
 }
 
 fn receive_all(
@@ -262,6 +296,11 @@ fn receive_all(
             .collect::<Vec<Receiver>>())
     })
     .map_err(|e| RoleError::Transport(TransportError::Unsupported(e)))?;
+    sum_receivers(receivers, rec)
+}
+
+/// Records what the receivers saw; the first receiver's error, if any.
+fn sum_receivers(receivers: Vec<Receiver>, rec: &mut Recorder) -> Result<(), RoleError> {
     let (mut first, mut last_first, mut end) = (u64::MAX, 0, 0);
     let mut error = None;
     for r in receivers {
@@ -291,15 +330,8 @@ fn receive_all(
 }
 
 fn receive_one(ep: &mut dyn Endpoint, case: &CaseConfig, count: usize) -> Receiver {
-    let mut me = Receiver {
-        first_ns: 0,
-        last_ns: 0,
-        delays: Vec::with_capacity(count),
-        counters: Counters::default(),
-        error: None,
-    };
+    let mut me = Receiver::new(count);
     let mut buf = super::receive_buffer(case);
-    let mut expected = 0u64;
     let mut calls = Counters::default();
     loop {
         let n = match receive(ep, &mut buf, case, &mut calls) {
@@ -309,34 +341,244 @@ fn receive_one(ep: &mut dyn Endpoint, case: &CaseConfig, count: usize) -> Receiv
                 break;
             }
         };
-        let now = clock::now();
-        let m = &buf[..n];
-        if message::flags(m) & END != 0 {
-            me.counters.lost += message::seq(m).saturating_sub(expected);
+        if !me.take(&buf[..n], clock::now(), case) {
             break;
+        }
+    }
+    me.counters.read_calls = calls.read_calls;
+    me
+}
+
+impl Receiver {
+    fn new(count: usize) -> Receiver {
+        Receiver {
+            first_ns: 0,
+            last_ns: 0,
+            delays: Vec::with_capacity(count),
+            counters: Counters::default(),
+            error: None,
+            seqs: SeqTracker::new(),
+        }
+    }
+
+    /// Takes message `m`, received at `now`; false when the pair is done (END, or an
+    /// integrity error under --strict).
+    fn take(&mut self, m: &[u8], now: u64, case: &CaseConfig) -> bool {
+        if message::flags(m) & END != 0 {
+            self.seqs.end(message::seq(m), 0);
+            let c = &self.seqs.counts;
+            self.counters.lost += c.lost;
+            self.counters.duplicated += c.duplicated;
+            self.counters.reordered += c.reordered;
+            return false;
         }
         if let Err(e) = message::verify(m, case.size_bytes, case.checksum) {
             if case.strict {
-                me.error = Some(RoleError::Integrity(e));
+                self.error = Some(RoleError::Integrity(e));
+                return false;
+            }
+            self.counters.corrupted += 1;
+            return true;
+        }
+        self.counters.messages_received += 1;
+        self.counters.bytes_received += m.len() as u64;
+        if self.seqs.observe(message::seq(m)) == Arrival::Duplicate {
+            return true;
+        }
+        if self.first_ns == 0 {
+            self.first_ns = now;
+        }
+        self.last_ns = now;
+        self.delays.push(now.saturating_sub(message::send_ns(m)));
+        true
+    }
+}
+
+/// What every task of a pair needs, owned (a task outlives no borrow).
+struct Job {
+    case: CaseConfig,
+    count: u64,
+    /// Set when the runner asks to stop.
+    halt: AtomicBool,
+    /// Senders waiting for the release.
+    waiting: AtomicUsize,
+}
+
+/// Buffers in flight per pair, as for the in-process transports.
+const POOL: usize = 8;
+
+/// A pooled buffer and the length of the message in it.
+type Msg = (Box<[u8]>, usize);
+
+/// The pairs as tasks of one tokio runtime, over tokio's bounded mpsc (CML's lightweight
+/// threads today): each message is copied into one of the pair's pooled buffers and checked
+/// where it lands, and each sender ends with END as a sender thread's role does.
+fn run_tasks(case: &CaseConfig, rec: &mut Recorder, stop: &AtomicBool) -> Result<(), RoleError> {
+    let n = case.n.unwrap_or(1) as usize;
+    let runtime = tokio_runtime(case.runtime)
+        .map_err(|e| RoleError::Transport(TransportError::Unsupported(e)))?;
+    let job = Arc::new(Job {
+        case: case.clone(),
+        count: case.count.unwrap_or(DEFAULT_COUNT),
+        halt: AtomicBool::new(false),
+        waiting: AtomicUsize::new(0),
+    });
+    let (release, released_rx) = tokio::sync::watch::channel(false);
+    let (released, senders, receivers) = runtime.block_on(async {
+        let mut receivers = Vec::with_capacity(n);
+        let mut senders = Vec::with_capacity(n);
+        for _ in 0..n {
+            let (tx, rx) = tokio::sync::mpsc::channel::<Msg>(POOL);
+            let (free_tx, free_rx) = tokio::sync::mpsc::channel::<Box<[u8]>>(POOL);
+            for _ in 0..POOL {
+                let _ = free_tx.try_send(vec![0u8; case.size_bytes].into_boxed_slice());
+            }
+            receivers.push(tokio::spawn(receive_task(rx, free_tx, job.clone())));
+            senders.push(tokio::spawn(send_task(
+                tx,
+                free_rx,
+                released_rx.clone(),
+                job.clone(),
+            )));
+        }
+        // Relays the runner's stop to the tasks, whose shared state must be owned.
+        let relay = async {
+            while !stop.load(Ordering::Relaxed) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            job.halt.store(true, Ordering::Relaxed);
+            std::future::pending::<()>().await;
+        };
+        let work = async {
+            let deadline = tokio::time::Instant::now() + case.timeout;
+            while job.waiting.load(Ordering::SeqCst) < n && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_micros(200)).await;
+            }
+            let released = clock::now();
+            let _ = release.send(true);
+            let mut s = Vec::with_capacity(n);
+            for h in senders {
+                s.extend(h.await.ok());
+            }
+            let mut r = Vec::with_capacity(n);
+            for h in receivers {
+                r.extend(h.await.ok());
+            }
+            (released, s, r)
+        };
+        tokio::select! {
+            out = work => out,
+            _ = relay => unreachable!("the relay never ends"),
+        }
+    });
+    if senders.len() < n || receivers.len() < n {
+        return Err(RoleError::Transport(TransportError::Unsupported(format!(
+            "{} of {n} sender tasks and {} of {n} receiver tasks finished: the others panicked",
+            senders.len(),
+            receivers.len()
+        ))));
+    }
+    let sent = sum_senders(senders, released, case, rec);
+    sum_receivers(receivers, rec)?;
+    sent
+}
+
+async fn send_task(
+    tx: tokio::sync::mpsc::Sender<Msg>,
+    mut free: tokio::sync::mpsc::Receiver<Box<[u8]>>,
+    mut release: tokio::sync::watch::Receiver<bool>,
+    job: Arc<Job>,
+) -> Sender {
+    let case = &job.case;
+    let mut out = Outgoing::new(case.size_bytes, case.checksum);
+    let mut me = Sender {
+        first_ns: 0,
+        calls: Vec::with_capacity(job.count as usize),
+        sent: 0,
+        error: None,
+    };
+    job.waiting.fetch_add(1, Ordering::SeqCst);
+    let wait = case.timeout;
+    if !matches!(
+        tokio::time::timeout(wait, release.wait_for(|&open| open)).await,
+        Ok(Ok(_))
+    ) {
+        return me;
+    }
+    for seq in 0..job.count {
+        if job.halt.load(Ordering::Relaxed) {
+            break;
+        }
+        let t0 = clock::now();
+        let m = out.stamp(seq, t0, MEASURED, 0);
+        if let Err(e) = send_copy(&tx, &mut free, m, wait).await {
+            me.error = Some(e);
+            break;
+        }
+        let t1 = clock::now();
+        if seq == 0 {
+            me.first_ns = t0;
+        }
+        me.calls.push(t1 - t0);
+        me.sent += 1;
+    }
+    let mut end = [0u8; message::HEADER];
+    let end = message::end(&mut end, me.sent, 0);
+    if me.error.is_none() {
+        me.error = send_copy(&tx, &mut free, end, wait).await.err();
+    }
+    me
+}
+
+/// Sends a copy of `m` in a free buffer of the pair's pool.
+async fn send_copy(
+    tx: &tokio::sync::mpsc::Sender<Msg>,
+    free: &mut tokio::sync::mpsc::Receiver<Box<[u8]>>,
+    m: &[u8],
+    wait: Duration,
+) -> Result<(), TransportError> {
+    let mut b = match tokio::time::timeout(wait, free.recv()).await {
+        Ok(Some(b)) => b,
+        Ok(None) => return Err(TransportError::PeerClosed),
+        Err(_) => return Err(TransportError::Timeout(wait)),
+    };
+    if b.len() < m.len() {
+        return Err(TransportError::TooLarge {
+            len: m.len(),
+            max: b.len(),
+        });
+    }
+    b[..m.len()].copy_from_slice(m);
+    tx.send((b, m.len()))
+        .await
+        .map_err(|_| TransportError::PeerClosed)
+}
+
+async fn receive_task(
+    mut rx: tokio::sync::mpsc::Receiver<Msg>,
+    give_back: tokio::sync::mpsc::Sender<Box<[u8]>>,
+    job: Arc<Job>,
+) -> Receiver {
+    let case = &job.case;
+    let mut me = Receiver::new(job.count as usize);
+    loop {
+        me.counters.read_calls += 1;
+        let (b, len) = match tokio::time::timeout(case.timeout, rx.recv()).await {
+            Ok(Some(m)) => m,
+            Ok(None) => {
+                me.error = Some(TransportError::PeerClosed.into());
                 break;
             }
-            me.counters.corrupted += 1;
-            continue;
+            Err(_) => {
+                me.error = Some(TransportError::Timeout(case.timeout).into());
+                break;
+            }
+        };
+        let more = me.take(&b[..len], clock::now(), case);
+        let _ = give_back.try_send(b);
+        if !more {
+            break;
         }
-        let seq = message::seq(m);
-        if seq < expected {
-            me.counters.reordered += 1;
-        } else {
-            expected = seq + 1;
-        }
-        if me.first_ns == 0 {
-            me.first_ns = now;
-        }
-        me.last_ns = now;
-        me.delays.push(now.saturating_sub(message::send_ns(m)));
-        me.counters.messages_received += 1;
-        me.counters.bytes_received += n as u64;
     }
-    me.counters.read_calls = calls.read_calls;
     me
 }
