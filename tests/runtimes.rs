@@ -427,13 +427,14 @@ fn a_killed_or_stopped_receivers_process_ends_pairs_within_the_timeout_with_the_
 }
 
 #[test]
-fn split_and_gathered_writes_deliver_every_byte_and_a_slow_reader_leaves_nothing_stuck() {
+fn split_gathered_and_text_writes_deliver_every_byte_and_a_slow_reader_leaves_nothing_stuck() {
     let _pace = sharing();
-    // Many small writes per message, and messages gathered in a buffer smaller and larger
-    // than a message; the reader slow, so the writer is held back.
+    // Many small writes per message, messages gathered in a buffer smaller and larger than a
+    // message, and messages as lines of text; the reader slow, so the writer is held back.
     for (opt, sizes, n) in [
         ("write-size=7,1k", "64,4k", 8),
         ("buffer=64k", "64,100k", 4),
+        ("framing=text", "64,4k", 4),
     ] {
         let cases = cases_of(&[
             "run",
@@ -465,7 +466,7 @@ fn split_and_gathered_writes_deliver_every_byte_and_a_slow_reader_leaves_nothing
             assert_eq!((r.counters.lost, r.counters.corrupted), (0, 0), "{what}");
             let blocked = figure(c, "writer's time in write calls");
             assert!((0.0..=100.5).contains(&blocked), "{what}: {blocked}");
-            // The plain loop writes whole messages: no ratio, and the reason recorded.
+            // The plain loop writes whole binary messages: no ratio, and the reason recorded.
             assert!(c.floor.is_none() && c.floor_error.is_some(), "{what}");
         }
         assert_eq!(cases.len(), n, "transports x sizes x option values");

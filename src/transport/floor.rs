@@ -194,6 +194,11 @@ impl Floor for FdFloor {
                 "the plain loop writes each message whole, so nothing of it compares with --opt write-size or buffer (no ratio)",
             ));
         }
+        if super::text_framing(&roles.options) {
+            return Err(std::io::Error::other(
+                "the plain loop moves binary messages, so nothing of it compares with --opt framing=text (no ratio)",
+            ));
+        }
         let (a, b) = (self.make_pair)()?;
         let fds = |s: FdSide| FloorEnds::Fds(std::iter::once(s.read).chain(s.write).collect());
         Ok([fds(a), fds(b)])

@@ -1,10 +1,12 @@
 //! Splits a byte stream (pipe, unix stream socket, TCP) into whole messages using the length in
 //! each message's first four bytes. No length prefix is added, so the wire carries exactly the
-//! message, as the floor loop's does.
+//! message, as the floor loop's does. With `--opt framing=text`, each message travels as a line
+//! of text instead ([`Lines`]).
 
-use super::{declared_len, Endpoint, TransportError};
+use super::{declared_len, ChannelSpec, Endpoint, TransportError};
 use crate::deadline::Deadline;
 use crate::sys;
+use base64::Engine;
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
@@ -305,6 +307,120 @@ impl<S: Read + Write + Send> Endpoint for Framed<S> {
     }
 }
 
+/// A stream socket's endpoint as the case's options say: writes cut or gathered (`write-size`,
+/// `buffer`), messages delimited by their length or as lines of text (`framing`).
+pub fn stream_endpoint<S: Read + Write + Send + 'static>(
+    io: S,
+    spec: &ChannelSpec,
+) -> Box<dyn Endpoint> {
+    let framed = Framed::new(io, spec.timeout, spec.poll, spec.max_message)
+        .with_writes(super::writes_of(&spec.options));
+    if super::text_framing(&spec.options) {
+        Box::new(Lines::new(framed, spec.max_message))
+    } else {
+        Box::new(framed)
+    }
+}
+
+/// The base64 text of a binary message: what a text protocol carries.
+const TEXT: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+
+/// Newline-delimited text over a byte stream (the Tcl report's `gets`/`puts`): each message is
+/// written base64-encoded on a line of its own; the reader finds the newline, checks the line
+/// is UTF-8, as a text protocol must, and decodes it. Writes go through [`Framed`], so
+/// `write-size` and `buffer` cut and gather the lines.
+pub struct Lines<S> {
+    out: Framed<S>,
+    /// The line being written.
+    line: Vec<u8>,
+    /// Bytes read and not yet taken: `inbox[start..end]`.
+    inbox: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl<S: Read + Write + Send> Lines<S> {
+    pub fn new(out: Framed<S>, max_message: usize) -> Self {
+        let max_line = base64::encoded_len(max_message, true).unwrap_or(usize::MAX / 4) + 1;
+        Lines {
+            out,
+            line: Vec::with_capacity(max_line),
+            inbox: vec![0; 2 * max_line],
+            start: 0,
+            end: 0,
+        }
+    }
+
+    fn next(&mut self, buf: &mut [u8], wait: bool) -> Result<Option<usize>, TransportError> {
+        loop {
+            let have = &self.inbox[self.start..self.end];
+            if let Some(i) = have.iter().position(|&b| b == b'\n') {
+                let text = std::str::from_utf8(&have[..i]).map_err(|e| {
+                    TransportError::Corrupt(format!("a line is not UTF-8 text: {e}"))
+                })?;
+                let n = TEXT.decode_slice(text, buf).map_err(|e| match e {
+                    base64::DecodeSliceError::OutputSliceTooSmall => TransportError::TooLarge {
+                        len: text.len() / 4 * 3,
+                        max: buf.len(),
+                    },
+                    base64::DecodeSliceError::DecodeError(e) => {
+                        TransportError::Corrupt(format!("a line is not a message's base64: {e}"))
+                    }
+                })?;
+                self.start += i + 1;
+                if self.start == self.end {
+                    (self.start, self.end) = (0, 0);
+                }
+                return Ok(Some(n));
+            }
+            // Keep the partial line at the front, and read more after it.
+            self.inbox.copy_within(self.start..self.end, 0);
+            (self.start, self.end) = (0, self.end - self.start);
+            if self.end == self.inbox.len() {
+                return Err(TransportError::TooLarge {
+                    len: self.end,
+                    max: buf.len(),
+                });
+            }
+            // A partial line is in flight: wait for its rest even when polling.
+            let wait = wait || self.end > 0;
+            match self.out.read_some(&mut self.inbox[self.end..], wait)? {
+                Some(n) => self.end += n,
+                None => return Ok(None),
+            }
+        }
+    }
+}
+
+impl<S: Read + Write + Send> Endpoint for Lines<S> {
+    fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
+        let mut line = std::mem::take(&mut self.line);
+        line.clear();
+        let encoded = base64::encoded_len(msg.len(), true).unwrap_or(0);
+        line.resize(encoded, 0);
+        let n = TEXT
+            .encode_slice(msg, &mut line)
+            .map_err(|e| TransportError::Corrupt(format!("encoding a line: {e}")))?;
+        line.truncate(n);
+        line.push(b'\n');
+        let r = self.out.send(&line);
+        self.line = line;
+        r
+    }
+
+    fn flush(&mut self) -> Result<(), TransportError> {
+        self.out.flush()
+    }
+
+    fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {
+        Ok(self.next(buf, true)?.unwrap_or(0))
+    }
+
+    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, TransportError> {
+        self.next(buf, false)
+    }
+}
+
 /// A datagram socket (UDP or unix datagram) as an endpoint: one message per datagram.
 pub trait DatagramIo: Send {
     fn send(&self, b: &[u8]) -> std::io::Result<usize>;
@@ -517,6 +633,38 @@ mod tests {
             f.recv(&mut buf),
             Err(TransportError::TooLarge { len: 40, max: 16 })
         ));
+    }
+
+    #[test]
+    fn text_lines_carry_every_size_and_refuse_what_is_not_text() {
+        // Messages of every length modulo 3 (base64 pads), sent into a stream that takes 5 B a
+        // write, read back in chunks that cut lines anywhere.
+        let msgs: Vec<Vec<u8>> = (32..44).map(|n| msg(n, n as u8)).collect();
+        let mut w = Lines::new(framed(vec![], 5), 64);
+        for m in &msgs {
+            w.send(m).unwrap();
+        }
+        let wire = w.out.io.written.clone();
+        assert_eq!(wire.iter().filter(|&&b| b == b'\n').count(), msgs.len());
+        let reads = wire.chunks(7).map(|c| Ok(c.to_vec())).collect();
+        let mut r = Lines::new(framed(reads, usize::MAX), 64);
+        for m in &msgs {
+            // A buffer of exactly the message's size is enough.
+            let mut buf = vec![0u8; m.len()];
+            let n = r.recv(&mut buf).unwrap();
+            assert_eq!(&buf[..n], &m[..]);
+        }
+        assert!(matches!(
+            r.recv(&mut [0u8; 64]),
+            Err(TransportError::PeerClosed)
+        ));
+        for bad in [&b"\xff\xfe\n"[..], b"not base64!\n"] {
+            let mut r = Lines::new(framed(vec![Ok(bad.to_vec())], usize::MAX), 64);
+            assert!(
+                matches!(r.recv(&mut [0u8; 64]), Err(TransportError::Corrupt(_))),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

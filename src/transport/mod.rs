@@ -824,6 +824,20 @@ pub(crate) const BUFFER: OptionSpec = OptionSpec {
     }),
 };
 
+/// `--opt framing` of the byte-stream transports: binary or text lines.
+pub(crate) const FRAMING: OptionSpec = OptionSpec {
+    key: "framing",
+    default: "length",
+    about: "`length`: each message's own length field delimits it (binary); `text`: each message base64-encoded on a line of its own, the reader checking each line is UTF-8 before decoding it",
+    values: &["length", "text"],
+    check: None,
+};
+
+/// Whether a byte stream carries its messages as lines of text.
+pub(crate) fn text_framing(options: &Options) -> bool {
+    options.get(FRAMING.key).map(String::as_str) == Some("text")
+}
+
 /// A size option's value, None where it says `message` or `none`.
 fn size_option(options: &Options, key: &str) -> Option<usize> {
     options

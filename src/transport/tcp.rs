@@ -2,7 +2,7 @@
 //! host), TCP_NODELAY on unless `--opt nodelay=false`.
 
 use super::floor::{FdFloor, FdSide};
-use super::framing::{Bare, Framed};
+use super::framing::{stream_endpoint, Bare};
 use super::{
     accept_within, channel_of, host_of, host_setup, Capabilities, ChannelSpec, Deferred, Endpoint,
     Floor, Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Transport,
@@ -30,6 +30,7 @@ impl Transport for Tcp {
             },
             super::WRITE_SIZE,
             super::BUFFER,
+            super::FRAMING,
         ]
     }
     fn capabilities(&self, options: &Options) -> Capabilities {
@@ -149,8 +150,5 @@ fn endpoint(s: TcpStream, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, Trans
         s.set_write_timeout(Some(spec.timeout))?;
     }
     s.set_nonblocking(spec.poll)?;
-    Ok(Box::new(
-        Framed::new(Bare(s), spec.timeout, spec.poll, spec.max_message)
-            .with_writes(super::writes_of(&spec.options)),
-    ))
+    Ok(stream_endpoint(Bare(s), spec))
 }

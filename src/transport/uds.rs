@@ -1,7 +1,7 @@
 //! `uds`: a unix-domain stream socket per channel, at a path in the case's private directory.
 
 use super::floor::{FdFloor, FdSide};
-use super::framing::{Bare, Framed};
+use super::framing::{stream_endpoint, Bare};
 use super::{
     accept_within, channel_of, dir_of, dir_setup, Capabilities, ChannelSpec, Deferred, Endpoint,
     Floor, Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Transport,
@@ -20,7 +20,7 @@ impl Transport for Uds {
         "unix-domain stream socket"
     }
     fn options(&self) -> &'static [OptionSpec] {
-        &[super::WRITE_SIZE, super::BUFFER]
+        &[super::WRITE_SIZE, super::BUFFER, super::FRAMING]
     }
     fn capabilities(&self, options: &Options) -> Capabilities {
         Capabilities {
@@ -118,8 +118,5 @@ fn endpoint(s: UnixStream, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, Tran
         s.set_write_timeout(Some(spec.timeout))?;
     }
     s.set_nonblocking(spec.poll)?;
-    Ok(Box::new(
-        Framed::new(Bare(s), spec.timeout, spec.poll, spec.max_message)
-            .with_writes(super::writes_of(&spec.options)),
-    ))
+    Ok(stream_endpoint(Bare(s), spec))
 }
