@@ -232,7 +232,7 @@ fn times_out(t: &'static dyn Transport) -> Result<(), Failed> {
 }
 
 fn try_recv_returns(t: &'static dyn Transport) -> Result<(), Failed> {
-    let mut s = spec(t, 2_000);
+    let mut s = spec(t, 5_000);
     s.poll = true;
     let (_setup, mut c, mut a) = pair(t, &s)?;
     let mut buf = vec![0u8; 1000];
@@ -252,7 +252,7 @@ fn try_recv_returns(t: &'static dyn Transport) -> Result<(), Failed> {
 }
 
 fn reports_closed_peer(t: &'static dyn Transport) -> Result<(), Failed> {
-    let s = spec(t, 2_000);
+    let s = spec(t, 5_000);
     let (_setup, c, mut a) = pair(t, &s)?;
     drop(c);
     match a.recv(&mut [0u8; 100]) {
@@ -262,7 +262,7 @@ fn reports_closed_peer(t: &'static dyn Transport) -> Result<(), Failed> {
 }
 
 fn refuses_too_large(t: &'static dyn Transport) -> Result<(), Failed> {
-    let s = spec(t, 2_000);
+    let s = spec(t, 5_000);
     let (_setup, mut c, mut a) = pair(t, &s)?;
     c.send(&message(2000, 3)).map_err(fail)?;
     match a.recv(&mut [0u8; 1000]) {

@@ -686,6 +686,43 @@ mod nats {
     }
 
     #[test]
+    fn nats_jetstream_counts_every_message_acknowledged_and_fans_out_to_every_consumer() {
+        exact_counts("nats", &["--opt", "jetstream=memory"]);
+        pubsub_loses_nothing("nats", &["--opt", "jetstream=file"]);
+        // Reliable: a loss would fail the case, and the stream is gone with the case.
+        let dir = temp_dir();
+        let r = result_of(
+            &[
+                "run",
+                "pingpong",
+                "-t",
+                "nats",
+                "--opt",
+                "jetstream=file",
+                "--delivery",
+                "reliable",
+                "--count",
+                "200",
+                "--warmup",
+                "0s",
+            ],
+            &dir.path().join("js.json"),
+        );
+        let c = &r.cases[0];
+        assert_eq!(c.error, None);
+        assert!(c
+            .config
+            .delivery_mapping
+            .iter()
+            .any(|s| s.value == "at least once"));
+        assert!(
+            c.floor.is_some(),
+            "the JetStream floor: {:?}",
+            c.floor_error
+        );
+    }
+
+    #[test]
     fn nats_pubsub_fans_out_without_loss_measures_the_broker_and_counts_slow_consumer_drops() {
         pubsub_loses_nothing("nats", &[]);
         let dir = temp_dir();
@@ -978,6 +1015,168 @@ mod mqtt {
         refused(
             &["run", "stream", "-t", "mqtt", "--history", "latest"],
             "fifo only",
+        );
+    }
+}
+
+#[cfg(feature = "amqp")]
+mod amqp {
+    use super::*;
+
+    #[test]
+    fn amqp_counts_every_message_plain_and_with_confirms_acks_and_quorum_queues() {
+        exact_counts("amqp", &[]);
+        exact_counts(
+            "amqp",
+            &[
+                "--opt",
+                "confirm=true",
+                "--opt",
+                "ack=manual",
+                "--opt",
+                "prefetch=50",
+                "--opt",
+                "queue=quorum",
+            ],
+        );
+    }
+
+    #[test]
+    fn amqp_pubsub_fans_out_without_loss_measures_the_broker_and_counts_a_bounded_queues_drops() {
+        pubsub_loses_nothing("amqp", &[]);
+        let dir = temp_dir();
+        let r = result_of(
+            &[
+                "run",
+                "pubsub",
+                "-t",
+                "amqp",
+                "--subs",
+                "2",
+                "--size",
+                "1000",
+                "--rate",
+                "1khz",
+                "--count",
+                "500",
+                "--warmup",
+                "0s",
+                "--no-floor",
+            ],
+            &dir.path().join("measured.json"),
+        );
+        broker_is_measured(&r);
+        // A slow reader that takes one message at a time (prefetch 1, acknowledged) from a
+        // queue bounded at 10: the broker drops the oldest, and the reader counts each one.
+        let r = result_of(
+            &[
+                "run",
+                "pubsub",
+                "-t",
+                "amqp",
+                "--subs",
+                "2",
+                "--size",
+                "1000",
+                "--duration",
+                "500ms",
+                "--warmup",
+                "0s",
+                "--delivery",
+                "best-effort",
+                "--slow-subscriber",
+                "2ms",
+                "--opt",
+                "ack=manual",
+                "--opt",
+                "prefetch=1",
+                "--opt",
+                "max-length=10",
+                "--no-floor",
+            ],
+            &dir.path().join("best-effort.json"),
+        );
+        let c = &r.cases[0];
+        assert_eq!(c.error, None);
+        let sent = c.roles[0].counters.messages_sent;
+        let slow = &c.roles[1].counters;
+        assert!(slow.lost > 0, "the slow subscriber lost nothing: {slow:?}");
+        assert_eq!(slow.messages_received + slow.lost, sent, "{slow:?}");
+    }
+
+    #[test]
+    fn amqp_a_killed_peer_or_broker_ends_the_case_within_the_timeout() {
+        killed_peer_ends_the_case("amqp", &[]);
+        broker_fault_ends_the_case("amqp", "beam.smp", libc::SIGKILL);
+        broker_fault_ends_the_case("amqp", "beam.smp", libc::SIGSTOP);
+        broker_dies_with_msgperf("amqp", "beam.smp");
+    }
+
+    #[test]
+    fn amqps_port_mapper_goes_with_its_broker() {
+        let child = spawn(&[
+            "run",
+            "pingpong",
+            "-t",
+            "amqp",
+            "--duration",
+            "60s",
+            "--no-floor",
+        ]);
+        let pid = child.id();
+        let epmd = broker_of(pid, "epmd");
+        wait_for_role(pid, "responder");
+        signal(pid, libc::SIGKILL);
+        let _ = wait_output(child, Duration::from_secs(30));
+        let end = Instant::now() + Duration::from_secs(10);
+        while alive(epmd) {
+            assert!(Instant::now() < end, "epmd {epmd} outlived msgperf");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for d in leftovers_of(pid) {
+            let _ = std::fs::remove_dir_all(std::env::temp_dir().join(d));
+        }
+    }
+
+    #[test]
+    fn amqp_names_a_broker_that_is_not_there_and_refuses_conflicting_delivery() {
+        let out = run(
+            &[
+                "run",
+                "pingpong",
+                "-t",
+                "amqp",
+                "--opt",
+                "broker=amqp://127.0.0.1:1",
+                "--timeout",
+                "2s",
+                "--no-floor",
+            ],
+            Duration::from_secs(60),
+        );
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("is rabbitmq-server running there?"), "{err}");
+        refused(
+            &["run", "stream", "-t", "amqp", "--delivery", "best-effort"],
+            "bound it with --history latest",
+        );
+        refused(
+            &[
+                "run",
+                "stream",
+                "-t",
+                "amqp",
+                "--delivery",
+                "reliable",
+                "--history",
+                "latest",
+            ],
+            "drop one of them",
+        );
+        refused(
+            &["run", "stream", "-t", "amqp", "--opt", "prefetch=70000"],
+            "from 0 to 65535",
         );
     }
 }

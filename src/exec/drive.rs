@@ -86,7 +86,10 @@ pub fn drive(
     }
     // A death is the cause; what another role saw of it follows.
     let error = match (d.died, d.failed) {
-        (Some(died), Some(saw)) => Some(format!("{died} (the {saw})")),
+        (Some(died), Some(saw)) => Some(format!(
+            "{died} (the {})",
+            saw.strip_prefix("the ").unwrap_or(&saw)
+        )),
         (died, saw) => died.or(saw),
     };
     Driven {

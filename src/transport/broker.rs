@@ -26,6 +26,26 @@ pub struct Program {
     pub args: fn(port: u16, dir: &Path) -> Vec<String>,
     /// Writes what the program reads at start (a configuration file) into its directory.
     pub configure: Option<fn(port: u16, dir: &Path) -> std::io::Result<()>>,
+    /// Its environment, for its port, its helper's port and its data directory.
+    pub env: Option<EnvOf>,
+    /// A daemon it needs, started first on a port of its own and stopped after it.
+    pub helper: Option<Helper>,
+    /// How long it may take to answer after it starts, where that is longer than a case's
+    /// --timeout (an Erlang VM boots in seconds).
+    pub boots_within: Duration,
+}
+
+/// Environment variables, by name.
+pub type Env = Vec<(&'static str, String)>;
+
+/// A broker's environment for its port, its helper's port and its data directory.
+pub type EnvOf = fn(port: u16, helper: Option<u16>, dir: &Path) -> Env;
+
+/// A daemon a broker needs (Erlang's port mapper, epmd, for RabbitMQ): started by msgperf in
+/// the foreground so that it dies with the case, not left behind as a daemon of its own.
+pub struct Helper {
+    pub name: &'static str,
+    pub args: fn(port: u16) -> Vec<String>,
 }
 
 /// A running broker, stopped and removed when dropped.
@@ -34,7 +54,9 @@ pub struct Broker {
     pub pid: u32,
     program: &'static str,
     child: Option<Child>,
-    // Dropped after the process is gone.
+    /// Its helper daemon, stopped after it.
+    helper: Option<Child>,
+    // Dropped after the processes are gone.
     _dir: DirGuard,
 }
 
@@ -57,24 +79,54 @@ impl Broker {
             configure(port, &dir.0)?;
         }
         let log = std::fs::File::create(dir.0.join("broker.log"))?;
+        let helper = match &p.helper {
+            Some(h) => {
+                let hport = free_port()?;
+                let exe = find(h.name).ok_or_else(|| {
+                    TransportError::Unsupported(format!(
+                        "`{}`, which the broker `{}` needs, is not installed: install it with `{}`",
+                        h.name, p.name, p.install
+                    ))
+                })?;
+                let mut cmd = Command::new(&exe);
+                cmd.args((h.args)(hport))
+                    .current_dir(&dir.0)
+                    .stdin(Stdio::null())
+                    .stdout(log.try_clone()?)
+                    .stderr(log.try_clone()?);
+                sys::service_command(&mut cmd, cpu);
+                let child = cmd.spawn().map_err(|e| {
+                    TransportError::Unsupported(format!("could not start `{}`: {e}", exe.display()))
+                })?;
+                Some((hport, child))
+            }
+            None => None,
+        };
         let mut cmd = Command::new(&exe);
         cmd.args((p.args)(port, &dir.0))
+            .envs(p.env.map_or(vec![], |env| {
+                env(port, helper.as_ref().map(|h| h.0), &dir.0)
+            }))
             .current_dir(&dir.0)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
         sys::service_command(&mut cmd, cpu);
-        let child = cmd.spawn().map_err(|e| {
-            TransportError::Unsupported(format!("could not start `{}`: {e}", exe.display()))
-        })?;
+        let spawned = cmd.spawn();
         let mut b = Broker {
             port,
-            pid: child.id(),
+            pid: 0,
             program: p.name,
-            child: Some(child),
+            child: None,
+            helper: helper.map(|h| h.1),
             _dir: dir,
         };
-        b.wait_up(timeout)?;
+        let child = spawned.map_err(|e| {
+            TransportError::Unsupported(format!("could not start `{}`: {e}", exe.display()))
+        })?;
+        b.pid = child.id();
+        b.child = Some(child);
+        b.wait_up(timeout.max(p.boots_within))?;
         Ok(b)
     }
 
@@ -132,6 +184,10 @@ impl Drop for Broker {
             // A stopped broker takes the signal only once it runs again.
             sys::kill(self.pid, libc::SIGCONT);
             sys::reap(self.pid, Duration::from_secs(3));
+        }
+        if let Some(h) = self.helper.take() {
+            sys::kill(h.id(), libc::SIGTERM);
+            sys::reap(h.id(), Duration::from_secs(1));
         }
     }
 }
@@ -244,8 +300,11 @@ impl Drop for Cleanup {
     }
 }
 
-/// A program in `PATH` or the sbin directories (where Debian puts mosquitto and RabbitMQ).
+/// A program at its path, or in `PATH` or the sbin directories (where Debian puts mosquitto).
 fn find(name: &str) -> Option<PathBuf> {
+    if name.contains('/') {
+        return Some(PathBuf::from(name)).filter(|p| p.is_file());
+    }
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .chain(["/usr/sbin", "/sbin", "/usr/local/sbin"].map(PathBuf::from))
@@ -254,7 +313,7 @@ fn find(name: &str) -> Option<PathBuf> {
 }
 
 /// A loopback port no one listens on now.
-fn free_port() -> Result<u16, TransportError> {
+pub fn free_port() -> Result<u16, TransportError> {
     Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
         .local_addr()?
         .port())
@@ -283,6 +342,9 @@ mod tests {
         install: "apt-get install msgperf-no-such-broker",
         args: |_, _| vec![],
         configure: None,
+        env: None,
+        helper: None,
+        boots_within: Duration::ZERO,
     };
 
     // `false` exits at once: what it logged and its status are the error.
@@ -291,6 +353,9 @@ mod tests {
         install: "apt-get install coreutils",
         args: |_, _| vec![],
         configure: None,
+        env: None,
+        helper: None,
+        boots_within: Duration::ZERO,
     };
 
     #[test]

@@ -397,7 +397,8 @@ pub fn memcpy_bandwidth(size: usize, roles: &FloorRoles) -> FloorFigure {
     feature = "grpc",
     feature = "nats",
     feature = "redis",
-    feature = "mqtt"
+    feature = "mqtt",
+    feature = "amqp"
 ))]
 /// A small memory file both sides of a floor share, for what a middleware's floor must tell
 /// its other side before the loop (an address the kernel chose, that a subscription is in
@@ -408,7 +409,8 @@ pub(crate) struct Notes(pub std::fs::File);
     feature = "grpc",
     feature = "nats",
     feature = "redis",
-    feature = "mqtt"
+    feature = "mqtt",
+    feature = "amqp"
 ))]
 impl Notes {
     /// Two ends of a fresh one.

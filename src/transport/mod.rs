@@ -22,7 +22,14 @@
 //! - A message longer than the receiver's buffer is [`TransportError::TooLarge`], never a silent
 //!   truncation.
 
-#[cfg(any(feature = "nats", feature = "redis", feature = "mqtt"))]
+#[cfg(feature = "amqp")]
+mod amqp;
+#[cfg(any(
+    feature = "nats",
+    feature = "redis",
+    feature = "mqtt",
+    feature = "amqp"
+))]
 mod broker;
 #[cfg(feature = "dds")]
 mod dds;
@@ -46,7 +53,8 @@ mod redis;
     feature = "grpc",
     feature = "nats",
     feature = "redis",
-    feature = "mqtt"
+    feature = "mqtt",
+    feature = "amqp"
 ))]
 mod runtime;
 mod shm;
@@ -98,6 +106,8 @@ pub static REGISTRY: &[&dyn Transport] = &[
     &redis::Redis,
     #[cfg(feature = "mqtt")]
     &mqtt::Mqtt,
+    #[cfg(feature = "amqp")]
+    &amqp::Amqp,
 ];
 
 /// What a workload that moves no message runs over (`spawn`, `timers`); not a transport a
@@ -268,6 +278,13 @@ impl Setup {
             services: Vec::new(),
             _guard: Box::new(guard),
         }
+    }
+
+    /// Adds `guard`, dropped before what the set-up held (a stream before its broker).
+    pub fn with_guard(mut self, guard: impl Send + 'static) -> Self {
+        let before = std::mem::replace(&mut self._guard, Box::new(()));
+        self._guard = Box::new((guard, before));
+        self
     }
 
     pub fn with_service(mut self, s: Service) -> Self {

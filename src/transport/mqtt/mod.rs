@@ -32,6 +32,9 @@ pub(super) static SERVER: Program = Program {
     install: "apt-get install mosquitto",
     args: |_, _| vec!["-c".into(), "mosquitto.conf".into()],
     configure: Some(configure),
+    env: None,
+    helper: None,
+    boots_within: Duration::ZERO,
 };
 
 fn configure(port: u16, dir: &Path) -> std::io::Result<()> {

@@ -2,15 +2,19 @@
 //! runtime and settings, and nothing of msgperf: a ping published on one subject and answered
 //! on another (ping-pong), and a subject published as fast as the client takes it and counted
 //! as it arrives (a stream). Side 1 starts the server (as a case's set-up does, on side 1's
-//! CPU) or uses `--opt broker`; side 0 measures.
+//! CPU) or uses `--opt broker`; side 0 measures. With `--opt jetstream`, side 1 makes the
+//! stream, every publish waits for its acknowledgement and every read is acknowledged, as the
+//! adapter's are.
 
-use super::{connect, runtime, SERVER};
+use super::{connect, consume, create_stream, jetstream_context, jetstream_of, runtime, SERVER};
 use crate::sys;
 use crate::transport::broker;
 use crate::transport::floor::{
     measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
 };
 use crate::transport::{ChannelSpec, Exchange};
+use async_nats::jetstream::{self, consumer::push};
+use async_nats::{Client, Subscriber};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +32,61 @@ const DONE: u64 = 2;
 
 fn io(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(e.to_string())
+}
+
+/// What a side reads: a core subscription, or a JetStream consumer's messages.
+enum Reader {
+    Core(Subscriber),
+    // Boxed: a consumer's messages are some 500 B.
+    Stream(Box<push::Messages>),
+}
+
+impl Reader {
+    /// Subscribes to `subject`, known to the server when this returns.
+    async fn of(
+        client: &Client,
+        js: Option<(&jetstream::Context, &str)>,
+        subject: String,
+    ) -> Result<Reader, async_nats::Error> {
+        Ok(match js {
+            None => {
+                let sub = client.subscribe(subject).await?;
+                client.flush().await?;
+                Reader::Core(sub)
+            }
+            Some((js, stream)) => {
+                Reader::Stream(Box::new(consume(js, client, stream, subject).await?))
+            }
+        })
+    }
+
+    /// The next payload (acknowledged, from a stream).
+    async fn next(&mut self) -> Option<Bytes> {
+        match self {
+            Reader::Core(sub) => sub.next().await.map(|m| m.payload),
+            Reader::Stream(msgs) => {
+                let m = msgs.next().await?.ok()?;
+                m.ack().await.ok()?;
+                Some(m.payload.clone())
+            }
+        }
+    }
+}
+
+/// Publishes, waiting for the acknowledgement when through JetStream.
+async fn publish(
+    client: &Client,
+    js: Option<&jetstream::Context>,
+    subject: String,
+    data: Bytes,
+) -> Result<(), async_nats::Error> {
+    match js {
+        None => Ok(client.publish(subject, data).await?),
+        Some(js) => {
+            js.publish(subject, data).await?.await?;
+            Ok(())
+        }
+    }
 }
 
 impl Floor for NatsFloor {
@@ -57,16 +116,25 @@ impl Floor for NatsFloor {
         let data = Bytes::from(vec![7u8; size]);
         let end_mark = Bytes::from_static(&[0]);
         let loop_ns = (roles.warmup + roles.duration).as_nanos() as u64;
+        let storage = jetstream_of(&roles.options);
         if side == 1 {
             let (url, broker) = broker::for_floor(&SERVER, "nats", &roles.options, WAIT)?;
             let client = connect(&url, &spec).map_err(io)?;
             let name = format!("msgperf-floor-{}", std::process::id());
+            let js = storage.map(|_| jetstream_context(client.clone()));
+            if let (Some(js), Some(storage)) = (&js, storage) {
+                create_stream(js, &name, storage, WAIT).map_err(io)?;
+            }
+            let js = js.as_ref();
             match l {
                 FloorLoop::PingPong => {
                     let mut pings = rt
-                        .block_on(client.subscribe(format!("{name}.ping")))
+                        .block_on(Reader::of(
+                            &client,
+                            js.map(|j| (j, name.as_str())),
+                            format!("{name}.ping"),
+                        ))
                         .map_err(io)?;
-                    rt.block_on(client.flush()).map_err(io)?;
                     notes.put(URL, &format!("{url} {name}"))?;
                     let end = sys::monotonic_ns() + loop_ns + WAIT.as_nanos() as u64;
                     while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
@@ -74,9 +142,9 @@ impl Floor for NatsFloor {
                             tokio::time::timeout(Duration::from_millis(100), pings.next()).await
                         });
                         match got {
-                            Ok(Some(m)) if m.payload.len() > 1 => {
+                            Ok(Some(m)) if m.len() > 1 => {
                                 let pong = format!("{name}.pong");
-                                rt.block_on(client.publish(pong, m.payload)).map_err(io)?;
+                                rt.block_on(publish(&client, js, pong, m)).map_err(io)?;
                             }
                             Ok(_) => break,
                             Err(_) => {}
@@ -89,15 +157,19 @@ impl Floor for NatsFloor {
                     let subject = format!("{name}.data");
                     let end = sys::monotonic_ns() + loop_ns;
                     while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
-                        rt.block_on(client.publish(subject.clone(), data.clone()))
+                        rt.block_on(publish(&client, js, subject.clone(), data.clone()))
                             .map_err(io)?;
                     }
-                    rt.block_on(client.publish(subject, end_mark)).map_err(io)?;
+                    rt.block_on(publish(&client, js, subject, end_mark))
+                        .map_err(io)?;
                     rt.block_on(client.flush()).map_err(io)?;
                 }
             }
             // The server stays until side 0 has all it will read.
             let _ = notes.wait(DONE, WAIT);
+            if let Some(js) = js {
+                let _ = rt.block_on(js.delete_stream(&name));
+            }
             drop(client);
             drop(broker);
             return Ok(None);
@@ -105,30 +177,32 @@ impl Floor for NatsFloor {
         let at = notes.wait(URL, WAIT)?;
         let (url, name) = at.split_once(' ').ok_or_else(|| io("bad notes"))?;
         let client = connect(url, &spec).map_err(io)?;
+        let js = storage.map(|_| jetstream_context(client.clone()));
+        let js = js.as_ref();
+        let reader = |subject: String| {
+            rt.block_on(Reader::of(&client, js.map(|j| (j, name)), subject))
+                .map_err(io)
+        };
         let figure = match l {
             FloorLoop::PingPong => {
-                let mut pongs = rt
-                    .block_on(client.subscribe(format!("{name}.pong")))
-                    .map_err(io)?;
-                rt.block_on(client.flush()).map_err(io)?;
+                let mut pongs = reader(format!("{name}.pong"))?;
                 let ping = format!("{name}.ping");
                 let f = measure_round_trips(roles, stop, || {
                     rt.block_on(async {
-                        client.publish(ping.clone(), data.clone()).await.is_ok()
+                        publish(&client, js, ping.clone(), data.clone())
+                            .await
+                            .is_ok()
                             && tokio::time::timeout(WAIT, pongs.next())
                                 .await
-                                .is_ok_and(|m| m.is_some_and(|m| m.payload.len() == size))
+                                .is_ok_and(|m| m.is_some_and(|m| m.len() == size))
                     })
                 });
-                let _ = rt.block_on(client.publish(ping, end_mark));
+                let _ = rt.block_on(publish(&client, js, ping, end_mark));
                 let _ = rt.block_on(client.flush());
                 f?
             }
             FloorLoop::Stream => {
-                let mut msgs = rt
-                    .block_on(client.subscribe(format!("{name}.data")))
-                    .map_err(io)?;
-                rt.block_on(client.flush()).map_err(io)?;
+                let mut msgs = reader(format!("{name}.data"))?;
                 notes.put(SUBSCRIBED, "yes")?;
                 let warm = roles.warmup.as_nanos() as u64;
                 let (mut first, mut start, mut last, mut n) = (0u64, 0u64, 0u64, 0u64);
@@ -140,7 +214,7 @@ impl Floor for NatsFloor {
                         tokio::time::timeout(Duration::from_millis(100), msgs.next()).await
                     });
                     match got {
-                        Ok(Some(m)) if m.payload.len() > 1 => {
+                        Ok(Some(m)) if m.len() > 1 => {
                             let now = sys::monotonic_ns();
                             if first == 0 {
                                 first = now;

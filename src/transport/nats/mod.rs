@@ -6,7 +6,10 @@
 //!
 //! Core NATS delivers at most once: the server drops messages for a client that falls behind
 //! (a slow consumer), and so does the client when a subscription's queue is full; readers
-//! count those losses. Cargo feature `nats`.
+//! count those losses. With `--opt jetstream=memory|file`, a case's subjects are a JetStream
+//! stream instead: every publish waits for the server's acknowledgement that it stored it,
+//! every reader is a push consumer of its own that acknowledges each message. Cargo feature
+//! `nats`.
 
 mod floor;
 
@@ -17,6 +20,7 @@ use super::{
     OptionSpec, Options, Place, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::delivery::{Delivery, Setting};
+use async_nats::jetstream::{self, consumer::push, stream::StorageType};
 use async_nats::{Client, Subject, Subscriber};
 use bytes::Bytes;
 use futures_util::{FutureExt, StreamExt};
@@ -33,14 +37,30 @@ pub(super) static SERVER: Program = Program {
     install: "apt-get install nats-server",
     args: |_, _| vec!["-c".into(), "nats.conf".into()],
     configure: Some(configure),
+    env: None,
+    helper: None,
+    boots_within: Duration::ZERO,
 };
 
 fn configure(port: u16, dir: &Path) -> std::io::Result<()> {
-    // Loopback only; payloads as large as msgperf's largest, and room to queue them.
+    // Loopback only; payloads as large as msgperf's largest, and room to queue them; JetStream
+    // on, storing in the case's directory (idle unless a case asks for a stream).
     std::fs::write(
         dir.join("nats.conf"),
-        format!("listen: 127.0.0.1:{port}\nmax_payload: {MAX_PAYLOAD}\nmax_pending: 256MB\n"),
+        format!(
+            "listen: 127.0.0.1:{port}\nmax_payload: {MAX_PAYLOAD}\nmax_pending: 256MB\njetstream {{\n  store_dir: \"{}\"\n}}\n",
+            dir.join("jetstream").display()
+        ),
     )
+}
+
+/// The JetStream storage a case asks for, if it does.
+fn jetstream_of(o: &Options) -> Option<StorageType> {
+    match o.get("jetstream").map(String::as_str) {
+        Some("memory") => Some(StorageType::Memory),
+        Some("file") => Some(StorageType::File),
+        _ => None,
+    }
 }
 
 fn check_capacity(v: &str) -> Result<(), String> {
@@ -66,12 +86,13 @@ impl Transport for Nats {
         const O: &[OptionSpec] = &[
             OptionSpec { key: "broker", default: "start", about: "start (msgperf runs nats-server for the case, on a free loopback port) or nats://HOST:PORT of a running server (msgperf uses only subjects of its own there)", values: &[], check: Some(check_broker) },
             OptionSpec { key: "capacity", default: "65536", about: "messages the client queues per subscription before it drops them (a slow consumer, counted as lost)", values: &[], check: Some(check_capacity) },
+            OptionSpec { key: "jetstream", default: "false", about: "false: core NATS (at most once); memory or file: the case's subjects are a JetStream stream with that storage, every publish acknowledged once stored, every message acknowledged by its reader (a push consumer of its own)", values: &["false", "memory", "file"], check: None },
         ];
         O
     }
-    fn capabilities(&self, _: &Options) -> Capabilities {
+    fn capabilities(&self, o: &Options) -> Capabilities {
         Capabilities {
-            reliable: false,
+            reliable: jetstream_of(o).is_some(),
             // Room for the header that NATS adds stays under the server's limit.
             max_message_bytes: MAX_PAYLOAD - 4096,
             cross_process: true,
@@ -88,18 +109,39 @@ impl Transport for Nats {
         let mut m = as_it_is(self.name(), &self.capabilities(options), d)?;
         m.settings.insert(
             0,
-            Setting::new(
-                "delivery",
-                "at most once",
-                "core NATS: the server drops messages for a client that falls behind, and the client for a full subscription queue (--opt capacity); readers count the losses",
-            ),
+            match jetstream_of(options) {
+                None => Setting::new(
+                    "delivery",
+                    "at most once",
+                    "core NATS: the server drops messages for a client that falls behind, and the client for a full subscription queue (--opt capacity); readers count the losses",
+                ),
+                Some(storage) => Setting::new(
+                    "delivery",
+                    "at least once",
+                    &format!(
+                        "JetStream: the case's subjects are a stream in {} storage; each publish waits for the server's acknowledgement that it stored it, and each reader, a push consumer of its own, acknowledges every message (AckExplicit; unacknowledged ones come again)",
+                        if storage == StorageType::Memory { "memory" } else { "file" }
+                    ),
+                ),
+            },
         );
         Ok(m)
     }
 
     fn setup(&self, plan: &SetupPlan, spec: &ChannelSpec) -> Result<Setup, TransportError> {
-        // Subjects need no removal: the server keeps nothing once the clients are gone.
-        broker::setup(self.name(), &SERVER, "nats", plan, spec, |_, _| {})
+        // Subjects need no removal: the server keeps nothing once the clients are gone. A
+        // stream is deleted when the case ends.
+        let setup = broker::setup(self.name(), &SERVER, "nats", plan, spec, |_, _| {})?;
+        let Some(storage) = jetstream_of(&spec.options) else {
+            return Ok(setup);
+        };
+        let Place::Broker { url, name } = &setup.rendezvous.place else {
+            return Err(TransportError::Unsupported("nats meets at a broker".into()));
+        };
+        let js = jetstream_context(connect(url, spec)?);
+        create_stream(&js, name, storage, spec.timeout)?;
+        let name = name.clone();
+        Ok(setup.with_guard(DeleteStream { js, name }))
     }
 
     fn open(
@@ -117,22 +159,28 @@ impl Transport for Nats {
         let (out, inbound) = broker::names(name, '.', side);
         let out: Option<Subject> = out.map(Into::into);
         let client = connect(url, spec)?;
+        let js = jetstream_of(&spec.options).map(|_| jetstream_context(client.clone()));
+        let refused = |e: async_nats::Error| TransportError::Refused(format!("{url} ({e})"));
         // Subscribed before this end says it is bound, and known to the server (flush waits for
         // its answer): every end is bound before any writes, so nothing is sent to no one.
-        let sub = match inbound {
-            Some(s) => Some(
+        let sub = match (inbound, &js) {
+            (Some(s), None) => Some(Inbox::Core(
                 wait(spec.timeout, async {
                     let sub = client.subscribe(s).await?;
                     client.flush().await?;
                     Ok::<_, async_nats::Error>(sub)
                 })?
-                .map_err(|e| TransportError::Refused(format!("{url} ({e})")))?,
-            ),
-            None => None,
+                .map_err(refused)?,
+            )),
+            (Some(s), Some(js)) => Some(Inbox::Stream(Box::new(
+                wait(spec.timeout, consume(js, &client, name, s))?.map_err(refused)?,
+            ))),
+            (None, _) => None,
         };
         Ok(Box::new(NatsOpening(
             NatsEnd {
                 client,
+                js,
                 out,
                 sub,
                 timeout: spec.timeout,
@@ -165,6 +213,68 @@ pub(super) fn connect(url: &str, spec: &ChannelSpec) -> Result<Client, Transport
     })
 }
 
+/// A JetStream context over `client` (made inside the runtime, which it needs).
+pub(super) fn jetstream_context(client: Client) -> jetstream::Context {
+    let _in = runtime().enter();
+    jetstream::new(client)
+}
+
+/// Creates the case's stream, `name`, holding every subject under it.
+pub(super) fn create_stream(
+    js: &jetstream::Context,
+    name: &str,
+    storage: StorageType,
+    timeout: Duration,
+) -> Result<(), TransportError> {
+    let config = jetstream::stream::Config {
+        name: name.into(),
+        subjects: vec![format!("{name}.>")],
+        storage,
+        ..Default::default()
+    };
+    wait(timeout, js.create_stream(config))?
+        .map(|_| ())
+        .map_err(|e| {
+            TransportError::Unsupported(format!(
+                "nats: could not create JetStream stream `{name}` ({e}): does the server run with JetStream on (-js)?"
+            ))
+        })
+}
+
+/// A push consumer of `subject` in stream `stream`, acknowledging each message, and its
+/// messages, subscribed and known to the server.
+pub(super) async fn consume(
+    js: &jetstream::Context,
+    client: &Client,
+    stream: &str,
+    subject: String,
+) -> Result<push::Messages, async_nats::Error> {
+    let config = push::Config {
+        deliver_subject: client.new_inbox(),
+        filter_subject: subject,
+        ack_policy: jetstream::consumer::AckPolicy::Explicit,
+        deliver_policy: jetstream::consumer::DeliverPolicy::All,
+        ..Default::default()
+    };
+    let consumer: jetstream::consumer::Consumer<push::Config> =
+        js.create_consumer_on_stream(config, stream).await?;
+    let messages = consumer.messages().await?;
+    client.flush().await?;
+    Ok(messages)
+}
+
+/// Deletes a case's stream when the case ends.
+struct DeleteStream {
+    js: jetstream::Context,
+    name: String,
+}
+
+impl Drop for DeleteStream {
+    fn drop(&mut self) {
+        let _ = wait(Duration::from_secs(2), self.js.delete_stream(&self.name));
+    }
+}
+
 struct NatsOpening(NatsEnd, Side);
 
 impl Opening for NatsOpening {
@@ -179,15 +289,24 @@ impl Opening for NatsOpening {
     }
 }
 
+/// What an end reads: a core subscription, or a JetStream consumer's messages.
+enum Inbox {
+    Core(Subscriber),
+    // Boxed: a consumer's messages are some 500 B.
+    Stream(Box<push::Messages>),
+}
+
 struct NatsEnd {
     client: Client,
+    /// Publishes go through JetStream, acknowledged, when the case asks for it.
+    js: Option<jetstream::Context>,
     out: Option<Subject>,
-    sub: Option<Subscriber>,
+    sub: Option<Inbox>,
     timeout: Duration,
 }
 
 impl NatsEnd {
-    fn subscriber(&mut self) -> Result<&mut Subscriber, TransportError> {
+    fn subscriber(&mut self) -> Result<&mut Inbox, TransportError> {
         self.sub.as_mut().ok_or_else(|| {
             TransportError::Unsupported("nats: a topic's publisher only writes".into())
         })
@@ -209,6 +328,14 @@ impl Endpoint for NatsEnd {
             ));
         };
         let data = Bytes::copy_from_slice(msg);
+        if let Some(js) = &self.js {
+            // Stored and acknowledged by the server before the next.
+            return wait(self.timeout, async {
+                js.publish(out, data).await?.await?;
+                Ok::<_, async_nats::Error>(())
+            })?
+            .map_err(|e| TransportError::Unsupported(format!("nats: JetStream publish: {e}")));
+        }
         // Into the client's queue at once if it has room: a timed wait costs a timer.
         let sent = match self
             .client
@@ -226,23 +353,56 @@ impl Endpoint for NatsEnd {
 
     fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {
         let timeout = self.timeout;
-        let sub = self.subscriber()?;
-        // What is queued is taken without a timed wait (which costs a timer).
-        let next = match sub.next().now_or_never() {
-            Some(m) => m,
-            None => wait(timeout, sub.next())?,
-        };
-        match next {
-            Some(m) => copy_out(&m.payload, buf),
-            None => Err(TransportError::PeerClosed),
+        match self.subscriber()? {
+            Inbox::Core(sub) => {
+                // What is queued is taken without a timed wait (which costs a timer).
+                let next = match sub.next().now_or_never() {
+                    Some(m) => m,
+                    None => wait(timeout, sub.next())?,
+                };
+                match next {
+                    Some(m) => copy_out(&m.payload, buf),
+                    None => Err(TransportError::PeerClosed),
+                }
+            }
+            Inbox::Stream(msgs) => {
+                let next = match msgs.next().now_or_never() {
+                    Some(m) => m,
+                    None => wait(timeout, msgs.next())?,
+                };
+                stored(next, buf, timeout)
+            }
         }
     }
 
     fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, TransportError> {
-        match self.subscriber()?.next().now_or_never() {
-            None => Ok(None),
-            Some(Some(m)) => copy_out(&m.payload, buf).map(Some),
-            Some(None) => Err(TransportError::PeerClosed),
+        let timeout = self.timeout;
+        match self.subscriber()? {
+            Inbox::Core(sub) => match sub.next().now_or_never() {
+                None => Ok(None),
+                Some(Some(m)) => copy_out(&m.payload, buf).map(Some),
+                Some(None) => Err(TransportError::PeerClosed),
+            },
+            Inbox::Stream(msgs) => match msgs.next().now_or_never() {
+                None => Ok(None),
+                Some(next) => stored(next, buf, timeout).map(Some),
+            },
         }
     }
+}
+
+/// A JetStream message into `buf`, acknowledged.
+fn stored(
+    next: Option<Result<jetstream::Message, push::MessagesError>>,
+    buf: &mut [u8],
+    timeout: Duration,
+) -> Result<usize, TransportError> {
+    let m = match next {
+        Some(Ok(m)) => m,
+        Some(Err(e)) => return Err(TransportError::Unsupported(format!("nats: JetStream: {e}"))),
+        None => return Err(TransportError::PeerClosed),
+    };
+    let n = copy_out(&m.payload, buf);
+    wait(timeout, m.ack())?.map_err(|e| TransportError::Unsupported(format!("nats: ack: {e}")))?;
+    n
 }

@@ -36,6 +36,9 @@ pub(super) static SERVER: Program = Program {
     install: "apt-get install redis-server",
     args: |_, _| vec!["redis.conf".into()],
     configure: Some(configure),
+    env: None,
+    helper: None,
+    boots_within: Duration::ZERO,
 };
 
 fn configure(port: u16, dir: &Path) -> std::io::Result<()> {

@@ -1,0 +1,183 @@
+//! AMQP's floor: the plainest lapin loops through the same kind of broker, with the same queue
+//! type, confirms and acknowledgements, on the same runtime, and nothing of msgperf: a ping
+//! published to one queue and answered on another (ping-pong), and a queue filled as fast as
+//! the client takes it and counted as it drains (a stream). Side 1 starts the broker (as a
+//! case's set-up does) or uses `--opt broker`; side 0 measures.
+
+use super::{Client, Settings, SERVER};
+use crate::sys;
+use crate::transport::broker;
+use crate::transport::floor::{
+    measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
+};
+use crate::transport::runtime::runtime;
+use futures_util::{FutureExt, StreamExt};
+use lapin::options::{BasicAckOptions, BasicQosOptions};
+use lapin::Consumer;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+pub struct AmqpFloor;
+
+/// How long a side waits for the other (to start, to answer).
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Lines of the shared notes: the broker's URL, the reader's consumer, the loop's end.
+const URL: u64 = 0;
+const CONSUMING: u64 = 1;
+const DONE: u64 = 2;
+
+fn io(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
+/// The next delivery's size, acknowledged if the settings say so; None at the end or after
+/// `WAIT` without one.
+fn next(c: &mut Consumer, s: &Settings) -> std::io::Result<Option<usize>> {
+    let rt = runtime();
+    // What is queued is taken without a timer, as the adapter takes it.
+    let got = match c.next().now_or_never() {
+        Some(n) => Ok(n),
+        None => rt.block_on(async { tokio::time::timeout(WAIT, c.next()).await }),
+    };
+    match got {
+        Ok(Some(Ok(d))) => {
+            if s.manual_ack {
+                rt.block_on(d.ack(BasicAckOptions::default())).map_err(io)?;
+            }
+            Ok(Some(d.data.len()))
+        }
+        Ok(Some(Err(e))) => Err(io(e)),
+        Ok(None) | Err(_) => Ok(None),
+    }
+}
+
+impl Floor for AmqpFloor {
+    fn make(&self, _: FloorLoop, _: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
+        Notes::make()
+    }
+
+    fn run(
+        &self,
+        l: FloorLoop,
+        side: usize,
+        ends: FloorEnds,
+        size: usize,
+        roles: &FloorRoles,
+        stop: &AtomicBool,
+    ) -> std::io::Result<Option<FloorFigure>> {
+        let notes = Notes::of(ends)?;
+        let s = Settings::of(&roles.options);
+        let rt = runtime();
+        let data = vec![7u8; size];
+        let loop_ns = (roles.warmup + roles.duration).as_nanos() as u64;
+        let queues = |name: &str| {
+            (
+                format!("{name}.ping"),
+                format!("{name}.pong"),
+                format!("{name}.data"),
+            )
+        };
+        let consume = |c: &Client, q: &str| -> std::io::Result<Consumer> {
+            if s.manual_ack && s.prefetch > 0 {
+                rt.block_on(c.channel.basic_qos(s.prefetch, BasicQosOptions::default()))
+                    .map_err(io)?;
+            }
+            c.consume(q, !s.manual_ack, WAIT).map_err(io)
+        };
+        let publish = |c: &Client, q: &str, m: &[u8]| -> std::io::Result<()> {
+            rt.block_on(c.publish("", q, m, s.confirm)).map_err(io)
+        };
+        let confirming = |c: &Client| -> std::io::Result<()> {
+            if s.confirm {
+                rt.block_on(c.channel.confirm_select(Default::default()))
+                    .map_err(io)?;
+            }
+            Ok(())
+        };
+        if side == 1 {
+            let (url, broker) = broker::for_floor(&SERVER, "amqp", &roles.options, WAIT)?;
+            let c = Client::connect(&url, WAIT).map_err(io)?;
+            let name = format!("msgperf-floor-{}", std::process::id());
+            let (ping, pong, queue) = queues(&name);
+            for q in [&ping, &pong, &queue] {
+                c.declare(q, &s, WAIT).map_err(io)?;
+            }
+            confirming(&c)?;
+            let at = format!("{url} {name}");
+            match l {
+                FloorLoop::PingPong => {
+                    let mut pings = consume(&c, &ping)?;
+                    notes.put(URL, &at)?;
+                    let end = sys::monotonic_ns() + loop_ns + WAIT.as_nanos() as u64;
+                    while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
+                        match next(&mut pings, &s)? {
+                            Some(n) if n > 1 => publish(&c, &pong, &data)?,
+                            _ => break,
+                        }
+                    }
+                }
+                FloorLoop::Stream => {
+                    notes.put(URL, &at)?;
+                    notes.wait(CONSUMING, WAIT)?;
+                    let end = sys::monotonic_ns() + loop_ns;
+                    while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
+                        publish(&c, &queue, &data)?;
+                    }
+                    publish(&c, &queue, &[0u8])?;
+                }
+            }
+            // The broker stays until side 0 has all it will read.
+            let _ = notes.wait(DONE, WAIT + Duration::from_nanos(loop_ns));
+            drop(c);
+            drop(broker);
+            return Ok(None);
+        }
+        // Side 1 declared the queues, named after it, before it wrote where they are.
+        let at = notes.wait(URL, WAIT + SERVER.boots_within)?;
+        let (url, name) = at.split_once(' ').ok_or_else(|| io("bad notes"))?;
+        let (ping, pong, queue) = queues(name);
+        let c = Client::connect(url, WAIT).map_err(io)?;
+        confirming(&c)?;
+        let figure = match l {
+            FloorLoop::PingPong => {
+                let mut pongs = consume(&c, &pong)?;
+                let f = measure_round_trips(roles, stop, || {
+                    publish(&c, &ping, &data).is_ok()
+                        && next(&mut pongs, &s).is_ok_and(|n| n == Some(size))
+                });
+                let _ = publish(&c, &ping, &[0u8]);
+                f?
+            }
+            FloorLoop::Stream => {
+                let mut stream = consume(&c, &queue)?;
+                notes.put(CONSUMING, "yes")?;
+                let warm = roles.warmup.as_nanos() as u64;
+                let (mut first, mut start, mut last, mut n) = (0u64, 0u64, 0u64, 0u64);
+                while !stop.load(Ordering::Relaxed) {
+                    match next(&mut stream, &s)? {
+                        Some(len) if len > 1 => {
+                            let now = sys::monotonic_ns();
+                            if first == 0 {
+                                first = now;
+                            }
+                            if now >= first + warm {
+                                if n == 0 {
+                                    start = now;
+                                }
+                                last = now;
+                                n += 1;
+                            }
+                        }
+                        _ => break,
+                    }
+                }
+                // The first measured read opens the window; the ones after it are inside it.
+                let n = n.saturating_sub(1);
+                stream_figure(n, n * size as u64, last.saturating_sub(start))
+            }
+        };
+        notes.put(DONE, "yes")?;
+        Ok(Some(figure))
+    }
+}

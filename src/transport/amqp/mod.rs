@@ -1,0 +1,592 @@
+//! `amqp`: AMQP 0-9-1 through `lapin` (its I/O loop a thread per connection, its futures on
+//! the process's tokio runtime) and a `rabbitmq-server`. Every end is a connection of its own.
+//! A channel is two queues, one per direction, reached through the default exchange; a topic is
+//! a fanout exchange, and each subscriber's own queue bound to it is the broker's fan-out.
+//! Classic or quorum queues, publisher confirms, manual acknowledgements and prefetch are
+//! options. Without `--opt broker=URL` each case runs a RabbitMQ of its own
+//! (`transport/broker.rs`), with its own Erlang port mapper. Cargo feature `amqp`.
+
+mod floor;
+
+use super::broker::{self, Helper, Program};
+use super::runtime::wait;
+use super::{
+    copy_out, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Opening,
+    OptionSpec, Options, Place, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
+};
+use crate::delivery::{Delivery, History, Reliability, Setting};
+use futures_util::{FutureExt, StreamExt};
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
+    ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+    QueueDeleteOptions,
+};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, Consumer, ExchangeKind};
+use std::path::Path;
+use std::time::Duration;
+
+pub struct Amqp;
+
+/// The largest message msgperf sends through RabbitMQ (its own default limit is 128 MiB).
+const MAX_MESSAGE: usize = 64 << 20;
+
+pub(super) static SERVER: Program = Program {
+    // The server itself: Debian's /usr/sbin wrapper switches to the rabbitmq user (which
+    // clears the signal that stops it with msgperf) and logs under /var/log.
+    name: "/usr/lib/rabbitmq/bin/rabbitmq-server",
+    install: "apt-get install rabbitmq-server",
+    args: |_, _| vec![],
+    configure: Some(configure),
+    env: Some(env),
+    helper: Some(Helper {
+        name: "epmd",
+        args: |port| {
+            vec![
+                "-port".into(),
+                port.to_string(),
+                "-address".into(),
+                "127.0.0.1".into(),
+            ]
+        },
+    }),
+    // The Erlang VM and RabbitMQ's boot steps: 5-12 s on this 2-CPU VM.
+    boots_within: Duration::from_secs(60),
+};
+
+fn configure(port: u16, dir: &Path) -> std::io::Result<()> {
+    // Loopback only, no plugins, the log on the broker's own output.
+    std::fs::write(
+        dir.join("rabbitmq.conf"),
+        format!(
+            "listeners.tcp.1 = 127.0.0.1:{port}\ntcp_listen_options.nodelay = true\nlog.console = true\nlog.console.level = warning\nlog.file = false\n"
+        ),
+    )?;
+    std::fs::write(dir.join("enabled_plugins"), "[].\n")
+}
+
+/// Everything RabbitMQ reads or writes in the case's directory, its node and ports its own, and
+/// its Erlang distribution on loopback through msgperf's port mapper (`helper`).
+fn env(port: u16, helper: Option<u16>, dir: &Path) -> broker::Env {
+    let d = |f: &str| dir.join(f).display().to_string();
+    vec![
+        ("HOME", dir.display().to_string()),
+        ("RABBITMQ_NODENAME", format!("msgperf{port}@localhost")),
+        ("RABBITMQ_NODE_IP_ADDRESS", "127.0.0.1".into()),
+        ("RABBITMQ_NODE_PORT", port.to_string()),
+        // A free port of its own (its default, the AMQP port + 20000, may not exist).
+        (
+            "RABBITMQ_DIST_PORT",
+            broker::free_port().map_or(0, |p| p).to_string(),
+        ),
+        ("RABBITMQ_CONFIG_FILE", d("rabbitmq")),
+        ("RABBITMQ_ADVANCED_CONFIG_FILE", d("advanced.config")),
+        ("RABBITMQ_CONF_ENV_FILE", d("rabbitmq-env.conf")),
+        ("RABBITMQ_ENABLED_PLUGINS_FILE", d("enabled_plugins")),
+        ("RABBITMQ_MNESIA_BASE", d("mnesia")),
+        ("RABBITMQ_LOG_BASE", d("log")),
+        ("RABBITMQ_PID_FILE", d("pid")),
+        ("RABBITMQ_LOGS", "-".into()),
+        // The server script then runs the VM itself (exec) instead of waiting on it.
+        ("RUNNING_UNDER_SYSTEMD", "true".into()),
+        (
+            "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS",
+            "-kernel inet_dist_use_interface {127,0,0,1}".into(),
+        ),
+        ("ERL_EPMD_ADDRESS", "127.0.0.1".into()),
+        ("ERL_EPMD_PORT", helper.unwrap_or(4369).to_string()),
+    ]
+}
+
+fn check_broker(v: &str) -> Result<(), String> {
+    broker::check_url(v, "amqp")
+}
+
+fn check_count(v: &str) -> Result<(), String> {
+    match v.parse::<u32>() {
+        Ok(n) if n <= u16::MAX as u32 => Ok(()),
+        _ => Err("give a whole number from 0 to 65535".into()),
+    }
+}
+
+fn check_length(v: &str) -> Result<(), String> {
+    match v {
+        "none" => Ok(()),
+        _ => match v.parse::<u64>() {
+            Ok(n) if n >= 1 => Ok(()),
+            _ => Err("give `none` or a whole number from 1".into()),
+        },
+    }
+}
+
+/// The options as an end uses them.
+#[derive(Clone)]
+pub(super) struct Settings {
+    quorum: bool,
+    confirm: bool,
+    manual_ack: bool,
+    prefetch: u16,
+    /// A bounded queue that drops its oldest (x-max-length, x-overflow drop-head).
+    max_length: Option<u64>,
+}
+
+impl Settings {
+    fn of(o: &Options) -> Settings {
+        let flag = |k: &str| o.get(k).map(String::as_str) == Some("true");
+        Settings {
+            quorum: o.get("queue").map(String::as_str) == Some("quorum"),
+            confirm: flag("confirm"),
+            manual_ack: o.get("ack").map(String::as_str) == Some("manual"),
+            prefetch: o.get("prefetch").and_then(|v| v.parse().ok()).unwrap_or(0),
+            max_length: o.get("max-length").and_then(|v| v.parse().ok()),
+        }
+    }
+
+    /// A queue's arguments: its type, a bound if any, and an expiry once unused, so that a
+    /// queue a crashed run left on a shared broker goes by itself.
+    fn queue_args(&self) -> FieldTable {
+        let mut a = FieldTable::default();
+        if self.quorum {
+            a.insert(
+                "x-queue-type".into(),
+                AMQPValue::LongString("quorum".into()),
+            );
+        }
+        if let Some(n) = self.max_length {
+            a.insert("x-max-length".into(), AMQPValue::LongLongInt(n as i64));
+            a.insert(
+                "x-overflow".into(),
+                AMQPValue::LongString("drop-head".into()),
+            );
+        }
+        a.insert("x-expires".into(), AMQPValue::LongLongInt(60_000));
+        a
+    }
+
+    fn queue_options(&self) -> QueueDeclareOptions {
+        QueueDeclareOptions {
+            // Quorum queues are always durable.
+            durable: self.quorum,
+            ..QueueDeclareOptions::default()
+        }
+    }
+}
+
+impl Transport for Amqp {
+    fn name(&self) -> &'static str {
+        "amqp"
+    }
+    fn about(&self) -> &'static str {
+        "AMQP 0-9-1 (lapin) through a RabbitMQ that msgperf starts per case, or --opt broker=URL (feature `amqp`)"
+    }
+    fn options(&self) -> &'static [OptionSpec] {
+        #[rustfmt::skip]
+        const O: &[OptionSpec] = &[
+            OptionSpec { key: "broker", default: "start", about: "start (msgperf runs rabbitmq-server for the case, on a free loopback port) or amqp://HOST:PORT of a running broker (msgperf uses only queues and exchanges of its own there)", values: &[], check: Some(check_broker) },
+            OptionSpec { key: "queue", default: "classic", about: "the queues' type: classic, or quorum (replicated with Raft, durable: every message is written to disk)", values: &["classic", "quorum"], check: None },
+            OptionSpec { key: "confirm", default: "false", about: "publisher confirms: each publish waits until the broker has taken it", values: &["true", "false"], check: None },
+            OptionSpec { key: "ack", default: "auto", about: "auto: the broker forgets a message once it is sent to the reader; manual: the reader acknowledges each one", values: &["auto", "manual"], check: None },
+            OptionSpec { key: "prefetch", default: "0", about: "messages the broker sends a reader ahead of its acknowledgements (basic.qos, with ack=manual); 0: no limit", values: &[], check: Some(check_count) },
+            OptionSpec { key: "max-length", default: "none", about: "a bounded queue that drops its oldest message when full (x-max-length, x-overflow drop-head); none: unbounded", values: &[], check: Some(check_length) },
+        ];
+        O
+    }
+    fn capabilities(&self, o: &Options) -> Capabilities {
+        Capabilities {
+            reliable: Settings::of(o).max_length.is_none(),
+            max_message_bytes: MAX_MESSAGE,
+            cross_process: true,
+            cross_host: true,
+            native_fan_out: 1024,
+            needs_server: true,
+            allocates_per_message: true,
+            exchange: Exchange::Both,
+            ..Capabilities::default()
+        }
+    }
+
+    fn map_delivery(&self, d: &Delivery, options: &Options) -> Result<DeliveryMap, String> {
+        let given = options.get("max-length").filter(|v| *v != "none");
+        let mut effective = options.clone();
+        let mut mapped = DeliveryMap::default();
+        match (d.history, given) {
+            (History::KeepLast(n), Some(g)) if *g != n.to_string() => {
+                return Err(format!(
+                    "--history latest keeps the last {n}, but --opt max-length={g} was given: drop one of them"
+                ))
+            }
+            (History::KeepLast(n), _) => {
+                effective.insert("max-length".into(), n.to_string());
+                mapped.options.insert("max-length".into(), n.to_string());
+            }
+            _ => {}
+        }
+        let s = Settings::of(&effective);
+        if d.reliability == Some(Reliability::Reliable) && s.max_length.is_some() {
+            return Err(
+                "--delivery reliable keeps every message, but a bounded queue (--history latest or --opt max-length) drops its oldest: drop one of them"
+                    .into(),
+            );
+        }
+        if d.reliability == Some(Reliability::BestEffort) && s.max_length.is_none() {
+            return Err(
+                "an AMQP queue keeps every message until it is read: for best effort, bound it with --history latest or --opt max-length=N"
+                    .into(),
+            );
+        }
+        let latest = s.max_length == Some(1);
+        mapped.strict = s.max_length.is_none();
+        mapped.latest = latest;
+        mapped.settings = vec![
+            Setting::new(
+                "queue",
+                if s.quorum { "quorum" } else { "classic" },
+                if s.quorum {
+                    "quorum queues: replicated with Raft and written to disk before they are confirmed"
+                } else {
+                    "classic queues, not durable: held in memory, paged out under memory pressure"
+                },
+            ),
+            match s.max_length {
+                None => Setting::new("reliability", "reliable", "unbounded queues: nothing is dropped while the broker lives (it blocks a publisher it cannot keep up with); a loss fails the case"),
+                Some(n) => Setting::new("reliability", "best-effort", &format!("queues bounded at {n} message(s) that drop their oldest (x-overflow drop-head); readers count the losses")),
+            },
+            Setting::new(
+                "history",
+                &match s.max_length {
+                    None => "keep-all".to_string(),
+                    Some(n) => format!("keep-last {n}"),
+                },
+                "per queue, in order",
+            ),
+            Setting::new(
+                "confirms",
+                if s.confirm { "on" } else { "off" },
+                if s.confirm {
+                    "each publish waits for the broker's confirmation"
+                } else {
+                    "a publish returns once the client has it"
+                },
+            ),
+            Setting::new(
+                "acks",
+                if s.manual_ack { "manual" } else { "auto" },
+                &if s.manual_ack {
+                    format!(
+                        "the reader acknowledges each message; prefetch {}",
+                        match s.prefetch {
+                            0 => "unlimited".to_string(),
+                            n => n.to_string(),
+                        }
+                    )
+                } else {
+                    "the broker forgets a message once sent (no_ack)".into()
+                },
+            ),
+            Setting::new(
+                "durability",
+                "volatile",
+                "a reader gets what is sent after its queue was declared",
+            ),
+        ];
+        Ok(mapped)
+    }
+
+    fn setup(&self, plan: &SetupPlan, spec: &ChannelSpec) -> Result<Setup, TransportError> {
+        // Queues are deleted by their readers and exchanges go with their last queue
+        // (auto-delete); what a crash leaves expires (x-expires).
+        broker::setup(self.name(), &SERVER, "amqp", plan, spec, |_, _| {})
+    }
+
+    fn open(
+        &self,
+        at: &Rendezvous,
+        side: Side,
+        spec: &ChannelSpec,
+    ) -> Result<Box<dyn Opening>, TransportError> {
+        let Place::Broker { url, name } = &at.place else {
+            return Err(TransportError::Unsupported(format!(
+                "amqp meets at a broker, not {:?}",
+                at.place
+            )));
+        };
+        let s = Settings::of(&spec.options);
+        let client = Client::connect(url, spec.timeout)?;
+        let (out, inbound) = broker::names(name, '.', side);
+        let t = spec.timeout;
+        let ch = &client.channel;
+        // Declared (and bound) before this end says it is bound: every end is bound before any
+        // writes, so nothing is routed to no queue.
+        let (out, inbound) = match side {
+            Side::Accept(_) | Side::Connect(_) => {
+                for q in [&out, &inbound].into_iter().flatten() {
+                    client.declare(q, &s, t)?;
+                }
+                (out.map(|q| (String::new(), q)), inbound)
+            }
+            Side::Publish { .. } => {
+                let ex = out.expect("a publisher writes");
+                client.exchange(&ex, t)?;
+                (Some((ex, String::new())), None)
+            }
+            Side::Subscribe { reader, .. } => {
+                let ex = inbound.expect("a subscriber reads");
+                let q = format!("{ex}.r{reader}");
+                client.exchange(&ex, t)?;
+                client.declare(&q, &s, t)?;
+                wait(
+                    t,
+                    ch.queue_bind(
+                        q.as_str().into(),
+                        ex.as_str().into(),
+                        "".into(),
+                        QueueBindOptions::default(),
+                        FieldTable::default(),
+                    ),
+                )?
+                .map_err(failed)?;
+                (None, Some(q))
+            }
+        };
+        if s.confirm && out.is_some() {
+            wait(t, ch.confirm_select(ConfirmSelectOptions::default()))?.map_err(failed)?;
+        }
+        let consumer = match &inbound {
+            Some(q) => {
+                if s.manual_ack && s.prefetch > 0 {
+                    wait(t, ch.basic_qos(s.prefetch, BasicQosOptions::default()))?
+                        .map_err(failed)?;
+                }
+                Some(client.consume(q, !s.manual_ack, t)?)
+            }
+            None => None,
+        };
+        Ok(Box::new(AmqpOpening(
+            AmqpEnd {
+                client,
+                out,
+                consumer,
+                inbound,
+                settings: s,
+                timeout: t,
+            },
+            side,
+        )))
+    }
+
+    fn floor(&self) -> Option<&'static dyn Floor> {
+        Some(&floor::AmqpFloor)
+    }
+}
+
+fn failed(e: impl std::fmt::Display) -> TransportError {
+    TransportError::Unsupported(format!("amqp: {e}"))
+}
+
+/// A connection and its one channel.
+pub(super) struct Client {
+    connection: Connection,
+    pub channel: Channel,
+}
+
+impl Client {
+    /// Connects to the broker at `url` and opens a channel, within the timeout.
+    pub fn connect(url: &str, timeout: Duration) -> Result<Client, TransportError> {
+        let refused = |e: String| {
+            TransportError::Refused(format!(
+                "{url} ({e}): is rabbitmq-server running there? (without --opt broker, msgperf starts one)"
+            ))
+        };
+        let connection = wait(
+            timeout,
+            Connection::connect(url, ConnectionProperties::default()),
+        )
+        .map_err(|e| refused(e.to_string()))?
+        .map_err(|e| refused(e.to_string()))?;
+        let channel = wait(timeout, connection.create_channel())?.map_err(failed)?;
+        Ok(Client {
+            connection,
+            channel,
+        })
+    }
+
+    /// Declares queue `q` as the settings say.
+    pub fn declare(&self, q: &str, s: &Settings, t: Duration) -> Result<(), TransportError> {
+        wait(
+            t,
+            self.channel
+                .queue_declare(q.into(), s.queue_options(), s.queue_args()),
+        )?
+        .map(|_| ())
+        .map_err(failed)
+    }
+
+    /// Declares fanout exchange `ex`, gone with its last queue.
+    fn exchange(&self, ex: &str, t: Duration) -> Result<(), TransportError> {
+        let o = ExchangeDeclareOptions {
+            auto_delete: true,
+            ..ExchangeDeclareOptions::default()
+        };
+        wait(
+            t,
+            self.channel.exchange_declare(
+                ex.into(),
+                ExchangeKind::Fanout,
+                o,
+                FieldTable::default(),
+            ),
+        )?
+        .map_err(failed)
+    }
+
+    /// Starts consuming queue `q`.
+    pub fn consume(&self, q: &str, no_ack: bool, t: Duration) -> Result<Consumer, TransportError> {
+        let o = BasicConsumeOptions {
+            no_ack,
+            ..BasicConsumeOptions::default()
+        };
+        wait(
+            t,
+            self.channel
+                .basic_consume(q.into(), "".into(), o, FieldTable::default()),
+        )?
+        .map_err(failed)
+    }
+
+    /// Publishes `msg` to `exchange` with `key`, waiting for its confirmation if `confirm`.
+    pub async fn publish(
+        &self,
+        exchange: &str,
+        key: &str,
+        msg: &[u8],
+        confirm: bool,
+    ) -> Result<(), TransportError> {
+        let c = self
+            .channel
+            .basic_publish(
+                exchange.into(),
+                key.into(),
+                BasicPublishOptions::default(),
+                msg,
+                BasicProperties::default(),
+            )
+            .await
+            .map_err(|_| TransportError::PeerClosed)?;
+        if confirm {
+            let c = c.await.map_err(|_| TransportError::PeerClosed)?;
+            if !c.is_ack() {
+                return Err(failed("the broker refused a publish (nack)"));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        // What was published leaves before the connection goes.
+        let _ = wait(
+            Duration::from_secs(1),
+            self.connection.close(200, "msgperf is done".into()),
+        );
+    }
+}
+
+struct AmqpOpening(AmqpEnd, Side);
+
+impl Opening for AmqpOpening {
+    fn finish(
+        self: Box<Self>,
+        _: &Rendezvous,
+        _: &ChannelSpec,
+    ) -> Result<Box<dyn Endpoint>, TransportError> {
+        let AmqpOpening(mut end, side) = *self;
+        broker::greet(&mut end, side)?;
+        Ok(Box::new(end))
+    }
+}
+
+struct AmqpEnd {
+    client: Client,
+    /// Where it publishes: an exchange (empty: the default one) and a routing key.
+    out: Option<(String, String)>,
+    consumer: Option<Consumer>,
+    /// The queue it reads, deleted when it is done.
+    inbound: Option<String>,
+    settings: Settings,
+    timeout: Duration,
+}
+
+impl AmqpEnd {
+    fn take(
+        &mut self,
+        next: Option<lapin::Result<lapin::message::Delivery>>,
+        buf: &mut [u8],
+    ) -> Result<usize, TransportError> {
+        let d = match next {
+            Some(Ok(d)) => d,
+            Some(Err(_)) | None => return Err(TransportError::PeerClosed),
+        };
+        let n = copy_out(&d.data, buf);
+        if self.settings.manual_ack {
+            wait(self.timeout, d.ack(BasicAckOptions::default()))?
+                .map_err(|_| TransportError::PeerClosed)?;
+        }
+        n
+    }
+}
+
+impl Drop for AmqpEnd {
+    fn drop(&mut self) {
+        if let Some(q) = &self.inbound {
+            let _ = wait(
+                Duration::from_secs(1),
+                self.client
+                    .channel
+                    .queue_delete(q.as_str().into(), QueueDeleteOptions::default()),
+            );
+        }
+    }
+}
+
+impl Endpoint for AmqpEnd {
+    fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
+        let Some((exchange, key)) = &self.out else {
+            return Err(TransportError::Unsupported(
+                "amqp: a subscriber only reads".into(),
+            ));
+        };
+        let confirm = self.settings.confirm;
+        wait(
+            self.timeout,
+            self.client.publish(exchange, key, msg, confirm),
+        )?
+    }
+
+    fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {
+        let timeout = self.timeout;
+        let Some(c) = self.consumer.as_mut() else {
+            return Err(TransportError::Unsupported(
+                "amqp: a topic's publisher only writes".into(),
+            ));
+        };
+        // What is queued is taken without a timed wait (which costs a timer).
+        let next = match c.next().now_or_never() {
+            Some(n) => n,
+            None => wait(timeout, c.next())?,
+        };
+        self.take(next, buf)
+    }
+
+    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, TransportError> {
+        let Some(c) = self.consumer.as_mut() else {
+            return Err(TransportError::Unsupported(
+                "amqp: a topic's publisher only writes".into(),
+            ));
+        };
+        match c.next().now_or_never() {
+            None => Ok(None),
+            Some(next) => self.take(next, buf).map(Some),
+        }
+    }
+}
