@@ -9,7 +9,7 @@ use super::{
     SetupPlan, Side, TransportError,
 };
 use crate::sys;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -33,6 +33,10 @@ pub struct Program {
     /// How long it may take to answer after it starts, where that is longer than a case's
     /// --timeout (an Erlang VM boots in seconds).
     pub boots_within: Duration,
+    /// Bytes it answers once it serves clients, where an open port says less (RabbitMQ
+    /// listens before it has booted, and closes what connects too early): it is up when a
+    /// connection that sends them gets an answer.
+    pub greeting: Option<&'static [u8]>,
 }
 
 /// Environment variables, by name.
@@ -126,7 +130,7 @@ impl Broker {
         })?;
         b.pid = child.id();
         b.child = Some(child);
-        b.wait_up(timeout.max(p.boots_within))?;
+        b.wait_up(timeout.max(p.boots_within), p.greeting)?;
         Ok(b)
     }
 
@@ -139,12 +143,24 @@ impl Broker {
         }
     }
 
-    fn wait_up(&mut self, timeout: Duration) -> Result<(), TransportError> {
+    fn wait_up(
+        &mut self,
+        timeout: Duration,
+        greeting: Option<&[u8]>,
+    ) -> Result<(), TransportError> {
         let start = Instant::now();
         let at = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
+        let answers = |mut c: TcpStream, hello: &[u8]| -> bool {
+            let mut b = [0u8; 1];
+            c.set_read_timeout(Some(Duration::from_secs(1))).is_ok()
+                && c.write_all(hello).is_ok()
+                && c.read(&mut b).is_ok_and(|n| n == 1)
+        };
         loop {
-            if TcpStream::connect_timeout(&at, Duration::from_millis(200)).is_ok() {
-                return Ok(());
+            if let Ok(c) = TcpStream::connect_timeout(&at, Duration::from_millis(200)) {
+                if greeting.is_none_or(|g| answers(c, g)) {
+                    return Ok(());
+                }
             }
             if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
                 self.child = None;
@@ -345,6 +361,7 @@ mod tests {
         env: None,
         helper: None,
         boots_within: Duration::ZERO,
+        greeting: None,
     };
 
     // `false` exits at once: what it logged and its status are the error.
@@ -356,6 +373,7 @@ mod tests {
         env: None,
         helper: None,
         boots_within: Duration::ZERO,
+        greeting: None,
     };
 
     #[test]

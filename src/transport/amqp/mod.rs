@@ -52,6 +52,8 @@ pub(super) static SERVER: Program = Program {
     }),
     // The Erlang VM and RabbitMQ's boot steps: 5-12 s on this 2-CPU VM.
     boots_within: Duration::from_secs(60),
+    // AMQP 0-9-1's protocol header, answered with Connection.Start.
+    greeting: Some(b"AMQP\x00\x00\x09\x01"),
 };
 
 fn configure(port: u16, dir: &Path) -> std::io::Result<()> {

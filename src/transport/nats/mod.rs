@@ -40,6 +40,7 @@ pub(super) static SERVER: Program = Program {
     env: None,
     helper: None,
     boots_within: Duration::ZERO,
+    greeting: None,
 };
 
 fn configure(port: u16, dir: &Path) -> std::io::Result<()> {
