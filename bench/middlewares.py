@@ -60,7 +60,7 @@ def main():
     print(" | ".join(head))
     print(" | ".join("---" for _ in head))
     for i, r in enumerate(runs[0]):
-        if r["workload"].startswith("ddsperf"):
+        if r["workload"].startswith("ddsperf") or r["workload"] == "redis-benchmark":
             continue
         rs = [run[i] for run in runs]
         unit = "us p50" if r["workload"] == "pingpong" else "MiB/s"
@@ -70,6 +70,19 @@ def main():
                           fig([x["ratio"] for x in rs], "{:.2f}x")]))
     print("\nping-pong: p50 / floor p50 (lower is better); stream: MiB/s / floor MiB/s (higher is better)."
           + (f" Median of {a.repeat} runs (range)." if a.repeat > 1 else ""))
+    against = [i for i, r in enumerate(runs[0]) if r["workload"] == "redis-benchmark"]
+    if against:
+        print("\nRedis stream (msgperf) against redis-benchmark PUBLISH, one client, no pipelining, messages/s:\n")
+        head = ("placement", "size [B]", "msgperf msgs/s", "redis-benchmark PUBLISH/s", "msgperf / redis-benchmark")
+        print(" | ".join(head))
+        print(" | ".join("---" for _ in head))
+        for i in against:
+            rs = [run[i] for run in runs]
+            r = rs[0]
+            print(" | ".join([r["placement"], str(r["size"]),
+                              fig([x["ours"] for x in rs], "{:.0f}"),
+                              fig([x["tool"] for x in rs], "{:.0f}"),
+                              fig([x["ratio"] for x in rs], "{:.2f}x")]))
     against = [i for i, r in enumerate(runs[0]) if r["workload"] == "ddsperf"]
     if against:
         print(f"\nDDS ping-pong against Cyclone's own tool ({ddsperf_version(ddsperf)}):\n")
@@ -111,6 +124,12 @@ def sweep(a, msgperf, ddsperf):
                         ours, floor = s["mib_per_s"], s["floor_mib_per_s"]
                     rows.append(dict(transport=t, placement=placement, workload=workload,
                                      size=c["config"]["size_bytes"], ours=ours, floor=floor, ratio=ours / floor))
+                    if t == "redis" and workload == "stream":
+                        size = c["config"]["size_bytes"]
+                        tool = redis_benchmark_rate(placement, size, a.duration)
+                        rows.append(dict(transport=t, placement=placement, workload="redis-benchmark",
+                                         size=size, ours=s["msgs_per_s"], tool=tool,
+                                         ratio=s["msgs_per_s"] / tool))
                     if t == "dds" and workload == "stream" and ddsperf:
                         # ddsperf pub/sub: RELIABLE, KEEP_ALL (its default), as msgperf's stream.
                         size = c["config"]["size_bytes"]
@@ -220,6 +239,56 @@ def ddsperf_rate(ddsperf, placement, size, duration):
         sys.exit(f"ddsperf sub printed no rates:\n{out}")
     # The first second holds discovery and warm-up.
     return statistics.median(rates[1:])
+
+
+def free_port():
+    import socket
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        return so.getsockname()[1]
+
+
+def redis_benchmark_rate(placement, size, duration):
+    """redis-benchmark's PUBLISH rate (one client, no pipelining) to a channel that one
+    subscriber reads: the writer on CPU 0, the subscriber and the server where msgperf puts its
+    reader and broker."""
+    cpus = ("0", "0") if placement == "same-cpu" else ("0", "1")
+    port = str(free_port())
+    with tempfile.TemporaryDirectory() as d:
+        server = subprocess.Popen(["taskset", "-c", cpus[1], "redis-server", "--port", port, "--bind", "127.0.0.1",
+                                   "--save", "", "--appendonly", "no", "--dir", d],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        sub = None
+        try:
+            cli = ["redis-cli", "-p", port]
+            for _ in range(200):
+                if subprocess.run(cli + ["ping"], capture_output=True, text=True).stdout.strip() == "PONG":
+                    break
+                time.sleep(0.05)
+            sub = subprocess.Popen(["taskset", "-c", cpus[1]] + cli + ["subscribe", "msgperf-bench"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(200):
+                n = subprocess.run(cli + ["pubsub", "numsub", "msgperf-bench"], capture_output=True, text=True).stdout.split()
+                if n[-1:] == ["1"]:
+                    break
+                time.sleep(0.05)
+            # A first pass sizes the measured one to about `duration` seconds.
+            def rate(n):
+                out = sh(["taskset", "-c", cpus[0], "redis-benchmark", "-p", port, "-c", "1", "-P", "1", "-n", str(n),
+                          "--csv", "PUBLISH", "msgperf-bench", "x" * size])
+                return float(list(csv_rows(out))[-1]["rps"])
+            first = rate(2000)
+            return rate(max(2000, int(first * float(duration))))
+        finally:
+            for p in (sub, server):
+                if p:
+                    p.kill()
+                    p.wait()
+
+
+def csv_rows(text):
+    import csv, io
+    return csv.DictReader(io.StringIO(text))
 
 
 if __name__ == "__main__":

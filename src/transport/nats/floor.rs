@@ -6,7 +6,9 @@
 //! stream, every publish waits for its acknowledgement and every read is acknowledged, as the
 //! adapter's are.
 
-use super::{connect, consume, create_stream, jetstream_context, jetstream_of, runtime, SERVER};
+use super::{
+    connect, consume, create_stream, jetstream_context, jetstream_of, runtime, synced, SERVER,
+};
 use crate::sys;
 use crate::transport::broker;
 use crate::transport::floor::{
@@ -51,7 +53,7 @@ impl Reader {
         Ok(match js {
             None => {
                 let sub = client.subscribe(subject).await?;
-                client.flush().await?;
+                synced(client).await?;
                 Reader::Core(sub)
             }
             Some((js, stream)) => {
