@@ -70,45 +70,35 @@ def main():
                           fig([x["ratio"] for x in rs], "{:.2f}x")]))
     print("\nping-pong: p50 / floor p50 (lower is better); stream: MiB/s / floor MiB/s (higher is better)."
           + (f" Median of {a.repeat} runs (range)." if a.repeat > 1 else ""))
-    against = [i for i, r in enumerate(runs[0]) if r["workload"] == "redis-benchmark"]
-    if against:
-        print("\nRedis stream (msgperf) against redis-benchmark PUBLISH, one client, no pipelining, messages/s:\n")
-        head = ("placement", "size [B]", "msgperf msgs/s", "redis-benchmark PUBLISH/s", "msgperf / redis-benchmark")
+    def against(workload, title, head, fmt, unit=""):
+        rows = [i for i, r in enumerate(runs[0]) if r["workload"] == workload]
+        if not rows:
+            return
+        print(title)
         print(" | ".join(head))
         print(" | ".join("---" for _ in head))
-        for i in against:
+        for i in rows:
             rs = [run[i] for run in runs]
             r = rs[0]
             print(" | ".join([r["placement"], str(r["size"]),
-                              fig([x["ours"] for x in rs], "{:.0f}"),
-                              fig([x["tool"] for x in rs], "{:.0f}"),
+                              fig([x["ours"] for x in rs], fmt) + unit,
+                              fig([x["tool"] for x in rs], fmt) + unit,
                               fig([x["ratio"] for x in rs], "{:.2f}x")]))
-    against = [i for i, r in enumerate(runs[0]) if r["workload"] == "ddsperf"]
-    if against:
-        print(f"\nDDS ping-pong against Cyclone's own tool ({ddsperf_version(ddsperf)}):\n")
-        head = ("placement", "size [B]", "msgperf p50 round trip", "ddsperf p50 round trip (2 x its half)", "msgperf / ddsperf")
-        print(" | ".join(head))
-        print(" | ".join("---" for _ in head))
-        for i in against:
-            rs = [run[i] for run in runs]
-            r = rs[0]
-            print(" | ".join([r["placement"], str(r["size"]),
-                              fig([x["ours"] for x in rs], "{:.2f}") + " us",
-                              fig([x["tool"] for x in rs], "{:.2f}") + " us",
-                              fig([x["ratio"] for x in rs], "{:.2f}x")]))
-    against = [i for i, r in enumerate(runs[0]) if r["workload"] == "ddsperf-rate"]
-    if against:
-        print("\nDDS stream (msgperf) against ddsperf pub and sub, messages received/s:\n")
-        head = ("placement", "size [B]", "msgperf msgs/s", "ddsperf sub samples/s", "msgperf / ddsperf")
-        print(" | ".join(head))
-        print(" | ".join("---" for _ in head))
-        for i in against:
-            rs = [run[i] for run in runs]
-            r = rs[0]
-            print(" | ".join([r["placement"], str(r["size"]),
-                              fig([x["ours"] for x in rs], "{:.0f}"),
-                              fig([x["tool"] for x in rs], "{:.0f}"),
-                              fig([x["ratio"] for x in rs], "{:.2f}x")]))
+
+    against("redis-benchmark",
+            "\nRedis stream (msgperf) against redis-benchmark PUBLISH, one client, no pipelining, messages/s:\n",
+            ("placement", "size [B]", "msgperf msgs/s", "redis-benchmark PUBLISH/s", "msgperf / redis-benchmark"),
+            "{:.0f}")
+    if ddsperf:
+        against("ddsperf",
+                f"\nDDS ping-pong against Cyclone's own tool ({ddsperf_version(ddsperf)}):\n",
+                ("placement", "size [B]", "msgperf p50 round trip", "ddsperf p50 round trip (2 x its half)",
+                 "msgperf / ddsperf"),
+                "{:.2f}", " us")
+    against("ddsperf-rate",
+            "\nDDS stream (msgperf) against ddsperf pub and sub, messages received/s:\n",
+            ("placement", "size [B]", "msgperf msgs/s", "ddsperf sub samples/s", "msgperf / ddsperf"),
+            "{:.0f}")
 
 
 def sweep(a, msgperf, ddsperf):

@@ -263,6 +263,17 @@ pub fn for_floor(
     }
 }
 
+/// A brokered end's meeting place: the broker's URL and the case's name there.
+pub fn meeting(at: &Rendezvous) -> Result<(&str, &str), TransportError> {
+    match &at.place {
+        Place::Broker { url, name } => Ok((url, name)),
+        other => Err(TransportError::Unsupported(format!(
+            "{} meets at a broker, not {other:?}",
+            at.transport
+        ))),
+    }
+}
+
 /// Checks `--opt broker`: `start`, or a URL of the transport's scheme.
 pub fn check_url(v: &str, scheme: &str) -> Result<(), String> {
     if v == "start" || v.starts_with(&format!("{scheme}://")) {

@@ -393,6 +393,17 @@ pub fn memcpy_bandwidth(size: usize, roles: &FloorRoles) -> FloorFigure {
     stream_figure(copies, copies * size as u64, ns)
 }
 
+/// An error of a middleware's client, as the floor's I/O error.
+#[cfg(any(
+    feature = "nats",
+    feature = "redis",
+    feature = "mqtt",
+    feature = "amqp"
+))]
+pub(crate) fn io(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
 #[cfg(any(
     feature = "grpc",
     feature = "nats",

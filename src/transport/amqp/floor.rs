@@ -8,7 +8,8 @@ use super::{Client, Settings, SERVER};
 use crate::sys;
 use crate::transport::broker;
 use crate::transport::floor::{
-    measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
+    io, measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles,
+    Notes,
 };
 use crate::transport::runtime::runtime;
 use futures_util::{FutureExt, StreamExt};
@@ -26,10 +27,6 @@ const WAIT: Duration = Duration::from_secs(10);
 const URL: u64 = 0;
 const CONSUMING: u64 = 1;
 const DONE: u64 = 2;
-
-fn io(e: impl std::fmt::Display) -> std::io::Error {
-    std::io::Error::other(e.to_string())
-}
 
 /// The next delivery's size, acknowledged if the settings say so; None at the end or after
 /// `WAIT` without one.

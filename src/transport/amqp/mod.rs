@@ -12,7 +12,7 @@ use super::broker::{self, Helper, Program};
 use super::runtime::wait;
 use super::{
     copy_out, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Opening,
-    OptionSpec, Options, Place, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
+    OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::delivery::{Delivery, History, Reliability, Setting};
 use futures_util::{FutureExt, StreamExt};
@@ -306,12 +306,7 @@ impl Transport for Amqp {
         side: Side,
         spec: &ChannelSpec,
     ) -> Result<Box<dyn Opening>, TransportError> {
-        let Place::Broker { url, name } = &at.place else {
-            return Err(TransportError::Unsupported(format!(
-                "amqp meets at a broker, not {:?}",
-                at.place
-            )));
-        };
+        let (url, name) = broker::meeting(at)?;
         let s = Settings::of(&spec.options);
         let client = Client::connect(url, spec.timeout)?;
         let (out, inbound) = broker::names(name, '.', side);

@@ -8,7 +8,8 @@ use super::{qos_of, Client, SERVER};
 use crate::sys;
 use crate::transport::broker;
 use crate::transport::floor::{
-    measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
+    io, measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles,
+    Notes,
 };
 use crate::transport::runtime::runtime;
 use crate::transport::{ChannelSpec, Exchange};
@@ -25,10 +26,6 @@ const WAIT: Duration = Duration::from_secs(10);
 const URL: u64 = 0;
 const SUBSCRIBED: u64 = 1;
 const DONE: u64 = 2;
-
-fn io(e: impl std::fmt::Display) -> std::io::Error {
-    std::io::Error::other(e.to_string())
-}
 
 impl Floor for MqttFloor {
     fn make(&self, _: FloorLoop, _: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {

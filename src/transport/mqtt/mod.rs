@@ -10,7 +10,7 @@ use super::broker::{self, Program};
 use super::runtime::{runtime, wait};
 use super::{
     as_it_is, copy_out, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Opening,
-    OptionSpec, Options, Place, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
+    OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::delivery::{Delivery, Reliability, Setting};
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
@@ -133,12 +133,7 @@ impl Transport for Mqtt {
         side: Side,
         spec: &ChannelSpec,
     ) -> Result<Box<dyn Opening>, TransportError> {
-        let Place::Broker { url, name } = &at.place else {
-            return Err(TransportError::Unsupported(format!(
-                "mqtt meets at a broker, not {:?}",
-                at.place
-            )));
-        };
+        let (url, name) = broker::meeting(at)?;
         let (out, inbound) = broker::names(name, '/', side);
         let id = format!("{name}-{}", side.meeting().replace(' ', "-"))
             + &match side {

@@ -12,7 +12,8 @@ use super::{
 use crate::sys;
 use crate::transport::broker;
 use crate::transport::floor::{
-    measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
+    io, measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles,
+    Notes,
 };
 use crate::transport::{ChannelSpec, Exchange};
 use async_nats::jetstream::{self, consumer::push};
@@ -31,10 +32,6 @@ const WAIT: Duration = Duration::from_secs(10);
 const URL: u64 = 0;
 const SUBSCRIBED: u64 = 1;
 const DONE: u64 = 2;
-
-fn io(e: impl std::fmt::Display) -> std::io::Error {
-    std::io::Error::other(e.to_string())
-}
 
 /// What a side reads: a core subscription, or a JetStream consumer's messages.
 enum Reader {

@@ -17,7 +17,7 @@ use super::broker::{self, Program};
 use super::runtime::{runtime, wait};
 use super::{
     as_it_is, copy_out, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Opening,
-    OptionSpec, Options, Place, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
+    OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::delivery::{Delivery, Setting};
 use async_nats::jetstream::{self, consumer::push, stream::StorageType};
@@ -136,12 +136,10 @@ impl Transport for Nats {
         let Some(storage) = jetstream_of(&spec.options) else {
             return Ok(setup);
         };
-        let Place::Broker { url, name } = &setup.rendezvous.place else {
-            return Err(TransportError::Unsupported("nats meets at a broker".into()));
-        };
+        let (url, name) = broker::meeting(&setup.rendezvous)?;
         let js = jetstream_context(connect(url, spec)?);
         create_stream(&js, name, storage, spec.timeout)?;
-        let name = name.clone();
+        let name = name.to_string();
         Ok(setup.with_guard(DeleteStream { js, name }))
     }
 
@@ -151,12 +149,7 @@ impl Transport for Nats {
         side: Side,
         spec: &ChannelSpec,
     ) -> Result<Box<dyn Opening>, TransportError> {
-        let Place::Broker { url, name } = &at.place else {
-            return Err(TransportError::Unsupported(format!(
-                "nats meets at a broker, not {:?}",
-                at.place
-            )));
-        };
+        let (url, name) = broker::meeting(at)?;
         let (out, inbound) = broker::names(name, '.', side);
         let out: Option<Subject> = out.map(Into::into);
         let client = connect(url, spec)?;

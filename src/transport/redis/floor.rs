@@ -9,7 +9,8 @@ use super::{BATCH, SERVER};
 use crate::sys;
 use crate::transport::broker;
 use crate::transport::floor::{
-    measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
+    io, measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles,
+    Notes,
 };
 use crate::transport::runtime::runtime;
 use futures_util::StreamExt;
@@ -29,10 +30,6 @@ const WAIT: Duration = Duration::from_secs(10);
 const URL: u64 = 0;
 const SUBSCRIBED: u64 = 1;
 const DONE: u64 = 2;
-
-fn io(e: impl std::fmt::Display) -> std::io::Error {
-    std::io::Error::other(e.to_string())
-}
 
 /// One side's way in: a subscription, or a stream key read from its start.
 enum Reader {

@@ -12,7 +12,7 @@ use super::broker::{self, Program};
 use super::runtime::wait;
 use super::{
     as_it_is, copy_out, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Opening,
-    OptionSpec, Options, Place, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
+    OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::delivery::{Delivery, Setting};
 use futures_util::{FutureExt, StreamExt};
@@ -137,12 +137,7 @@ impl Transport for Redis {
         side: Side,
         spec: &ChannelSpec,
     ) -> Result<Box<dyn Opening>, TransportError> {
-        let Place::Broker { url, name } = &at.place else {
-            return Err(TransportError::Unsupported(format!(
-                "redis meets at a broker, not {:?}",
-                at.place
-            )));
-        };
+        let (url, name) = broker::meeting(at)?;
         let streams = spec.options.get("mode").is_some_and(|m| m == "streams");
         let maxlen = spec
             .options
@@ -150,7 +145,7 @@ impl Transport for Redis {
             .and_then(|m| m.parse().ok())
             .unwrap_or(1_000_000);
         let (out, inbound) = broker::names(name, ':', side);
-        let client = redis::Client::open(url.as_str())
+        let client = redis::Client::open(url)
             .map_err(|e| TransportError::Unsupported(format!("redis: {url}: {e}")))?;
         let refused = |e: redis::RedisError| {
             TransportError::Refused(format!(
