@@ -8,9 +8,11 @@ same settings (so `/ floor` is what the harness costs on that middleware). Where
 has a tool of its own with the same work and a distribution (Cyclone's ddsperf), it is run too
 and compared (its ping/pong round trip against msgperf's ping-pong, its pub/sub rate against
 msgperf's stream); ZeroMQ's, Zenoh's and gRPC's own tools print no distribution (or need a server
-of their own), so their floor loops stand for them. NATS and Redis run through the broker that
-msgperf starts per case (nats-server, redis-server); `nats bench` and `redis-benchmark` are not
-run here yet.
+of their own), so their floor loops stand for them. The brokered middlewares run through the broker that
+msgperf starts per case. Redis is also compared with redis-benchmark (PUBLISH), and Kafka with
+its own tools from the jars that tools/fetch-kafka fetched (EndToEndLatency, ProducerPerformance),
+both tools and msgperf against one broker that this script starts; `nats bench` and RabbitMQ's
+PerfTest are not run here yet.
 With --repeat N the whole sweep runs N times and each ratio is the median of the N (range).
 
 DDS: Cyclone's own ddsperf, built from the very Cyclone source that the `dds` adapter links
@@ -53,6 +55,9 @@ def main():
     runs = [sweep(a, msgperf, ddsperf) for _ in range(a.repeat)]
 
     def fig(values, fmt):
+        values = [v for v in values if v]
+        if not values:
+            return "-"
         mid = fmt.format(statistics.median(values))
         return mid if len(values) == 1 else f"{mid} ({fmt.format(min(values))}-{fmt.format(max(values))})"
 
@@ -60,7 +65,7 @@ def main():
     print(" | ".join(head))
     print(" | ".join("---" for _ in head))
     for i, r in enumerate(runs[0]):
-        if r["workload"].startswith("ddsperf") or r["workload"] == "redis-benchmark":
+        if r["workload"].startswith("ddsperf") or r["workload"] in ("redis-benchmark", "kafka-e2e", "kafka-producer"):
             continue
         rs = [run[i] for run in runs]
         unit = "us p50" if r["workload"] == "pingpong" else "MiB/s"
@@ -89,6 +94,17 @@ def main():
             "\nRedis stream (msgperf) against redis-benchmark PUBLISH, one client, no pipelining, messages/s:\n",
             ("placement", "size [B]", "msgperf msgs/s", "redis-benchmark PUBLISH/s", "msgperf / redis-benchmark"),
             "{:.0f}")
+    against("kafka-e2e",
+            "\nKafka: half msgperf's mean round trip (--opt sync=true) against EndToEndLatency's mean (one message"
+            " sent, acknowledged and read back at a time), one broker for both:\n",
+            ("placement", "size [B]", "msgperf round trip / 2", "EndToEndLatency", "msgperf / EndToEndLatency"),
+            "{:.0f}", " us")
+    against("kafka-producer",
+            "\nKafka: msgperf's stream writer against ProducerPerformance (acks=all, linger.ms=0), messages/s, one"
+            " broker for both:\n",
+            ("placement", "size [B]", "msgperf writer msgs/s", "ProducerPerformance records/s",
+             "msgperf / ProducerPerformance"),
+            "{:.0f}")
     if ddsperf:
         against("ddsperf",
                 f"\nDDS ping-pong against Cyclone's own tool ({ddsperf_version(ddsperf)}):\n",
@@ -108,12 +124,14 @@ def sweep(a, msgperf, ddsperf):
             for workload, sizes in (("pingpong", "64,4k"), ("stream", "64,64k")):
                 for c in cases(msgperf, a, workload, t, sizes, placement):
                     s = c["summary"]
+                    # A floor that could not be measured is null (and shown as `-`).
                     if workload == "pingpong":
-                        ours, floor = s["latency"]["p50_ns"] / 1e3, s["floor_p50_ns"] / 1e3
+                        ours, floor = s["latency"]["p50_ns"] / 1e3, (s["floor_p50_ns"] or 0) / 1e3
                     else:
                         ours, floor = s["mib_per_s"], s["floor_mib_per_s"]
                     rows.append(dict(transport=t, placement=placement, workload=workload,
-                                     size=c["config"]["size_bytes"], ours=ours, floor=floor, ratio=ours / floor))
+                                     size=c["config"]["size_bytes"], ours=ours, floor=floor,
+                                     ratio=ours / floor if floor else None))
                     if t == "redis" and workload == "stream":
                         size = c["config"]["size_bytes"]
                         tool = redis_benchmark_rate(placement, size, a.duration)
@@ -127,6 +145,8 @@ def sweep(a, msgperf, ddsperf):
                         rows.append(dict(transport=t, placement=placement, workload="ddsperf-rate",
                                          size=size, ours=s["msgs_per_s"], tool=tool,
                                          ratio=s["msgs_per_s"] / tool))
+            if t == "kafka":
+                rows.extend(kafka_tools(msgperf, placement, a.duration))
             if t == "dds" and ddsperf:
                 # ddsperf's ping and pong are RELIABLE with KEEP_LAST 1: msgperf runs the same QoS.
                 for c in cases(msgperf, a, "pingpong", t, "64,4k", placement,
@@ -274,6 +294,78 @@ def redis_benchmark_rate(placement, size, duration):
                 if p:
                     p.kill()
                     p.wait()
+
+
+KAFKA_LIBS = os.path.join(os.environ.get("MSGPERF_KAFKA") or os.path.expanduser("~/.cache/msgperf/kafka-4.3.1"), "libs")
+KAFKA_JVM = ["java", "-Xmx1G", "-Xms1G", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:-UsePerfData",
+             "-cp", KAFKA_LIBS + "/*"]
+
+
+def kafka_tools(msgperf, placement, duration):
+    """Kafka's own tools and msgperf against one broker that this script starts (pinned where
+    msgperf puts its broker), warmed first: EndToEndLatency (sends one message, waits for the
+    broker's acknowledgement, reads it back, repeats; mean in ms) beside half msgperf's mean
+    round trip with each send acknowledged; ProducerPerformance's rate beside msgperf's stream
+    writer's, both acks=all and linger.ms=0."""
+    if not os.path.isdir(KAFKA_LIBS):
+        sys.exit(f"Kafka's jars are not in {KAFKA_LIBS}: run tools/fetch-kafka")
+    cpus = ("0", "0") if placement == "same-cpu" else ("0", "1")
+    port, controller = free_port(), free_port()
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        props = os.path.join(d, "server.properties")
+        with open(props, "w") as f:
+            f.write(f"process.roles=broker,controller\nnode.id=1\ncontroller.quorum.voters=1@127.0.0.1:{controller}\n"
+                    f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n"
+                    "controller.listener.names=CONTROLLER\n"
+                    "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n"
+                    f"log.dirs={d}/data\nnum.partitions=1\noffsets.topic.replication.factor=1\n"
+                    "transaction.state.log.replication.factor=1\ntransaction.state.log.min.isr=1\n"
+                    "group.initial.rebalance.delay.ms=0\n")
+        uuid = subprocess.run(KAFKA_JVM + ["kafka.tools.StorageTool", "random-uuid"], capture_output=True,
+                              text=True).stdout.split()[-1]
+        sh(KAFKA_JVM + ["kafka.tools.StorageTool", "format", "-t", uuid, "-c", props])
+        broker = subprocess.Popen(["taskset", "-c", cpus[1]] + KAFKA_JVM + ["kafka.Kafka", props],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        url = f"127.0.0.1:{port}"
+        try:
+            def ours(workload, size, extra=()):
+                with tempfile.NamedTemporaryFile(suffix=".json") as f:
+                    sh([msgperf, "run", workload, "-t", "kafka", "--size", str(size), "--duration", duration + "s",
+                        "--warmup", "1s", "--placement", placement, "--no-floor", "--opt", f"broker=kafka://{url}",
+                        "--json", f.name, *extra])
+                    return json.load(open(f.name))["cases"][0]
+            # msgperf's own cases wait until the broker answers; the first also warms it.
+            ours("stream", 64, ["--timeout", "60s"])
+            for size in (64, 4096):
+                c = ours("pingpong", size, ["--opt", "sync=true"])
+                half = c["summary"]["latency"]["mean_ns"] / 2e3
+                n = str(max(500, int(float(duration) * 1e6 / max(half * 2, 1))))
+                out = sh(["taskset", "-c", cpus[0]] + KAFKA_JVM + ["org.apache.kafka.tools.EndToEndLatency",
+                                                                   url, f"e2e-{size}", n, "all", str(size)])
+                tool = float(re.search(r"Avg latency: ([0-9.]+) ms", out).group(1)) * 1e3
+                rows.append(dict(transport="kafka", placement=placement, workload="kafka-e2e", size=size,
+                                 ours=half, tool=tool, ratio=half / tool))
+            for size in (64, 65536):
+                c = ours("stream", size)
+                w = c["roles"][0]
+                mine = w["counters"]["messages_sent"] / (w["measured_ns"] / 1e9)
+                n = str(max(10000, int(mine * float(duration))))
+                out = sh(["taskset", "-c", cpus[0]] + KAFKA_JVM + [
+                    "org.apache.kafka.tools.ProducerPerformance", "--topic", f"perf-{size}", "--num-records", n,
+                    "--record-size", str(size), "--throughput", "-1", "--producer-props", f"bootstrap.servers={url}",
+                    "acks=all", "linger.ms=0"])
+                tool = float(re.findall(r"([0-9.]+) records/sec", out)[-1])
+                rows.append(dict(transport="kafka", placement=placement, workload="kafka-producer", size=size,
+                                 ours=mine, tool=tool, ratio=mine / tool))
+        finally:
+            broker.terminate()
+            try:
+                broker.wait(10)
+            except subprocess.TimeoutExpired:
+                broker.kill()
+                broker.wait()
+    return rows
 
 
 def csv_rows(text):

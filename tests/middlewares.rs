@@ -16,6 +16,27 @@ use msgperf::result::RunResult;
 use std::time::{Duration, Instant};
 use support::*;
 
+/// Waits until role process `pid` has been woken 400 times (its main thread blocks once
+/// per message): the case is measuring, however long its broker took to start.
+fn exchanging(pid: u32) {
+    let end = Instant::now() + Duration::from_secs(60);
+    let woken = || {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    while woken() < 400 {
+        assert!(
+            Instant::now() < end,
+            "role {pid} was woken fewer than 400 times"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn result_of(args: &[&str], json: &std::path::Path) -> RunResult {
     let mut all = args.to_vec();
     all.extend(["--json", json.to_str().unwrap()]);
@@ -133,7 +154,7 @@ fn killed_peer_ends_the_case(transport: &str, extra: &[&str]) {
     args.extend_from_slice(extra);
     let child = spawn(&args);
     let peer = wait_for_role(child.id(), "responder");
-    std::thread::sleep(Duration::from_millis(800));
+    exchanging(peer);
     let start = Instant::now();
     signal(peer, libc::SIGKILL);
     let out = wait_output(child, Duration::from_secs(60));
@@ -610,8 +631,7 @@ fn broker_fault_ends_the_case(transport: &str, program: &str, sig: i32) {
     ]);
     let pid = child.id();
     let broker = broker_of(pid, program);
-    wait_for_role(pid, "responder");
-    std::thread::sleep(Duration::from_millis(800));
+    exchanging(wait_for_role(pid, "responder"));
     let start = Instant::now();
     signal(broker, sig);
     let out = wait_output(child, Duration::from_secs(60));
@@ -1177,6 +1197,145 @@ mod amqp {
         refused(
             &["run", "stream", "-t", "amqp", "--opt", "prefetch=70000"],
             "from 0 to 65535",
+        );
+    }
+}
+
+#[cfg(feature = "kafka")]
+mod kafka {
+    use super::*;
+
+    #[test]
+    fn kafka_counts_every_message_async_and_acknowledged_one_by_one() {
+        exact_counts("kafka", &[]);
+        exact_counts(
+            "kafka",
+            &[
+                "--opt",
+                "sync=true",
+                "--opt",
+                "idempotence=true",
+                "--opt",
+                "linger=1",
+            ],
+        );
+    }
+
+    #[test]
+    fn kafka_pubsub_fans_out_without_loss_measures_the_broker_and_counts_best_effort() {
+        pubsub_loses_nothing("kafka", &[]);
+        // acks=0: the producer does not wait for the broker; the readers count what it did
+        // not take (nothing, on a healthy broker) instead of failing the case.
+        let dir = temp_dir();
+        let r = result_of(
+            &[
+                "run",
+                "pubsub",
+                "-t",
+                "kafka",
+                "--subs",
+                "2",
+                "--size",
+                "1000",
+                "--rate",
+                "1khz",
+                "--count",
+                "500",
+                "--warmup",
+                "0s",
+                "--delivery",
+                "best-effort",
+                "--no-floor",
+            ],
+            &dir.path().join("best-effort.json"),
+        );
+        broker_is_measured(&r);
+        let c = &r.cases[0];
+        assert_eq!(c.error, None);
+        assert!(!c.config.strict);
+        assert!(
+            c.config.delivery_mapping.iter().any(|s| s.value == "0"),
+            "{:?}",
+            c.config.delivery_mapping
+        );
+        let sent = c.roles[0].counters.messages_sent;
+        for r in &c.roles[1..3] {
+            let k = &r.counters;
+            assert_eq!(k.messages_received + k.lost, sent, "{k:?}");
+        }
+    }
+
+    #[test]
+    fn kafka_a_killed_peer_or_broker_ends_the_case_within_the_timeout() {
+        killed_peer_ends_the_case("kafka", &[]);
+        broker_fault_ends_the_case("kafka", "kafka.Kafka", libc::SIGKILL);
+        broker_fault_ends_the_case("kafka", "kafka.Kafka", libc::SIGSTOP);
+        broker_dies_with_msgperf("kafka", "kafka.Kafka");
+    }
+
+    #[test]
+    fn kafka_names_what_is_missing_and_refuses_what_its_log_cannot_do() {
+        let out = run(
+            &[
+                "run",
+                "pingpong",
+                "-t",
+                "kafka",
+                "--opt",
+                "broker=kafka://127.0.0.1:1",
+                "--timeout",
+                "2s",
+                "--no-floor",
+            ],
+            Duration::from_secs(60),
+        );
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("is a Kafka broker running there?"), "{err}");
+        // Without its jars, the broker is not started, and the error says how to get them.
+        let out = msgperf(&["run", "pingpong", "-t", "kafka", "--no-floor"])
+            .env("MSGPERF_KAFKA", "/nonexistent/kafka")
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{err}");
+        assert!(
+            err.contains("/nonexistent/kafka/libs") && err.contains("tools/fetch-kafka"),
+            "{err}"
+        );
+        refused(
+            &["run", "stream", "-t", "kafka", "--history", "latest"],
+            "it has no keep-last",
+        );
+        refused(
+            &[
+                "run",
+                "stream",
+                "-t",
+                "kafka",
+                "--delivery",
+                "best-effort",
+                "--opt",
+                "acks=1",
+            ],
+            "drop one of them",
+        );
+        refused(
+            &[
+                "run",
+                "stream",
+                "-t",
+                "kafka",
+                "--opt",
+                "idempotence=true",
+                "--opt",
+                "acks=1",
+            ],
+            "needs acks=all",
+        );
+        refused(
+            &["run", "stream", "-t", "kafka", "--opt", "linger=soon"],
+            "--opt linger=soon",
         );
     }
 }

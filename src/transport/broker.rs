@@ -4,6 +4,7 @@
 //! ends (also after a failure; it dies with msgperf's case thread if msgperf is killed). The
 //! runner measures its CPU and watches it like a role, as a [`Service`] of the case's set-up.
 
+use super::FloorRoles;
 use super::{
     fresh_name, private_dir, ChannelSpec, DirGuard, Endpoint, Place, Rendezvous, Service, Setup,
     SetupPlan, Side, TransportError,
@@ -37,6 +38,9 @@ pub struct Program {
     /// listens before it has booted, and closes what connects too early): it is up when a
     /// connection that sends them gets an answer.
     pub greeting: Option<&'static [u8]>,
+    /// What it needs besides its executable (Kafka's jars), checked before it starts: the
+    /// error names what is missing and how to get it.
+    pub needs: Option<fn() -> Result<(), String>>,
 }
 
 /// Environment variables, by name.
@@ -77,6 +81,9 @@ impl Broker {
                 p.name, p.install
             ))
         })?;
+        if let Some(needs) = p.needs {
+            needs().map_err(TransportError::Unsupported)?;
+        }
         let dir = DirGuard(private_dir()?);
         let port = free_port()?;
         if let Some(configure) = p.configure {
@@ -244,19 +251,21 @@ pub fn setup(
     }
 }
 
-/// A floor's broker: the one `--opt broker` names, or `program` started here (on the calling
-/// side's CPU, as a case's broker runs with the non-driving roles). Its URL, and the broker to
-/// keep until the floor is over.
+/// A floor's broker: the one `--opt broker` names, or `program` started here, on the CPU where
+/// a case's broker runs: with its non-driving roles (`roles.cpus.1`), the ping-pong's answering
+/// side and the stream's reader. Not where the calling side runs: a stream's side 1 is its
+/// writer, on the driving role's CPU, where a broker would cost the writer what it costs the
+/// reader in the case. Its URL, and the broker to keep until the floor is over.
 pub fn for_floor(
     program: &Program,
     scheme: &str,
-    options: &std::collections::BTreeMap<String, String>,
+    roles: &FloorRoles,
     timeout: Duration,
 ) -> std::io::Result<(String, Option<Broker>)> {
-    match options.get("broker").filter(|b| *b != "start") {
+    match roles.options.get("broker").filter(|b| *b != "start") {
         Some(url) => Ok((url.clone(), None)),
         None => {
-            let b = Broker::start(program, None, timeout)
+            let b = Broker::start(program, roles.cpus.1, timeout)
                 .map_err(|e| std::io::Error::other(e.to_string()))?;
             Ok((format!("{scheme}://127.0.0.1:{}", b.port), Some(b)))
         }
@@ -272,6 +281,13 @@ pub fn meeting(at: &Rendezvous) -> Result<(&str, &str), TransportError> {
             at.transport
         ))),
     }
+}
+
+/// No broker answers at `url` (`why`, as the client said): names the `program` looked for.
+pub fn not_there(url: &str, why: impl std::fmt::Display, program: &str) -> TransportError {
+    TransportError::NoBroker(format!(
+        "no broker answers at {url} ({why}): is {program} running there? (without --opt broker, msgperf starts one)"
+    ))
 }
 
 /// Checks `--opt broker`: `start`, or a URL of the transport's scheme.
@@ -373,6 +389,7 @@ mod tests {
         helper: None,
         boots_within: Duration::ZERO,
         greeting: None,
+        needs: None,
     };
 
     // `false` exits at once: what it logged and its status are the error.
@@ -385,6 +402,7 @@ mod tests {
         helper: None,
         boots_within: Duration::ZERO,
         greeting: None,
+        needs: None,
     };
 
     #[test]

@@ -393,36 +393,70 @@ pub fn memcpy_bandwidth(size: usize, roles: &FloorRoles) -> FloorFigure {
     stream_figure(copies, copies * size as u64, ns)
 }
 
+/// A middleware stream floor's reader's window: it opens `warmup` after the first message
+/// arrived, at the first read after that, and closes at the last read.
+#[cfg(feature = "_broker")]
+pub(crate) struct ReadWindow {
+    warm: u64,
+    first: u64,
+    start: u64,
+    last: u64,
+    reads: u64,
+}
+
+#[cfg(feature = "_broker")]
+impl ReadWindow {
+    pub fn new(warmup: std::time::Duration) -> ReadWindow {
+        ReadWindow {
+            warm: warmup.as_nanos() as u64,
+            first: 0,
+            start: 0,
+            last: 0,
+            reads: 0,
+        }
+    }
+
+    /// Counts a message read now.
+    pub fn read(&mut self) {
+        let now = sys::monotonic_ns();
+        if self.first == 0 {
+            self.first = now;
+        }
+        if now >= self.first + self.warm {
+            if self.reads == 0 {
+                self.start = now;
+            }
+            self.last = now;
+            self.reads += 1;
+        }
+    }
+
+    /// The window is open and has lasted `d`.
+    pub fn lasted(&self, d: std::time::Duration) -> bool {
+        self.reads > 0 && self.last - self.start >= d.as_nanos() as u64
+    }
+
+    /// The stream's figure for messages of `size`.
+    pub fn figure(&self, size: usize) -> FloorFigure {
+        // The first measured read opens the window; the ones after it are inside it.
+        let n = self.reads.saturating_sub(1);
+        stream_figure(n, n * size as u64, self.last.saturating_sub(self.start))
+    }
+}
+
 /// An error of a middleware's client, as the floor's I/O error.
-#[cfg(any(
-    feature = "nats",
-    feature = "redis",
-    feature = "mqtt",
-    feature = "amqp"
-))]
+#[cfg(feature = "_broker")]
 pub(crate) fn io(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(e.to_string())
 }
 
-#[cfg(any(
-    feature = "grpc",
-    feature = "nats",
-    feature = "redis",
-    feature = "mqtt",
-    feature = "amqp"
-))]
+#[cfg(feature = "_runtime")]
 /// A small memory file both sides of a floor share, for what a middleware's floor must tell
 /// its other side before the loop (an address the kernel chose, that a subscription is in
 /// place, that the loop is over): lines written at fixed offsets.
 pub(crate) struct Notes(pub std::fs::File);
 
-#[cfg(any(
-    feature = "grpc",
-    feature = "nats",
-    feature = "redis",
-    feature = "mqtt",
-    feature = "amqp"
-))]
+#[cfg(feature = "_runtime")]
 impl Notes {
     /// Two ends of a fresh one.
     pub fn make() -> std::io::Result<[FloorEnds; 2]> {

@@ -24,12 +24,7 @@
 
 #[cfg(feature = "amqp")]
 mod amqp;
-#[cfg(any(
-    feature = "nats",
-    feature = "redis",
-    feature = "mqtt",
-    feature = "amqp"
-))]
+#[cfg(feature = "_broker")]
 mod broker;
 #[cfg(feature = "dds")]
 mod dds;
@@ -41,6 +36,8 @@ mod grpc;
 #[cfg(feature = "iceoryx2")]
 mod iceoryx2;
 mod inproc;
+#[cfg(feature = "kafka")]
+mod kafka;
 #[cfg(feature = "mqtt")]
 mod mqtt;
 #[cfg(feature = "nats")]
@@ -49,13 +46,7 @@ mod none;
 mod pipe;
 #[cfg(feature = "redis")]
 mod redis;
-#[cfg(any(
-    feature = "grpc",
-    feature = "nats",
-    feature = "redis",
-    feature = "mqtt",
-    feature = "amqp"
-))]
+#[cfg(feature = "_runtime")]
 mod runtime;
 mod shm;
 mod tcp;
@@ -108,6 +99,8 @@ pub static REGISTRY: &[&dyn Transport] = &[
     &mqtt::Mqtt,
     #[cfg(feature = "amqp")]
     &amqp::Amqp,
+    #[cfg(feature = "kafka")]
+    &kafka::Kafka,
 ];
 
 /// What a workload that moves no message runs over (`spawn`, `timers`); not a transport a
@@ -605,6 +598,9 @@ pub enum TransportError {
     AddressInUse(String),
     #[error("connection refused at {0}: is the peer running there?")]
     Refused(String),
+    /// A broker that does not answer at its URL: the whole sentence, naming it.
+    #[error("{0}")]
+    NoBroker(String),
     #[error("corrupt stream: {0}")]
     Corrupt(String),
     /// An option value the transport cannot use (normally refused by the plan first).

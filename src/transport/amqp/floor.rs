@@ -8,8 +8,8 @@ use super::{Client, Settings, SERVER};
 use crate::sys;
 use crate::transport::broker;
 use crate::transport::floor::{
-    io, measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles,
-    Notes,
+    io, measure_round_trips, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
+    ReadWindow,
 };
 use crate::transport::runtime::runtime;
 use futures_util::{FutureExt, StreamExt};
@@ -93,7 +93,7 @@ impl Floor for AmqpFloor {
             Ok(())
         };
         if side == 1 {
-            let (url, broker) = broker::for_floor(&SERVER, "amqp", &roles.options, WAIT)?;
+            let (url, broker) = broker::for_floor(&SERVER, "amqp", roles, WAIT)?;
             let c = Client::connect(&url, WAIT).map_err(io)?;
             let name = format!("msgperf-floor-{}", std::process::id());
             let (ping, pong, queue) = queues(&name);
@@ -149,29 +149,16 @@ impl Floor for AmqpFloor {
             FloorLoop::Stream => {
                 let mut stream = consume(&c, &queue)?;
                 notes.put(CONSUMING, "yes")?;
-                let warm = roles.warmup.as_nanos() as u64;
-                let (mut first, mut start, mut last, mut n) = (0u64, 0u64, 0u64, 0u64);
+                let mut window = ReadWindow::new(roles.warmup);
                 while !stop.load(Ordering::Relaxed) {
                     match next(&mut stream, &s)? {
                         Some(len) if len > 1 => {
-                            let now = sys::monotonic_ns();
-                            if first == 0 {
-                                first = now;
-                            }
-                            if now >= first + warm {
-                                if n == 0 {
-                                    start = now;
-                                }
-                                last = now;
-                                n += 1;
-                            }
+                            window.read();
                         }
                         _ => break,
                     }
                 }
-                // The first measured read opens the window; the ones after it are inside it.
-                let n = n.saturating_sub(1);
-                stream_figure(n, n * size as u64, last.saturating_sub(start))
+                window.figure(size)
             }
         };
         notes.put(DONE, "yes")?;

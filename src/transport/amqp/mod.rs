@@ -54,6 +54,7 @@ pub(super) static SERVER: Program = Program {
     boots_within: Duration::from_secs(60),
     // AMQP 0-9-1's protocol header, answered with Connection.Start.
     greeting: Some(b"AMQP\x00\x00\x09\x01"),
+    needs: None,
 };
 
 fn configure(port: u16, dir: &Path) -> std::io::Result<()> {
@@ -389,11 +390,7 @@ pub(super) struct Client {
 impl Client {
     /// Connects to the broker at `url` and opens a channel, within the timeout.
     pub fn connect(url: &str, timeout: Duration) -> Result<Client, TransportError> {
-        let refused = |e: String| {
-            TransportError::Refused(format!(
-                "{url} ({e}): is rabbitmq-server running there? (without --opt broker, msgperf starts one)"
-            ))
-        };
+        let refused = |e: String| broker::not_there(url, e, "rabbitmq-server");
         let connection = wait(
             timeout,
             Connection::connect(url, ConnectionProperties::default()),

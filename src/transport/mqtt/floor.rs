@@ -8,8 +8,8 @@ use super::{qos_of, Client, SERVER};
 use crate::sys;
 use crate::transport::broker;
 use crate::transport::floor::{
-    io, measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles,
-    Notes,
+    io, measure_round_trips, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
+    ReadWindow,
 };
 use crate::transport::runtime::runtime;
 use crate::transport::{ChannelSpec, Exchange};
@@ -63,7 +63,7 @@ impl Floor for MqttFloor {
             Ok(())
         };
         if side == 1 {
-            let (url, broker) = broker::for_floor(&SERVER, "mqtt", &roles.options, WAIT)?;
+            let (url, broker) = broker::for_floor(&SERVER, "mqtt", roles, WAIT)?;
             let mut c = Client::connect(&url, &format!("{name}-1"), &spec).map_err(io)?;
             match l {
                 FloorLoop::PingPong => {
@@ -126,32 +126,19 @@ impl Floor for MqttFloor {
             FloorLoop::Stream => {
                 subscribe(&mut c, format!("{name}/data"))?;
                 notes.put(SUBSCRIBED, "yes")?;
-                let warm = roles.warmup.as_nanos() as u64;
-                let (mut first, mut start, mut last, mut n) = (0u64, 0u64, 0u64, 0u64);
+                let mut window = ReadWindow::new(roles.warmup);
                 let deadline =
                     crate::deadline::Deadline::after(Duration::from_nanos(loop_ns) + WAIT);
                 while !deadline.expired() && !stop.load(Ordering::Relaxed) {
                     match c.next(tick).map_err(io)? {
                         Some(Packet::Publish(p)) if p.payload.len() > 1 => {
-                            let now = sys::monotonic_ns();
-                            if first == 0 {
-                                first = now;
-                            }
-                            if now >= first + warm {
-                                if n == 0 {
-                                    start = now;
-                                }
-                                last = now;
-                                n += 1;
-                            }
+                            window.read();
                         }
                         Some(Packet::Publish(_)) => break,
                         _ => {}
                     }
                 }
-                // The first measured read opens the window; the ones after it are inside it.
-                let n = n.saturating_sub(1);
-                stream_figure(n, n * size as u64, last.saturating_sub(start))
+                window.figure(size)
             }
         };
         notes.put(DONE, "yes")?;

@@ -36,6 +36,7 @@ pub(super) static SERVER: Program = Program {
     helper: None,
     boots_within: Duration::ZERO,
     greeting: None,
+    needs: None,
 };
 
 fn configure(port: u16, dir: &Path) -> std::io::Result<()> {
@@ -222,9 +223,9 @@ impl Client {
         let mut c = Client { client, seen, task };
         c.until(spec.timeout, |p| matches!(p, Packet::ConnAck(_)))
             .map_err(|e| match e {
-                TransportError::PeerClosed | TransportError::Timeout(_) => TransportError::Refused(
-                    format!("{url}: is mosquitto running there? (without --opt broker, msgperf starts one)"),
-                ),
+                TransportError::PeerClosed | TransportError::Timeout(_) => {
+                    broker::not_there(url, "no CONNACK", "mosquitto")
+                }
                 e => e,
             })?;
         Ok(c)

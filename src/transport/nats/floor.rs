@@ -117,7 +117,7 @@ impl Floor for NatsFloor {
         let loop_ns = (roles.warmup + roles.duration).as_nanos() as u64;
         let storage = jetstream_of(&roles.options);
         if side == 1 {
-            let (url, broker) = broker::for_floor(&SERVER, "nats", &roles.options, WAIT)?;
+            let (url, broker) = broker::for_floor(&SERVER, "nats", roles, WAIT)?;
             let client = connect(&url, &spec).map_err(io)?;
             let name = format!("msgperf-floor-{}", std::process::id());
             let js = storage.map(|_| jetstream_context(client.clone()));

@@ -41,6 +41,7 @@ pub(super) static SERVER: Program = Program {
     helper: None,
     boots_within: Duration::ZERO,
     greeting: None,
+    needs: None,
 };
 
 fn configure(port: u16, dir: &Path) -> std::io::Result<()> {
@@ -200,11 +201,7 @@ pub(super) fn connect(url: &str, spec: &ChannelSpec) -> Result<Client, Transport
         .subscription_capacity(capacity)
         // A server that is gone stays gone: the case ends instead of reconnecting forever.
         .max_reconnects(Some(1));
-    wait(spec.timeout, options.connect(url))?.map_err(|e| {
-        TransportError::Refused(format!(
-            "{url} ({e}): is nats-server running there? (without --opt broker, msgperf starts one)"
-        ))
-    })
+    wait(spec.timeout, options.connect(url))?.map_err(|e| broker::not_there(url, e, "nats-server"))
 }
 
 /// A JetStream context over `client` (made inside the runtime, which it needs).

@@ -9,8 +9,8 @@ use super::{BATCH, SERVER};
 use crate::sys;
 use crate::transport::broker;
 use crate::transport::floor::{
-    io, measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles,
-    Notes,
+    io, measure_round_trips, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
+    ReadWindow,
 };
 use crate::transport::runtime::runtime;
 use futures_util::StreamExt;
@@ -132,7 +132,7 @@ impl Floor for RedisFloor {
         let loop_ns = (roles.warmup + roles.duration).as_nanos() as u64;
         let tick = Duration::from_millis(100);
         if side == 1 {
-            let (url, broker) = broker::for_floor(&SERVER, "redis", &roles.options, WAIT)?;
+            let (url, broker) = broker::for_floor(&SERVER, "redis", roles, WAIT)?;
             let name = format!("msgperf-floor-{}", std::process::id());
             let (client, mut con) = rt.block_on(connect(&url)).map_err(io)?;
             match l {
@@ -206,32 +206,19 @@ impl Floor for RedisFloor {
                     .block_on(Reader::open(&client, format!("{name}:data"), streams))
                     .map_err(io)?;
                 notes.put(SUBSCRIBED, "yes")?;
-                let warm = roles.warmup.as_nanos() as u64;
-                let (mut first, mut start, mut last, mut n) = (0u64, 0u64, 0u64, 0u64);
+                let mut window = ReadWindow::new(roles.warmup);
                 let deadline =
                     crate::deadline::Deadline::after(Duration::from_nanos(loop_ns) + WAIT);
                 while !deadline.expired() && !stop.load(Ordering::Relaxed) {
                     match rt.block_on(msgs.next(&mut con, tick)) {
                         Some(p) if p.len() > 1 => {
-                            let now = sys::monotonic_ns();
-                            if first == 0 {
-                                first = now;
-                            }
-                            if now >= first + warm {
-                                if n == 0 {
-                                    start = now;
-                                }
-                                last = now;
-                                n += 1;
-                            }
+                            window.read();
                         }
                         Some(_) => break,
                         None => {}
                     }
                 }
-                // The first measured read opens the window; the ones after it are inside it.
-                let n = n.saturating_sub(1);
-                stream_figure(n, n * size as u64, last.saturating_sub(start))
+                window.figure(size)
             }
         };
         notes.put(DONE, "yes")?;

@@ -40,6 +40,7 @@ pub(super) static SERVER: Program = Program {
     helper: None,
     boots_within: Duration::ZERO,
     greeting: None,
+    needs: None,
 };
 
 fn configure(port: u16, dir: &Path) -> std::io::Result<()> {
@@ -147,11 +148,7 @@ impl Transport for Redis {
         let (out, inbound) = broker::names(name, ':', side);
         let client = redis::Client::open(url)
             .map_err(|e| TransportError::Unsupported(format!("redis: {url}: {e}")))?;
-        let refused = |e: redis::RedisError| {
-            TransportError::Refused(format!(
-                "{url} ({e}): is redis-server running there? (without --opt broker, msgperf starts one)"
-            ))
-        };
+        let refused = |e: redis::RedisError| broker::not_there(url, e, "redis-server");
         // Every call is bounded by msgperf's own timeout (XREAD BLOCK waits longer than the
         // client's default response timeout).
         let config = redis::AsyncConnectionConfig::new()

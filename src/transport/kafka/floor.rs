@@ -1,0 +1,141 @@
+//! Kafka's floor: the plainest rdkafka loops through the same kind of broker, with the same
+//! producer and consumer settings, and nothing of msgperf: a ping written to one topic and
+//! answered on another (ping-pong), and a topic written as fast as the producer takes it and
+//! counted as it is read (a stream). Side 1 starts the broker (as a case's set-up does) or uses
+//! `--opt broker`, and makes the topics; side 0 measures.
+
+use super::{create_topics, next, up, Settings, Writer, SERVER};
+use crate::sys;
+use crate::transport::broker;
+use crate::transport::floor::{
+    io, measure_round_trips, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
+    ReadWindow,
+};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+pub struct KafkaFloor;
+
+/// How long a side waits for the other (to start, to answer).
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Lines of the shared notes: the broker's URL and the topics' prefix, the reader's
+/// assignment, the loop's end.
+const URL: u64 = 0;
+const READING: u64 = 1;
+const DONE: u64 = 2;
+
+fn topics(name: &str) -> [String; 3] {
+    ["ping", "pong", "data"].map(|t| format!("{name}.{t}"))
+}
+
+impl Floor for KafkaFloor {
+    fn make(&self, _: FloorLoop, _: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
+        Notes::make()
+    }
+
+    fn run(
+        &self,
+        l: FloorLoop,
+        side: usize,
+        ends: FloorEnds,
+        size: usize,
+        roles: &FloorRoles,
+        stop: &AtomicBool,
+    ) -> std::io::Result<Option<FloorFigure>> {
+        let notes = Notes::of(ends)?;
+        let s = Settings::of(&roles.options);
+        let data = vec![7u8; size];
+        let mut buf = vec![0u8; size.max(16)];
+        let loop_ns = (roles.warmup + roles.duration).as_nanos() as u64;
+        let writer = |url: &str, topic: &str| -> std::io::Result<Writer> {
+            Ok(Writer {
+                producer: s.producer(url).map_err(io)?,
+                topic: topic.into(),
+                sync: s.sync,
+                sent: 0,
+            })
+        };
+        if side == 1 {
+            let (url, broker) = broker::for_floor(&SERVER, "kafka", roles, WAIT)?;
+            let name = format!("msgperf-floor-{}", std::process::id());
+            if broker.is_some() {
+                up(&s, &url, &name, SERVER.boots_within).map_err(io)?;
+            }
+            let [ping, pong, stream] = topics(&name);
+            create_topics(
+                &s,
+                &url,
+                &[ping.clone(), pong.clone(), stream.clone()],
+                SERVER.boots_within,
+            )
+            .map_err(io)?;
+            let at = format!("{url} {name}");
+            match l {
+                FloorLoop::PingPong => {
+                    let pings = s.consumer(&url, &ping, WAIT).map_err(io)?;
+                    let mut pongs = writer(&url, &pong)?;
+                    notes.put(URL, &at)?;
+                    let end = sys::monotonic_ns() + loop_ns + WAIT.as_nanos() as u64;
+                    while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
+                        match next(&pings, &mut buf, WAIT).map_err(io)? {
+                            Some(n) if n > 1 => pongs.send(&data, WAIT).map_err(io)?,
+                            _ => break,
+                        }
+                    }
+                }
+                FloorLoop::Stream => {
+                    let mut w = writer(&url, &stream)?;
+                    notes.put(URL, &at)?;
+                    notes.wait(READING, WAIT)?;
+                    let end = sys::monotonic_ns() + loop_ns;
+                    while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
+                        w.send(&data, WAIT).map_err(io)?;
+                    }
+                    w.send(&[0u8], WAIT).map_err(io)?;
+                    let _ = notes.wait(DONE, WAIT + Duration::from_nanos(loop_ns));
+                    // What the client still holds is not waited for: the reader is done.
+                    w.abandon();
+                }
+            }
+            // The broker stays until side 0 has all it will read.
+            let _ = notes.wait(DONE, WAIT + Duration::from_nanos(loop_ns));
+            drop(broker);
+            return Ok(None);
+        }
+        // Side 1 made the topics, named after it, before it wrote where they are.
+        let at = notes.wait(URL, WAIT + SERVER.boots_within)?;
+        let (url, name) = at.split_once(' ').ok_or_else(|| io("bad notes"))?;
+        let [ping, pong, stream] = topics(name);
+        let figure = match l {
+            FloorLoop::PingPong => {
+                let mut pings = writer(url, &ping)?;
+                let pongs = s.consumer(url, &pong, WAIT).map_err(io)?;
+                let f = measure_round_trips(roles, stop, || {
+                    pings.send(&data, WAIT).is_ok()
+                        && next(&pongs, &mut buf, WAIT).is_ok_and(|n| n == Some(size))
+                });
+                let _ = pings.send(&[0u8], WAIT);
+                f?
+            }
+            FloorLoop::Stream => {
+                let reader = s.consumer(url, &stream, WAIT).map_err(io)?;
+                notes.put(READING, "yes")?;
+                let mut window = ReadWindow::new(roles.warmup);
+                // The log keeps all that the writer wrote, which the reader may take longer
+                // to read than the floor may run: its window ends after the loop's duration.
+                while !stop.load(Ordering::Relaxed) && !window.lasted(roles.duration) {
+                    match next(&reader, &mut buf, WAIT).map_err(io)? {
+                        Some(len) if len > 1 => {
+                            window.read();
+                        }
+                        _ => break,
+                    }
+                }
+                window.figure(size)
+            }
+        };
+        notes.put(DONE, "yes")?;
+        Ok(Some(figure))
+    }
+}
