@@ -966,6 +966,35 @@ mod mqtt {
     }
 
     #[test]
+    fn mqtt_counts_every_message_at_qos_2_and_measures_its_floor() {
+        exact_counts("mqtt", &["--opt", "qos=2"]);
+        pubsub_loses_nothing("mqtt", &["--opt", "qos=2"]);
+        // The floor's last ping (its end) is released before its client disconnects: it
+        // stalled until its side timed out when the disconnect went first.
+        let dir = temp_dir();
+        let r = result_of(
+            &[
+                "run",
+                "pingpong",
+                "-t",
+                "mqtt",
+                "--opt",
+                "qos=2",
+                "--duration",
+                "300ms",
+                "--warmup",
+                "0s",
+            ],
+            &dir.path().join("floor.json"),
+        );
+        let c = &r.cases[0];
+        assert_eq!(c.error, None);
+        assert_eq!(c.floor_error, None);
+        let f = c.floor.as_ref().expect("the QoS 2 ping-pong's floor");
+        assert!(f.samples > 0 && f.rtt_p50_ns.unwrap_or(0) > 0, "{f:?}");
+    }
+
+    #[test]
     fn mqtt_pubsub_fans_out_without_loss_and_measures_the_broker() {
         pubsub_loses_nothing("mqtt", &[]);
         let dir = temp_dir();

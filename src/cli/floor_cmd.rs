@@ -133,8 +133,18 @@ pub fn floor(a: FloorArgs) -> Exit {
             }
         }
     }
-    let warmup = Duration::from_millis(100);
-    let progress = Progress::new("floors", plan.iter().map(|_| warmup + a.duration).collect());
+    // A transport whose figures take longer to settle (a JVM broker) says how long.
+    let warmup = |l: &Loop| {
+        let w = Duration::from_millis(100);
+        match l {
+            Loop::Plain(tr, ..) => w.max(tr.capabilities(&Default::default()).warmup),
+            _ => w,
+        }
+    };
+    let progress = Progress::new(
+        "floors",
+        plan.iter().map(|(_, l)| warmup(l) + a.duration).collect(),
+    );
     for (i, (cpus, l)) in plan.iter().enumerate() {
         if exec::stop_requested() {
             break;
@@ -142,7 +152,7 @@ pub fn floor(a: FloorArgs) -> Exit {
         let cpus = *cpus;
         let roles = FloorRoles {
             cpus,
-            warmup,
+            warmup: warmup(l),
             duration: a.duration,
             options: Default::default(),
         };

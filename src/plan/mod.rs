@@ -256,7 +256,11 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
                         } else {
                             Some(duration.unwrap_or(DEFAULT_DURATION))
                         },
-                        warmup: if fixed { Duration::ZERO } else { warmup },
+                        warmup: if fixed {
+                            Duration::ZERO
+                        } else {
+                            warmup_of(warmup, &caps)
+                        },
                         wait: if o.poll == Some(true) {
                             Wait::Poll
                         } else {
@@ -291,6 +295,15 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
         }
     }
     Ok(out)
+}
+
+/// msgperf's warm-up when `--warmup` is not given.
+pub const DEFAULT_WARMUP: Duration = Duration::from_millis(200);
+
+/// A case's warm-up: the one given, else msgperf's default or the longer one the transport
+/// needs for its figures to settle.
+pub fn warmup_of(given: Option<Duration>, caps: &transport::Capabilities) -> Duration {
+    given.unwrap_or(DEFAULT_WARMUP.max(caps.warmup))
 }
 
 /// A `msgperf serve` plays one role: the case may have one that does not drive.

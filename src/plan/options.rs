@@ -35,7 +35,7 @@ pub struct RunOptions {
     #[arg(long, short)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<String>,
-    /// Unmeasured time before each case [default: 200ms].
+    /// Unmeasured time before each case (and its floor) [default: 200ms, or what a transport needs for its figures to settle: kafka 5s].
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmup: Option<String>,
@@ -255,9 +255,13 @@ impl RunOptions {
             .map(|d| parse_duration(d).map_err(|e| format!("--duration: {e}")))
             .transpose()
     }
-    pub fn warmup(&self) -> Result<Duration, String> {
-        parse_duration(self.warmup.as_deref().unwrap_or("200ms"))
-            .map_err(|e| format!("--warmup: {e}"))
+    /// `--warmup`, if given (each transport then says what it needs: see
+    /// [`crate::plan::warmup_of`]).
+    pub fn warmup(&self) -> Result<Option<Duration>, String> {
+        self.warmup
+            .as_deref()
+            .map(|w| parse_duration(w).map_err(|e| format!("--warmup: {e}")))
+            .transpose()
     }
     pub fn timeout(&self) -> Result<Duration, String> {
         parse_duration(self.timeout.as_deref().unwrap_or("10s"))

@@ -6,7 +6,7 @@
 //! processes (a role returns its result over the control channel) and are read back by
 //! `msgperf report`. Imports nothing.
 
-mod time;
+pub(crate) mod time;
 
 use base64::Engine;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};

@@ -483,6 +483,11 @@ pub struct Capabilities {
     pub allocates_per_message: bool,
     /// Which way messages may go on a two-way channel.
     pub exchange: Exchange,
+    /// The warm-up a case (and its floor) gets when `--warmup` is not given, where msgperf's
+    /// 200 ms is too short for the figures to settle: a JVM broker compiles its hot paths as it
+    /// runs.
+    #[serde(rename = "warmup_ns", with = "crate::result::time::nanos")]
+    pub warmup: Duration,
 }
 
 /// Which way messages may go on a two-way channel: workloads refuse what they cannot run.

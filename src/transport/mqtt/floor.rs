@@ -74,8 +74,7 @@ impl Floor for MqttFloor {
                         match c.next(tick).map_err(io)? {
                             Some(Packet::Publish(p)) if p.payload.len() > 1 => {
                                 let pong = format!("{name}/pong");
-                                rt.block_on(c.client.publish(pong, qos, false, p.payload.to_vec()))
-                                    .map_err(io)?;
+                                c.publish(&pong, qos, &p.payload, WAIT).map_err(io)?;
                             }
                             Some(Packet::Publish(_)) => break,
                             _ => {}
@@ -88,14 +87,9 @@ impl Floor for MqttFloor {
                     let topic = format!("{name}/data");
                     let end = sys::monotonic_ns() + loop_ns;
                     while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
-                        rt.block_on(
-                            c.client
-                                .publish(topic.as_str(), qos, false, data.as_slice()),
-                        )
-                        .map_err(io)?;
+                        c.publish(&topic, qos, &data, WAIT).map_err(io)?;
                     }
-                    rt.block_on(c.client.publish(topic, qos, false, [0u8]))
-                        .map_err(io)?;
+                    c.publish(&topic, qos, &[0u8], WAIT).map_err(io)?;
                 }
             }
             // The broker stays until side 0 has all it will read.
@@ -113,14 +107,13 @@ impl Floor for MqttFloor {
                 subscribe(&mut c, format!("{name}/pong"))?;
                 let ping = format!("{name}/ping");
                 let f = measure_round_trips(roles, stop, || {
-                    rt.block_on(c.client.publish(ping.as_str(), qos, false, data.as_slice()))
-                        .is_ok()
+                    c.publish(&ping, qos, &data, WAIT).is_ok()
                         && c.until(WAIT, |p| matches!(p, Packet::Publish(_)))
                             .is_ok_and(
                                 |p| matches!(p, Packet::Publish(p) if p.payload.len() == size),
                             )
                 });
-                let _ = rt.block_on(c.client.publish(ping, qos, false, [0u8]));
+                let _ = c.publish(&ping, qos, &[0u8], WAIT);
                 f?
             }
             FloorLoop::Stream => {

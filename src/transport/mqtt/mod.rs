@@ -1,6 +1,6 @@
 //! `mqtt`: MQTT 3.1.1 through `rumqttc` (its event loop a task on the process's tokio runtime)
 //! and a `mosquitto` broker. Every end is a client of its own; a channel is two topics, one per
-//! direction, and a topic one MQTT topic that the broker copies to every subscriber. QoS 0 or 1
+//! direction, and a topic one MQTT topic that the broker copies to every subscriber. QoS 0, 1 or 2
 //! (`--opt qos`). Without `--opt broker=URL` each case runs a mosquitto of its own
 //! (`transport/broker.rs`). Cargo feature `mqtt`.
 
@@ -15,7 +15,9 @@ use super::{
 use crate::delivery::{Delivery, Reliability, Setting};
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 use std::path::Path;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 pub struct Mqtt;
@@ -26,6 +28,9 @@ const MAX_MESSAGE: usize = 64 << 20;
 /// Messages a client's event loop hands to its role before it waits (and the broker's queue
 /// for it grows).
 const INBOX: usize = 1024;
+
+/// QoS 2 publishes a client has in flight: mosquitto's default receive quota.
+const QOS2_INFLIGHT: u16 = 20;
 
 pub(super) static SERVER: Program = Program {
     name: "mosquitto",
@@ -60,6 +65,7 @@ fn check_broker(v: &str) -> Result<(), String> {
 fn qos_of(options: &Options) -> QoS {
     match options.get("qos").map(String::as_str) {
         Some("0") => QoS::AtMostOnce,
+        Some("2") => QoS::ExactlyOnce,
         _ => QoS::AtLeastOnce,
     }
 }
@@ -75,7 +81,7 @@ impl Transport for Mqtt {
         #[rustfmt::skip]
         const O: &[OptionSpec] = &[
             OptionSpec { key: "broker", default: "start", about: "start (msgperf runs mosquitto for the case, on a free loopback port) or mqtt://HOST:PORT of a running broker (msgperf uses only topics of its own there)", values: &[], check: Some(check_broker) },
-            OptionSpec { key: "qos", default: "1", about: "MQTT QoS of publishes and subscriptions: 0 (at most once) or 1 (at least once: acknowledged, repeated if not); QoS 2 is not offered yet (rumqttc's event loop ends during a QoS 2 stream)", values: &["0", "1"], check: None },
+            OptionSpec { key: "qos", default: "1", about: "MQTT QoS of publishes and subscriptions: 0 (at most once), 1 (at least once: acknowledged, repeated if not) or 2 (exactly once: received, released and completed, four packets per hop)", values: &["0", "1", "2"], check: None },
         ];
         O
     }
@@ -117,7 +123,7 @@ impl Transport for Mqtt {
         let s = match qos_of(&effective) {
             QoS::AtMostOnce => Setting::new("QoS", "0", "at most once: nothing is acknowledged or repeated; losses are counted"),
             QoS::AtLeastOnce => Setting::new("QoS", "1", "at least once: every publish is acknowledged (PUBACK) and the broker queues for a slow subscriber without limit (max_queued_messages 0)"),
-            QoS::ExactlyOnce => unreachable!("qos_of gives 0 or 1"),
+            QoS::ExactlyOnce => Setting::new("QoS", "2", "exactly once: every publish is received (PUBREC), released (PUBREL) and completed (PUBCOMP), at most 20 in flight per client (mosquitto's receive quota); the broker delivers it once, on its release"),
         };
         m.settings.insert(0, s);
         Ok(m)
@@ -182,6 +188,10 @@ pub(super) struct Client {
     pub client: AsyncClient,
     seen: mpsc::Receiver<Seen>,
     task: tokio::task::JoinHandle<()>,
+    /// Publishes at QoS 1 or 2 handed to the client, and those the broker has completed
+    /// (PUBACK, PUBCOMP): the connection stays until they match.
+    sent: u64,
+    completed: Arc<AtomicU64>,
 }
 
 impl Client {
@@ -196,6 +206,12 @@ impl Client {
         o.set_max_packet_size(MAX_MESSAGE + 4096, MAX_MESSAGE + 4096)
             .set_keep_alive(Duration::from_secs(60))
             .set_clean_session(true);
+        if qos_of(&spec.options) == QoS::ExactlyOnce {
+            // mosquitto holds a client's QoS 2 publishes until it releases them (PUBREL), at
+            // most `max_inflight_messages` (20 by default) of them, and drops a client that
+            // sends more (PUBREC with reason 151, quota exceeded); rumqttc's default is 100.
+            o.set_inflight(QOS2_INFLIGHT);
+        }
         let (client, mut events) = AsyncClient::new(o, 64);
         // Like the broker's (set_tcp_nodelay): a small publish leaves at once instead of
         // waiting out a delayed acknowledgement (40 ms).
@@ -203,9 +219,15 @@ impl Client {
         net.set_tcp_nodelay(true);
         events.set_network_options(net);
         let (tx, seen) = mpsc::channel(INBOX);
+        let completed = Arc::new(AtomicU64::new(0));
+        let done = completed.clone();
         let task = runtime().spawn(async move {
             loop {
                 let what = match events.poll().await {
+                    Ok(Event::Incoming(Packet::PubAck(_) | Packet::PubComp(_))) => {
+                        done.fetch_add(1, Ordering::Release);
+                        continue;
+                    }
                     // Only what a role waits for: acknowledgements of its own publishes are
                     // the event loop's business, and an end that only writes never reads them.
                     Ok(Event::Incoming(
@@ -220,7 +242,13 @@ impl Client {
                 }
             }
         });
-        let mut c = Client { client, seen, task };
+        let mut c = Client {
+            client,
+            seen,
+            task,
+            sent: 0,
+            completed,
+        };
         c.until(spec.timeout, |p| matches!(p, Packet::ConnAck(_)))
             .map_err(|e| match e {
                 TransportError::PeerClosed | TransportError::Timeout(_) => {
@@ -229,6 +257,25 @@ impl Client {
                 e => e,
             })?;
         Ok(c)
+    }
+
+    /// Hands a publish to the client: into its queue at once if it has room (a timed wait
+    /// costs a timer), else waiting at most `timeout`.
+    pub fn publish(
+        &mut self,
+        topic: &str,
+        qos: QoS,
+        payload: &[u8],
+        timeout: Duration,
+    ) -> Result<(), TransportError> {
+        if self.client.try_publish(topic, qos, false, payload).is_err() {
+            wait(timeout, self.client.publish(topic, qos, false, payload))?
+                .map_err(|_| TransportError::PeerClosed)?;
+        }
+        if qos != QoS::AtMostOnce {
+            self.sent += 1;
+        }
+        Ok(())
     }
 
     /// Waits for a packet that `want` picks, dropping the others (acknowledgements).
@@ -272,7 +319,16 @@ impl Client {
 
 impl Drop for Client {
     fn drop(&mut self) {
-        // What was published leaves before the connection goes.
+        // What was published reaches the broker before the connection goes: a QoS 2 publish
+        // is delivered only once the client has released it (PUBREL), which needs the
+        // broker's PUBREC first, and a clean session's disconnect drops it before that.
+        let end = Instant::now() + Duration::from_secs(1);
+        while self.completed.load(Ordering::Acquire) < self.sent
+            && !self.task.is_finished()
+            && Instant::now() < end
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let _ = wait(Duration::from_secs(1), self.client.disconnect());
         let _ = wait(Duration::from_secs(1), &mut self.task);
         self.task.abort();
@@ -330,15 +386,7 @@ impl Endpoint for MqttEnd {
                 "mqtt: a subscriber only reads".into(),
             ));
         };
-        // Into the client's queue at once if it has room: a timed wait costs a timer.
-        match self.end.client.try_publish(&out, self.qos, false, msg) {
-            Ok(()) => Ok(()),
-            Err(_) => wait(
-                self.timeout,
-                self.end.client.publish(out, self.qos, false, msg),
-            )?
-            .map_err(|_| TransportError::PeerClosed),
-        }
+        self.end.publish(&out, self.qos, msg, self.timeout)
     }
 
     fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {
