@@ -154,6 +154,7 @@ pub fn floor(a: FloorArgs) -> Exit {
             cpus,
             warmup: warmup(l),
             duration: a.duration,
+            timeout: crate::plan::DEFAULT_TIMEOUT,
             options: Default::default(),
         };
         match l {

@@ -96,7 +96,7 @@ pub fn measure(
     }
     let bounds = Bounds {
         phase: SLACK,
-        run: Some(roles.warmup + roles.duration + SLACK),
+        run: Some(roles.warmup + roles.duration + roles.timeout * 3),
     };
     let mut driven = drive(&mut started, orders, &events, None, bounds, &mut || {});
     let measured = match driven.outcomes.swap_remove(0) {

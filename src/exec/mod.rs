@@ -157,6 +157,7 @@ impl Runner {
                 .duration
                 .unwrap_or(Duration::from_secs(1))
                 .min(Duration::from_secs(3)),
+            timeout: case.timeout,
             options: case.effective_options.clone(),
         };
         let threads = case.threads || !t.capabilities(&case.effective_options).cross_process;

@@ -297,6 +297,9 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
     Ok(out)
 }
 
+/// The bound on every wait when `--timeout` is not given.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// msgperf's warm-up when `--warmup` is not given.
 pub const DEFAULT_WARMUP: Duration = Duration::from_millis(200);
 

@@ -264,8 +264,10 @@ impl RunOptions {
             .transpose()
     }
     pub fn timeout(&self) -> Result<Duration, String> {
-        parse_duration(self.timeout.as_deref().unwrap_or("10s"))
-            .map_err(|e| format!("--timeout: {e}"))
+        Ok(match self.timeout.as_deref() {
+            Some(t) => parse_duration(t).map_err(|e| format!("--timeout: {e}"))?,
+            None => crate::plan::DEFAULT_TIMEOUT,
+        })
     }
     pub fn slow_subscriber(&self) -> Result<Option<Duration>, String> {
         self.slow_subscriber

@@ -23,6 +23,9 @@ pub struct FloorRoles {
     pub cpus: (Option<usize>, Option<usize>),
     pub warmup: Duration,
     pub duration: Duration,
+    /// The case's `--timeout`: a floor is bounded as its case is, by its length and three
+    /// timeouts (a brokered floor starts its broker and drains its queues inside that).
+    pub timeout: Duration,
     /// The transport's `--opt` values (the shm floor follows its wait strategy).
     pub options: std::collections::BTreeMap<String, String>,
 }

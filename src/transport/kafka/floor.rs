@@ -25,6 +25,11 @@ const URL: u64 = 0;
 const READING: u64 = 1;
 const DONE: u64 = 2;
 
+/// A stream message's first byte: written in the warm-up, or in the measured window (its end
+/// is one byte long).
+const WARM: u8 = 1;
+const MEASURED: u8 = 2;
+
 fn topics(name: &str) -> [String; 3] {
     ["ping", "pong", "data"].map(|t| format!("{name}.{t}"))
 }
@@ -88,8 +93,15 @@ impl Floor for KafkaFloor {
                     let mut w = writer(&url, &stream)?;
                     notes.put(URL, &at)?;
                     notes.wait(READING, WAIT)?;
-                    let end = sys::monotonic_ns() + loop_ns;
-                    while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
+                    let mut data = data;
+                    let start = sys::monotonic_ns();
+                    let (measured, end) = (start + roles.warmup.as_nanos() as u64, start + loop_ns);
+                    loop {
+                        let now = sys::monotonic_ns();
+                        if now >= end || stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        data[0] = if now < measured { WARM } else { MEASURED };
                         w.send(&data, WAIT).map_err(io)?;
                     }
                     w.send(&[0u8], WAIT).map_err(io)?;
@@ -121,13 +133,18 @@ impl Floor for KafkaFloor {
             FloorLoop::Stream => {
                 let reader = s.consumer(url, &stream, WAIT).map_err(io)?;
                 notes.put(READING, "yes")?;
-                let mut window = ReadWindow::new(roles.warmup);
-                // The log keeps all that the writer wrote, which the reader may take longer
-                // to read than the floor may run: its window ends after the loop's duration.
+                // As a case's reader counts: the messages written in the measured window,
+                // from the first one's arrival on. The producer queues up to 1 GiB ahead of
+                // the broker (librdkafka's default: 6 s of 64 KiB messages here), so the first
+                // comes long after the warm-up, and the window closes after the case's
+                // duration or at the last one, whichever comes first.
+                let mut window = ReadWindow::new(Duration::ZERO);
                 while !stop.load(Ordering::Relaxed) && !window.lasted(roles.duration) {
                     match next(&reader, &mut buf, WAIT).map_err(io)? {
                         Some(len) if len > 1 => {
-                            window.read();
+                            if buf[0] == MEASURED {
+                                window.read();
+                            }
                         }
                         _ => break,
                     }
