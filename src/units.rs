@@ -1,5 +1,6 @@
 //! Leaf: sizes, durations, rates and their lists and ranges as users type them
-//! (`64`, `4k`, `1M`, `64,1k,64k`, `64..1M*4`, `200..1000+200`, `500ms`, `10s`).
+//! (`64`, `4k`, `1M`, `64,1k,64k`, `64..1M*4`, `200..1000+200`, `500ms`, `10s`), and durations as
+//! files store them (integer nanoseconds).
 
 use std::time::Duration;
 
@@ -177,6 +178,43 @@ pub fn format_duration(d: Duration) -> String {
         format!("{}us", ns / 1_000)
     } else {
         format!("{ns}ns")
+    }
+}
+
+/// Durations in files are integer nanoseconds (`warmup_ns: 200000000`), not serde's
+/// `{"secs", "nanos"}` pairs: `#[serde(with = "crate::units::nanos")]`.
+fn to_ns(d: &Duration) -> u64 {
+    d.as_nanos().min(u64::MAX as u128) as u64
+}
+
+pub mod nanos {
+    use super::to_ns;
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(to_ns(d))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_nanos(u64::deserialize(d)?))
+    }
+}
+
+pub mod opt_nanos {
+    use super::to_ns;
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&to_ns(d)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_nanos))
     }
 }
 

@@ -6,8 +6,6 @@
 //! processes (a role returns its result over the control channel) and are read back by
 //! `msgperf report`. Imports nothing.
 
-pub(crate) mod time;
-
 use base64::Engine;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
@@ -111,9 +109,9 @@ pub struct CaseConfig {
     /// Stop after this many measured messages (round trips for pingpong)...
     pub count: Option<u64>,
     /// ...or after this long.
-    #[serde(rename = "duration_ns", with = "time::opt_nanos")]
+    #[serde(rename = "duration_ns", with = "crate::units::opt_nanos")]
     pub duration: Option<Duration>,
-    #[serde(rename = "warmup_ns", with = "time::nanos")]
+    #[serde(rename = "warmup_ns", with = "crate::units::nanos")]
     pub warmup: Duration,
     pub wait: Wait,
     /// The writer waits for an acknowledgement of every message (NML's confirm_write).
@@ -121,7 +119,7 @@ pub struct CaseConfig {
     /// Every message carries a CRC32 of its payload, checked by the receiver.
     pub checksum: bool,
     /// Bound on every wait.
-    #[serde(rename = "timeout_ns", with = "time::nanos")]
+    #[serde(rename = "timeout_ns", with = "crate::units::nanos")]
     pub timeout: Duration,
     pub placement: Placement,
     /// CPUs of the driving roles (initiator, writer, publishers) and of the others.
@@ -142,7 +140,7 @@ pub struct CaseConfig {
     pub subs: usize,
     /// The first subscriber spends this long on every message (a slow consumer, to show
     /// back-pressure or loss).
-    #[serde(rename = "slow_subscriber_ns", with = "time::opt_nanos")]
+    #[serde(rename = "slow_subscriber_ns", with = "crate::units::opt_nanos")]
     pub slow_subscriber: Option<Duration>,
     /// How many of what the workload multiplies: channel pairs, threads or tasks started,
     /// waiters, connections (`--n`); None for the message workloads.

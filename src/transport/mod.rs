@@ -486,7 +486,7 @@ pub struct Capabilities {
     /// The warm-up a case (and its floor) gets when `--warmup` is not given, where msgperf's
     /// 200 ms is too short for the figures to settle: a JVM broker compiles its hot paths as it
     /// runs.
-    #[serde(rename = "warmup_ns", with = "crate::result::time::nanos")]
+    #[serde(rename = "warmup_ns", with = "crate::units::nanos")]
     pub warmup: Duration,
 }
 
