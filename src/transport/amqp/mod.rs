@@ -314,10 +314,12 @@ impl Transport for Amqp {
         let t = spec.timeout;
         let ch = &client.channel;
         // Declared (and bound) before this end says it is bound: every end is bound before any
-        // writes, so nothing is routed to no queue.
+        // writes, so nothing is routed to no queue. Each queue is declared once, by its reader:
+        // declaring one queue from two connections at once is a race that RabbitMQ has answered
+        // with INTERNAL_ERROR (rabbitmq-server#13727), as a quorum queue's opening once did here.
         let (out, inbound) = match side {
             Side::Accept(_) | Side::Connect(_) => {
-                for q in [&out, &inbound].into_iter().flatten() {
+                if let Some(q) = &inbound {
                     client.declare(q, &s, t)?;
                 }
                 (out.map(|q| (String::new(), q)), inbound)
