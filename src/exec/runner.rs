@@ -188,12 +188,7 @@ impl RoleHandle for ProcessRole {
             .stderr
             .recv_timeout(grace.min(Duration::from_secs(1)))
             .unwrap_or_default();
-        let last = err
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .map(|l| l.trim_start_matches("msgperf: ").to_string());
-        let why = match (status, last) {
+        let why = match (status, last_words(&err)) {
             (None, _) => None,
             (Some(s), Some(l)) => Some(format!("{s}: {l}")),
             (Some(s), None) => Some(s),
@@ -210,6 +205,20 @@ impl Drop for ProcessRole {
             sys::reap(self.pid, Duration::from_secs(1));
         }
     }
+}
+
+/// What a role's stderr says about why it ended: a panic's place and message (a backtrace
+/// after them ends in a useless note), else its last line.
+fn last_words(stderr: &str) -> Option<String> {
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    if let Some(at) = lines.iter().position(|l| l.contains(" panicked at ")) {
+        let place = &lines[at][lines[at].find("panicked at ").unwrap_or(0)..];
+        let message = lines.get(at + 1).map_or("", |m| m.trim());
+        return Some(format!("{} {message}", place.trim()));
+    }
+    lines
+        .last()
+        .map(|l| l.trim_start_matches("msgperf: ").to_string())
 }
 
 /// A role in a thread of this process, speaking the protocol over a socket pair.
@@ -339,5 +348,24 @@ impl RoleHandle for RemoteRole {
     fn finish(&mut self, _: Duration) -> Option<String> {
         self.conn.shutdown();
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::last_words;
+
+    #[test]
+    fn a_panic_is_told_by_its_place_and_message_not_by_the_backtrace_note() {
+        let err = "thread 'main' (7) panicked at src/x.rs:3:5:\nno ack\nstack backtrace:\n   0: f\nnote: Some details are omitted\n";
+        assert_eq!(
+            last_words(err).as_deref(),
+            Some("panicked at src/x.rs:3:5: no ack")
+        );
+        assert_eq!(
+            last_words("starting\nmsgperf: no broker at x\n\n").as_deref(),
+            Some("no broker at x")
+        );
+        assert_eq!(last_words(""), None);
     }
 }
