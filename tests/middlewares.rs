@@ -742,6 +742,62 @@ mod nats {
         );
     }
 
+    /// Asynchronous JetStream publish: up to 64 acknowledgements outstanding, every message
+    /// still delivered once, and the floor (written the same way) settles its publishes.
+    #[test]
+    fn nats_jetstream_async_publish_counts_every_message_and_measures_its_floor() {
+        let async_publish = ["--opt", "jetstream=memory", "--opt", "acks-in-flight=64"];
+        exact_counts("nats", &async_publish);
+        let dir = temp_dir();
+        let mut args = vec![
+            "run",
+            "stream",
+            "-t",
+            "nats",
+            "--duration",
+            "300ms",
+            "--warmup",
+            "0s",
+        ];
+        args.extend_from_slice(&async_publish);
+        let r = result_of(&args, &dir.path().join("async.json"));
+        let c = &r.cases[0];
+        assert_eq!(c.error, None);
+        assert_eq!(c.roles[1].counters.lost, 0);
+        assert!(c
+            .config
+            .delivery_mapping
+            .iter()
+            .any(|s| s.setting == "publish" && s.value == "async, 64 in flight"));
+        assert!(
+            c.floor.is_some(),
+            "the async-publish floor: {:?}",
+            c.floor_error
+        );
+        // A window of none is refused before anything starts, naming the option.
+        let out = run(
+            &["run", "stream", "-t", "nats", "--opt", "acks-in-flight=0"],
+            Duration::from_secs(30),
+        );
+        assert!(!out.status.success());
+        assert!(
+            text(&out.stderr).contains("acks-in-flight"),
+            "{}",
+            text(&out.stderr)
+        );
+        // Core NATS has no acknowledgements to keep in flight: refused, naming the fix.
+        let out = run(
+            &["run", "stream", "-t", "nats", "--opt", "acks-in-flight=8"],
+            Duration::from_secs(30),
+        );
+        assert!(!out.status.success());
+        assert!(
+            text(&out.stderr).contains("jetstream=memory"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+
     #[test]
     fn nats_pubsub_fans_out_without_loss_measures_the_broker_and_counts_slow_consumer_drops() {
         pubsub_loses_nothing("nats", &[]);

@@ -434,7 +434,13 @@ impl ReadWindow {
         }
     }
 
+    /// The first message came more than `d` ago.
+    pub fn began_before(&self, d: std::time::Duration) -> bool {
+        self.first > 0 && sys::monotonic_ns() > self.first + d.as_nanos() as u64
+    }
+
     /// The window is open and has lasted `d`.
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
     pub fn lasted(&self, d: std::time::Duration) -> bool {
         self.reads > 0 && self.last - self.start >= d.as_nanos() as u64
     }

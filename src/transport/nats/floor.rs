@@ -3,17 +3,17 @@
 //! on another (ping-pong), and a subject published as fast as the client takes it and counted
 //! as it arrives (a stream). Side 1 starts the server (as a case's set-up does, on side 1's
 //! CPU) or uses `--opt broker`; side 0 measures. With `--opt jetstream`, side 1 makes the
-//! stream, every publish waits for its acknowledgement and every read is acknowledged, as the
-//! adapter's are.
+//! stream, publishes wait for their acknowledgements as `--opt acks-in-flight` says and every
+//! read is acknowledged, as the adapter's are.
 
 use super::{
-    connect, consume, create_stream, jetstream_context, jetstream_of, runtime, synced, SERVER,
+    connect, consume, create_stream, jetstream_context, jetstream_of, runtime, synced, Acks, SERVER,
 };
 use crate::sys;
 use crate::transport::broker;
 use crate::transport::floor::{
-    io, measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles,
-    Notes,
+    io, measure_round_trips, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
+    ReadWindow,
 };
 use crate::transport::{ChannelSpec, Exchange};
 use async_nats::jetstream::{self, consumer::push};
@@ -72,19 +72,17 @@ impl Reader {
     }
 }
 
-/// Publishes, waiting for the acknowledgement when through JetStream.
+/// Publishes, through JetStream with its acknowledgements when the case asks for it.
 async fn publish(
     client: &Client,
     js: Option<&jetstream::Context>,
+    acks: &mut Acks,
     subject: String,
     data: Bytes,
 ) -> Result<(), async_nats::Error> {
     match js {
         None => Ok(client.publish(subject, data).await?),
-        Some(js) => {
-            js.publish(subject, data).await?.await?;
-            Ok(())
-        }
+        Some(js) => acks.publish(js, subject.into(), data).await,
     }
 }
 
@@ -116,6 +114,7 @@ impl Floor for NatsFloor {
         let end_mark = Bytes::from_static(&[0]);
         let loop_ns = (roles.warmup + roles.duration).as_nanos() as u64;
         let storage = jetstream_of(&roles.options);
+        let mut acks = Acks::of(&roles.options);
         if side == 1 {
             let (url, broker) = broker::for_floor(&SERVER, "nats", roles, WAIT)?;
             let client = connect(&url, &spec).map_err(io)?;
@@ -143,7 +142,8 @@ impl Floor for NatsFloor {
                         match got {
                             Ok(Some(m)) if m.len() > 1 => {
                                 let pong = format!("{name}.pong");
-                                rt.block_on(publish(&client, js, pong, m)).map_err(io)?;
+                                rt.block_on(publish(&client, js, &mut acks, pong, m))
+                                    .map_err(io)?;
                             }
                             Ok(_) => break,
                             Err(_) => {}
@@ -155,13 +155,18 @@ impl Floor for NatsFloor {
                     notes.wait(SUBSCRIBED, WAIT)?;
                     let subject = format!("{name}.data");
                     let end = sys::monotonic_ns() + loop_ns;
-                    while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
-                        rt.block_on(publish(&client, js, subject.clone(), data.clone()))
-                            .map_err(io)?;
-                    }
-                    rt.block_on(publish(&client, js, subject, end_mark))
-                        .map_err(io)?;
-                    rt.block_on(client.flush()).map_err(io)?;
+                    // One async loop, as a program written for the client would run it.
+                    rt.block_on(async {
+                        while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
+                            let data = data.clone();
+                            publish(&client, js, &mut acks, subject.clone(), data).await?;
+                        }
+                        publish(&client, js, &mut acks, subject, end_mark).await?;
+                        acks.settle().await?;
+                        client.flush().await?;
+                        Ok::<_, async_nats::Error>(())
+                    })
+                    .map_err(io)?;
                 }
             }
             // The server stays until side 0 has all it will read.
@@ -188,7 +193,7 @@ impl Floor for NatsFloor {
                 let ping = format!("{name}.ping");
                 let f = measure_round_trips(roles, stop, || {
                     rt.block_on(async {
-                        publish(&client, js, ping.clone(), data.clone())
+                        publish(&client, js, &mut acks, ping.clone(), data.clone())
                             .await
                             .is_ok()
                             && tokio::time::timeout(WAIT, pongs.next())
@@ -196,44 +201,30 @@ impl Floor for NatsFloor {
                                 .is_ok_and(|m| m.is_some_and(|m| m.len() == size))
                     })
                 });
-                let _ = rt.block_on(publish(&client, js, ping, end_mark));
+                let _ = rt.block_on(publish(&client, js, &mut acks, ping, end_mark));
+                let _ = rt.block_on(acks.settle());
                 let _ = rt.block_on(client.flush());
                 f?
             }
             FloorLoop::Stream => {
                 let mut msgs = reader(format!("{name}.data"))?;
                 notes.put(SUBSCRIBED, "yes")?;
-                let warm = roles.warmup.as_nanos() as u64;
-                let (mut first, mut start, mut last, mut n) = (0u64, 0u64, 0u64, 0u64);
+                let mut window = ReadWindow::new(roles.warmup);
                 // Core NATS may drop the end mark with other messages: the loop's length bounds it.
-                let bound = Duration::from_nanos(loop_ns) + WAIT;
-                let deadline = crate::deadline::Deadline::after(bound);
-                while !deadline.expired() && !stop.load(Ordering::Relaxed) {
-                    let got = rt.block_on(async {
-                        tokio::time::timeout(Duration::from_millis(100), msgs.next()).await
-                    });
-                    match got {
-                        Ok(Some(m)) if m.len() > 1 => {
-                            let now = sys::monotonic_ns();
-                            if first == 0 {
-                                first = now;
-                            }
-                            if now >= first + warm {
-                                if n == 0 {
-                                    start = now;
-                                }
-                                last = now;
-                                n += 1;
-                            }
+                let deadline =
+                    crate::deadline::Deadline::after(Duration::from_nanos(loop_ns) + WAIT);
+                rt.block_on(async {
+                    while !deadline.expired() && !stop.load(Ordering::Relaxed) {
+                        // A queued message is taken before the timer is polled.
+                        match tokio::time::timeout(Duration::from_millis(100), msgs.next()).await {
+                            Ok(Some(m)) if m.len() > 1 => window.read(),
+                            Ok(_) => break,
+                            Err(_) if window.began_before(Duration::from_nanos(loop_ns)) => break,
+                            Err(_) => {}
                         }
-                        Ok(_) => break,
-                        Err(_) if first > 0 && sys::monotonic_ns() > first + loop_ns => break,
-                        Err(_) => {}
                     }
-                }
-                // The first measured read opens the window; the ones after it are inside it.
-                let n = n.saturating_sub(1);
-                stream_figure(n, n * size as u64, last.saturating_sub(start))
+                });
+                window.figure(size)
             }
         };
         notes.put(DONE, "yes")?;

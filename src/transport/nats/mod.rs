@@ -7,7 +7,8 @@
 //! Core NATS delivers at most once: the server drops messages for a client that falls behind
 //! (a slow consumer), and so does the client when a subscription's queue is full; readers
 //! count those losses. With `--opt jetstream=memory|file`, a case's subjects are a JetStream
-//! stream instead: every publish waits for the server's acknowledgement that it stored it,
+//! stream instead: every publish is acknowledged by the server once it stored it (each waited
+//! for before the next, or up to `--opt acks-in-flight` outstanding: asynchronous publish),
 //! every reader is a push consumer of its own that acknowledges each message. Cargo feature
 //! `nats`.
 
@@ -20,10 +21,11 @@ use super::{
     OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::delivery::{Delivery, Setting};
-use async_nats::jetstream::{self, consumer::push, stream::StorageType};
+use async_nats::jetstream::{self, consumer::push, context::PublishAckFuture, stream::StorageType};
 use async_nats::{Client, Subject, Subscriber};
 use bytes::Bytes;
 use futures_util::{FutureExt, StreamExt};
+use std::collections::VecDeque;
 use std::path::Path;
 use std::time::Duration;
 
@@ -72,6 +74,17 @@ fn check_capacity(v: &str) -> Result<(), String> {
     }
 }
 
+/// The most acknowledgements a JetStream publisher leaves outstanding: async-nats's own limit
+/// (its context's default), past which its publish would wait anyway.
+const MAX_ACKS_IN_FLIGHT: usize = 5000;
+
+fn check_acks_in_flight(v: &str) -> Result<(), String> {
+    match v.parse::<usize>() {
+        Ok(n) if (1..=MAX_ACKS_IN_FLIGHT).contains(&n) => Ok(()),
+        _ => Err(format!("a number of publishes, 1 to {MAX_ACKS_IN_FLIGHT}")),
+    }
+}
+
 fn check_broker(v: &str) -> Result<(), String> {
     broker::check_url(v, "nats")
 }
@@ -88,6 +101,7 @@ impl Transport for Nats {
         const O: &[OptionSpec] = &[
             OptionSpec { key: "broker", default: "start", about: "start (msgperf runs nats-server for the case, on a free loopback port) or nats://HOST:PORT of a running server (msgperf uses only subjects of its own there)", values: &[], check: Some(check_broker) },
             OptionSpec { key: "capacity", default: "65536", about: "messages the client queues per subscription before it drops them (a slow consumer, counted as lost)", values: &[], check: Some(check_capacity) },
+            OptionSpec { key: "acks-in-flight", default: "1", about: "with jetstream: 1 waits for each publish's acknowledgement before the next (synchronous publish); N publishes asynchronously, waiting for the oldest acknowledgement once N are outstanding (as nats bench js pub async)", values: &[], check: Some(check_acks_in_flight) },
             OptionSpec { key: "jetstream", default: "false", about: "false: core NATS (at most once); memory or file: the case's subjects are a JetStream stream with that storage, every publish acknowledged once stored, every message acknowledged by its reader (a push consumer of its own)", values: &["false", "memory", "file"], check: None },
         ];
         O
@@ -108,6 +122,9 @@ impl Transport for Nats {
     }
 
     fn map_delivery(&self, d: &Delivery, options: &Options) -> Result<DeliveryMap, String> {
+        if jetstream_of(options).is_none() && Acks::of(options).window != 1 {
+            return Err("nats: --opt acks-in-flight counts JetStream's acknowledgements, and core NATS has none: add --opt jetstream=memory or file".into());
+        }
         let mut m = as_it_is(self.name(), &self.capabilities(options), d)?;
         m.settings.insert(
             0,
@@ -121,12 +138,27 @@ impl Transport for Nats {
                     "delivery",
                     "at least once",
                     &format!(
-                        "JetStream: the case's subjects are a stream in {} storage; each publish waits for the server's acknowledgement that it stored it, and each reader, a push consumer of its own, acknowledges every message (AckExplicit; unacknowledged ones come again)",
+                        "JetStream: the case's subjects are a stream in {} storage; the server acknowledges each publish once it stored it, and each reader, a push consumer of its own with flow control, acknowledges every message (AckExplicit; unacknowledged ones come again)",
                         if storage == StorageType::Memory { "memory" } else { "file" }
                     ),
                 ),
             },
         );
+        if jetstream_of(options).is_some() {
+            let window = Acks::of(options).window;
+            m.settings.insert(
+                1,
+                if window == 1 {
+                    Setting::new("publish", "sync", "each publish waits for its acknowledgement before the next")
+                } else {
+                    Setting::new(
+                        "publish",
+                        &format!("async, {window} in flight"),
+                        "a publish returns once sent; the oldest acknowledgement is awaited when this many are outstanding (a failed one fails the publish that waits for it) and the rest after the end; a message the server did not store is missing at its readers, which count it lost",
+                    )
+                },
+            );
+        }
         Ok(m)
     }
 
@@ -176,6 +208,7 @@ impl Transport for Nats {
             NatsEnd {
                 client,
                 js,
+                acks: Acks::of(&spec.options),
                 out,
                 sub,
                 timeout: spec.timeout,
@@ -245,6 +278,12 @@ pub(super) async fn consume(
         filter_subject: subject,
         ack_policy: jetstream::consumer::AckPolicy::Explicit,
         deliver_policy: jetstream::consumer::DeliverPolicy::All,
+        // Without flow control the server pushes up to the consumer's 1000 unacknowledged
+        // messages at once, and drops what overflows the connection's pending bytes (64 MB by
+        // default: 1000 of 64 KiB) as a slow consumer's, to redeliver only after the ack wait.
+        // Flow control needs heartbeats; the client answers both.
+        flow_control: true,
+        idle_heartbeat: Duration::from_secs(5),
         ..Default::default()
     };
     let consumer: jetstream::consumer::Consumer<push::Config> =
@@ -267,6 +306,51 @@ pub(super) async fn synced(client: &Client) -> Result<(), async_nats::Error> {
         .ok_or("the connection closed before the server answered")?;
     sub.unsubscribe().await?;
     Ok(())
+}
+
+/// A JetStream publisher's acknowledgements not yet awaited.
+pub(super) struct Acks {
+    pending: VecDeque<PublishAckFuture>,
+    /// Outstanding acknowledgements at which a publish waits for the oldest (1: for its own).
+    window: usize,
+}
+
+impl Acks {
+    pub(super) fn of(o: &Options) -> Acks {
+        let window = o
+            .get("acks-in-flight")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(1);
+        Acks {
+            pending: VecDeque::with_capacity(window),
+            window,
+        }
+    }
+
+    /// Publishes `data` on `subject`, then awaits the oldest acknowledgements until fewer
+    /// than the window are outstanding.
+    pub(super) async fn publish(
+        &mut self,
+        js: &jetstream::Context,
+        subject: Subject,
+        data: Bytes,
+    ) -> Result<(), async_nats::Error> {
+        self.pending.push_back(js.publish(subject, data).await?);
+        while self.pending.len() >= self.window {
+            if let Some(ack) = self.pending.pop_front() {
+                ack.await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Awaits every outstanding acknowledgement.
+    pub(super) async fn settle(&mut self) -> Result<(), async_nats::Error> {
+        while let Some(ack) = self.pending.pop_front() {
+            ack.await?;
+        }
+        Ok(())
+    }
 }
 
 /// Deletes a case's stream when the case ends.
@@ -306,6 +390,7 @@ struct NatsEnd {
     client: Client,
     /// Publishes go through JetStream, acknowledged, when the case asks for it.
     js: Option<jetstream::Context>,
+    acks: Acks,
     out: Option<Subject>,
     sub: Option<Inbox>,
     timeout: Duration,
@@ -335,12 +420,8 @@ impl Endpoint for NatsEnd {
         };
         let data = Bytes::copy_from_slice(msg);
         if let Some(js) = &self.js {
-            // Stored and acknowledged by the server before the next.
-            return wait(self.timeout, async {
-                js.publish(out, data).await?.await?;
-                Ok::<_, async_nats::Error>(())
-            })?
-            .map_err(|e| TransportError::Unsupported(format!("nats: JetStream publish: {e}")));
+            return wait(self.timeout, self.acks.publish(js, out, data))?
+                .map_err(|e| TransportError::Unsupported(format!("nats: JetStream publish: {e}")));
         }
         // Into the client's queue at once if it has room: a timed wait costs a timer.
         let sent = match self
@@ -355,6 +436,12 @@ impl Endpoint for NatsEnd {
             Ok(()) => Ok(()),
             Err(e) => Err(TransportError::Unsupported(format!("nats: publish: {e}"))),
         }
+    }
+
+    fn flush(&mut self) -> Result<(), TransportError> {
+        // Every publish acknowledged before the connection goes.
+        wait(self.timeout, self.acks.settle())?
+            .map_err(|e| TransportError::Unsupported(format!("nats: JetStream publish: {e}")))
     }
 
     fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {
@@ -372,7 +459,7 @@ impl Endpoint for NatsEnd {
                 }
             }
             Inbox::Stream(msgs) => {
-                let next = match msgs.next().now_or_never() {
+                let next = match polled(msgs) {
                     Some(m) => m,
                     None => wait(timeout, msgs.next())?,
                 };
@@ -389,12 +476,21 @@ impl Endpoint for NatsEnd {
                 Some(Some(m)) => copy_out(&m.payload, buf).map(Some),
                 Some(None) => Err(TransportError::PeerClosed),
             },
-            Inbox::Stream(msgs) => match msgs.next().now_or_never() {
+            Inbox::Stream(msgs) => match polled(msgs) {
                 None => Ok(None),
                 Some(next) => stored(next, buf, timeout).map(Some),
             },
         }
     }
+}
+
+/// A consumer's next message if one is there now. Polled inside the runtime: a consumer with
+/// heartbeats starts a timer when it finds none.
+fn polled(
+    msgs: &mut push::Messages,
+) -> Option<Option<Result<jetstream::Message, push::MessagesError>>> {
+    let _in = runtime().enter();
+    msgs.next().now_or_never()
 }
 
 /// A JetStream message into `buf`, acknowledged.
