@@ -11,8 +11,11 @@ msgperf's stream); ZeroMQ's, Zenoh's and gRPC's own tools print no distribution 
 of their own), so their floor loops stand for them. The brokered middlewares run through the broker that
 msgperf starts per case. Redis is also compared with redis-benchmark (PUBLISH), and Kafka with
 its own tools from the jars that tools/fetch-kafka fetched (EndToEndLatency, ProducerPerformance),
-both tools and msgperf against one broker that this script starts; `nats bench` and RabbitMQ's
-PerfTest are not run here yet.
+both tools and msgperf against one broker that this script starts; NATS with `nats bench`
+(natscli: `go install github.com/nats-io/natscli/nats@v0.5.0`), its request/reply, core pub/sub
+and JetStream async publish to a consumer beside msgperf's ping-pong, stream and stream with
+`--opt jetstream=memory --opt acks-in-flight=500`, against one nats-server that this script starts.
+RabbitMQ's PerfTest is not run here yet.
 With --repeat N the whole sweep runs N times and each ratio is the median of the N (range).
 
 DDS: Cyclone's own ddsperf, built from the very Cyclone source that the `dds` adapter links
@@ -22,17 +25,20 @@ the round trip; it is doubled here. Both run pinned like msgperf's roles (taskse
 loopback-only configuration (CYCLONEDDS_URI), a waitset on each side and ddsperf's QoS (RELIABLE,
 KEEP_LAST 1: msgperf with --opt history=keep-last-1).
 
-Usage: bench/middlewares.py [--transports zmq,dds,zenoh,grpc,nats,redis] [--duration 2] [--placement cross-cpu,same-cpu]
+Usage: bench/middlewares.py [--transports zmq,dds,zenoh,grpc,nats,redis,mqtt,amqp,kafka] [--duration 2] [--placement cross-cpu,same-cpu]
                             [--repeat 1] [--msgperf PATH] [--ddsperf PATH]
 """
-import argparse, glob, json, os, re, statistics, subprocess, sys, tempfile, time
+import argparse, glob, json, os, re, shutil, statistics, subprocess, sys, tempfile, time
 
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(here)
 
 
 def sh(args):
-    return subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"{' '.join(args)} failed ({r.returncode}):\n{r.stderr[-3000:]}")
+    return r.stdout
 
 
 def main():
@@ -65,7 +71,7 @@ def main():
     print(" | ".join(head))
     print(" | ".join("---" for _ in head))
     for i, r in enumerate(runs[0]):
-        if r["workload"].startswith("ddsperf") or r["workload"] in ("redis-benchmark", "kafka-e2e", "kafka-producer"):
+        if r["workload"].startswith("ddsperf") or r["workload"] in TOOL_ROWS:
             continue
         rs = [run[i] for run in runs]
         unit = "us p50" if r["workload"] == "pingpong" else "MiB/s"
@@ -93,6 +99,22 @@ def main():
     against("redis-benchmark",
             "\nRedis stream (msgperf) against redis-benchmark PUBLISH, one client, no pipelining, messages/s:\n",
             ("placement", "size [B]", "msgperf msgs/s", "redis-benchmark PUBLISH/s", "msgperf / redis-benchmark"),
+            "{:.0f}")
+    against("nats-request",
+            "\nNATS: msgperf's ping-pong p50 round trip against `nats bench service request`'s P50 (its server answers"
+            " every request with 2 bytes, msgperf's echo with the whole message), one server for both:\n",
+            ("placement", "size [B]", "msgperf p50", "nats bench P50", "msgperf / nats bench"),
+            "{:.1f}", " us")
+    against("nats-sub",
+            "\nNATS: msgperf's core stream (messages received/s) against `nats bench pub` to `nats bench sub`"
+            " (the subscriber's rate), one server for both (higher is better):\n",
+            ("placement", "size [B]", "msgperf msgs/s", "nats bench sub msgs/s", "msgperf / nats bench"),
+            "{:.0f}")
+    against("nats-js",
+            "\nNATS JetStream (memory storage), 500 publish acknowledgements in flight, every message acknowledged by"
+            " its reader: msgperf's stream against `nats bench js pub async --batch 500` to `nats bench js consume"
+            " --acks explicit` (the consumer's rate), messages/s:\n",
+            ("placement", "size [B]", "msgperf msgs/s", "nats bench js consume msgs/s", "msgperf / nats bench"),
             "{:.0f}")
     against("kafka-e2e",
             "\nKafka: half msgperf's mean round trip (--opt sync=true) against EndToEndLatency's mean once warm (one"
@@ -147,6 +169,8 @@ def sweep(a, msgperf, ddsperf):
                                          ratio=s["msgs_per_s"] / tool))
             if t == "kafka":
                 rows.extend(kafka_tools(msgperf, placement, a.duration))
+            if t == "nats":
+                rows.extend(nats_tools(msgperf, placement, a.duration))
             if t == "dds" and ddsperf:
                 # ddsperf's ping and pong are RELIABLE with KEEP_LAST 1: msgperf runs the same QoS.
                 for c in cases(msgperf, a, "pingpong", t, "64,4k", placement,
@@ -294,6 +318,116 @@ def redis_benchmark_rate(placement, size, duration):
                 if p:
                     p.kill()
                     p.wait()
+
+
+# Rows that compare msgperf with a middleware's own tool (shown in tables of their own).
+TOOL_ROWS = ("redis-benchmark", "kafka-e2e", "kafka-producer", "nats-request", "nats-sub", "nats-js")
+
+
+def nats_cli():
+    exe = shutil.which("nats") or os.path.join(os.path.expanduser("~/go/bin"), "nats")
+    if not os.access(exe, os.X_OK):
+        sys.exit("natscli is not installed: go install github.com/nats-io/natscli/nats@v0.5.0")
+    return exe
+
+
+def nats_tools(msgperf, placement, duration):
+    """`nats bench` and msgperf against one nats-server (JetStream on) that this script starts,
+    pinned where msgperf puts its broker: the requester and publishers where msgperf puts its
+    writer, the server, the service and the subscriber where its reader goes."""
+    nats = nats_cli()
+    cpus = ("0", "0") if placement == "same-cpu" else ("0", "1")
+    port = free_port()
+    url = f"nats://127.0.0.1:{port}"
+    cli = [nats, "-s", url, "--no-context"]
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        server = subprocess.Popen(["taskset", "-c", cpus[1], "nats-server", "-a", "127.0.0.1", "-p", str(port),
+                                   "-js", "-sd", os.path.join(d, "js")],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_port(port)
+
+            def ours(workload, size, extra=()):
+                with tempfile.NamedTemporaryFile(suffix=".json") as f:
+                    sh([msgperf, "run", workload, "-t", "nats", "--size", str(size), "--duration", duration + "s",
+                        "--placement", placement, "--no-floor", "--opt", f"broker={url}", "--json", f.name, *extra])
+                    return json.load(open(f.name))["cases"][0]["summary"]
+
+            def stats(out, role):
+                line = next((l for l in out.splitlines() if role + " stats:" in l), None)
+                if not line:
+                    sys.exit(f"nats bench printed no {role} stats:\n{out}")
+                rate = re.search(r"([0-9,]+) msgs/sec", line).group(1)
+                p50 = re.search(r"P50: ([0-9,.]+)us", line)
+                return float(rate.replace(",", "")), p50 and float(p50.group(1).replace(",", ""))
+
+            def bench(*args, on=cpus[0], timeout=120):
+                return subprocess.run(["taskset", "-c", on] + cli + ["bench", *args, "--no-progress"],
+                                      capture_output=True, text=True, timeout=timeout, check=True).stdout
+
+            for size in (64, 4096):
+                s = ours("pingpong", size)
+                n = str(max(2000, int(s["msgs_per_s"] * float(duration))))
+                serve = subprocess.Popen(["taskset", "-c", cpus[1]] + cli + ["bench", "service", "serve", f"req-{size}"],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                try:
+                    time.sleep(1)  # the service's subscription is in place
+                    _, p50 = stats(bench("service", "request", f"req-{size}", "--msgs", n, "--size", f"{size}B"),
+                                   "requester")
+                finally:
+                    serve.kill()
+                    serve.wait()
+                mine = s["latency"]["p50_ns"] / 1e3
+                rows.append(dict(transport="nats", placement=placement, workload="nats-request", size=size,
+                                 ours=mine, tool=p50, ratio=mine / p50))
+            def received(reader, writer, role):
+                """The rate `nats bench` READER reports once `nats bench` WRITER is done; none if the
+                reader never got them all (a core subscriber the server dropped messages for)."""
+                r = subprocess.Popen(["taskset", "-c", cpus[1]] + cli + ["bench", *reader, "--no-progress"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                try:
+                    time.sleep(1)  # the subscription or consumer is in place
+                    bench(*writer)
+                    return stats(r.communicate(timeout=60)[0], role)[0]
+                except subprocess.TimeoutExpired:
+                    return None
+                finally:
+                    r.kill()
+                    r.wait()
+
+            for size in (64, 65536):
+                mine = ours("stream", size)["msgs_per_s"]
+                work = ["--msgs", str(max(10000, int(mine * float(duration)))), "--size", f"{size}B"]
+                tool = received(["sub", f"sub-{size}", *work], ["pub", f"sub-{size}", *work], "subscriber")
+                rows.append(dict(transport="nats", placement=placement, workload="nats-sub", size=size,
+                                 ours=mine, tool=tool, ratio=mine / tool if tool else None))
+            for size in (64, 65536):
+                mine = ours("stream", size, ["--opt", "jetstream=memory", "--opt", "acks-in-flight=500"])["msgs_per_s"]
+                work = ["--msgs", str(max(10000, int(mine * float(duration)))), "--size", f"{size}B"]
+                stream, subject = f"bench-{size}", f"js-{size}"
+                sh(cli + ["stream", "add", stream, "--subjects", subject, "--storage", "memory", "--defaults"])
+                tool = received(["js", "consume", "--stream", stream, "--acks", "explicit", *work],
+                                ["js", "pub", "async", subject, "--stream", stream, "--batch", "500", *work],
+                                "consumer (callback)")
+                rows.append(dict(transport="nats", placement=placement, workload="nats-js", size=size,
+                                 ours=mine, tool=tool, ratio=mine / tool if tool else None))
+        finally:
+            server.terminate()
+            server.wait()
+    return rows
+
+
+def wait_port(port, bound=10):
+    import socket
+    end = time.time() + bound
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    sys.exit(f"nothing answered on port {port} within {bound} s")
 
 
 KAFKA_LIBS = os.path.join(os.environ.get("MSGPERF_KAFKA") or os.path.expanduser("~/.cache/msgperf/kafka-4.3.1"), "libs")
