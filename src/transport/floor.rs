@@ -435,6 +435,7 @@ impl ReadWindow {
     }
 
     /// The first message came more than `d` ago.
+    #[cfg_attr(not(feature = "nats"), allow(dead_code))]
     pub fn began_before(&self, d: std::time::Duration) -> bool {
         self.first > 0 && sys::monotonic_ns() > self.first + d.as_nanos() as u64
     }
