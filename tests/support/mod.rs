@@ -149,8 +149,9 @@ pub fn short_request(workload: &str, transport: &str) -> msgperf::plan::RunOptio
 }
 
 /// The role processes msgperf `pid` started whose command line names `role` (`responder`,
-/// `subscriber 2`), once there is one. Roles start once the case's broker answers, which
-/// under load took RabbitMQ over 20 s: the bound is one only a hang reaches.
+/// `subscriber 2`), once there is one. Roles start once the case's broker answers: in a soak
+/// run an AMQP case's responder had not appeared after 20 s, so the bound is one only a hang
+/// reaches.
 pub fn wait_for_role(pid: u32, role: &str) -> u32 {
     let end = Instant::now() + Duration::from_secs(60);
     loop {

@@ -122,7 +122,7 @@ impl Transport for Nats {
     }
 
     fn map_delivery(&self, d: &Delivery, options: &Options) -> Result<DeliveryMap, String> {
-        if jetstream_of(options).is_none() && Acks::of(options).window != 1 {
+        if jetstream_of(options).is_none() && acks_in_flight(options) != 1 {
             return Err("nats: --opt acks-in-flight counts JetStream's acknowledgements, and core NATS has none: add --opt jetstream=memory or file".into());
         }
         let mut m = as_it_is(self.name(), &self.capabilities(options), d)?;
@@ -145,7 +145,7 @@ impl Transport for Nats {
             },
         );
         if jetstream_of(options).is_some() {
-            let window = Acks::of(options).window;
+            let window = acks_in_flight(options);
             m.settings.insert(
                 1,
                 if window == 1 {
@@ -315,12 +315,16 @@ pub(super) struct Acks {
     window: usize,
 }
 
+/// The publishes whose acknowledgements a case leaves outstanding (`--opt acks-in-flight`).
+fn acks_in_flight(o: &Options) -> usize {
+    o.get("acks-in-flight")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1)
+}
+
 impl Acks {
     pub(super) fn of(o: &Options) -> Acks {
-        let window = o
-            .get("acks-in-flight")
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(1);
+        let window = acks_in_flight(o);
         Acks {
             pending: VecDeque::with_capacity(window),
             window,
