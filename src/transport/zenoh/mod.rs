@@ -20,7 +20,7 @@ use super::{
 };
 use crate::deadline::Deadline;
 use crate::delivery::{Delivery, History, Reliability, Setting};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use zenoh::handlers::{FifoChannel, FifoChannelHandler, RingChannel, RingChannelHandler};
 use zenoh::pubsub::{Publisher, Subscriber};
 use zenoh::qos::CongestionControl;
@@ -359,22 +359,22 @@ pub(super) fn publisher(
         .map_err(|e| zenoh_error(&format!("a publisher on {key}"), e))
 }
 
-/// Waits until `p` matches a subscriber, at most `timeout`.
+/// Waits until `p` matches a subscriber, at most `timeout`. One blocking wait on zenoh's
+/// matching listener (which says at once if a subscriber is already there), not a polling loop:
+/// the wait costs no wake-ups, and a role's wake-ups count its exchanges.
 pub(super) fn wait_matched(p: &Publisher<'_>, timeout: Duration) -> Result<(), TransportError> {
-    let deadline = Deadline::after(timeout);
+    let deadline = Instant::now() + timeout;
+    let listener = p
+        .matching_listener()
+        .wait()
+        .map_err(|e| zenoh_error("a publisher's matching listener", e))?;
     loop {
-        let matched = p
-            .matching_status()
-            .wait()
-            .map_err(|e| zenoh_error("a publisher's matching status", e))?
-            .matching();
-        if matched {
-            return Ok(());
+        match listener.recv_deadline(deadline) {
+            Ok(Some(status)) if status.matching() => return Ok(()),
+            Ok(Some(_)) => {}
+            Ok(None) => return Err(TransportError::Timeout(timeout)),
+            Err(e) => return Err(zenoh_error("a publisher's matching listener", e)),
         }
-        if deadline.expired() {
-            return Err(TransportError::Timeout(timeout));
-        }
-        std::thread::sleep(Duration::from_millis(1));
     }
 }
 
