@@ -15,7 +15,7 @@ both tools and msgperf against one broker that this script starts; NATS with `na
 (natscli: `go install github.com/nats-io/natscli/nats@v0.5.0`), its request/reply, core pub/sub
 and JetStream async publish to a consumer beside msgperf's ping-pong, stream and stream with
 `--opt jetstream=memory --opt acks-in-flight=500`, against one nats-server that this script starts.
-RabbitMQ's PerfTest is not run here yet.
+RabbitMQ with its PerfTest (from Maven Central), against one rabbitmq-server that this script starts.
 With --repeat N the whole sweep runs N times and each ratio is the median of the N (range).
 
 DDS: Cyclone's own ddsperf, built from the very Cyclone source that the `dds` adapter links
@@ -127,6 +127,23 @@ def main():
             ("placement", "size [B]", "msgperf msgs/s", "ProducerPerformance records/s",
              "msgperf / ProducerPerformance"),
             "{:.0f}")
+    against("perftest-rate",
+            "\nRabbitMQ: msgperf's stream (ack=auto, no confirms) against PerfTest's producer (-x 1 -y 0) and consumer"
+            " (-x 0 -y 1 -a), a JVM each, pinned like msgperf's writer and reader (the consumer's mean rate past"
+            " its first two seconds), messages/s, one broker for both:\n",
+            ("placement", "size [B]", "msgperf msgs/s", "PerfTest received msgs/s", "msgperf / PerfTest"),
+            "{:.0f}")
+    against("perftest-confirm",
+            "\nRabbitMQ, each publish confirmed before the next: msgperf's stream with --opt confirm=true against"
+            " the same PerfTest pair with -c 1 (one publish unconfirmed at most), messages/s:\n",
+            ("placement", "size [B]", "msgperf msgs/s", "PerfTest received msgs/s", "msgperf / PerfTest"),
+            "{:.0f}")
+    against("perftest-latency",
+            "\nRabbitMQ at 1000 messages/s: msgperf's one-way p50 (from the intended send time) against PerfTest"
+            " -x 1 -y 1 -a -r 1000's consumer latency (one JVM on the CPUs msgperf's roles use; the median of its"
+            " per-second medians past the first):\n",
+            ("placement", "size [B]", "msgperf p50", "PerfTest median", "msgperf / PerfTest"),
+            "{:.0f}", " us")
     if ddsperf:
         against("ddsperf",
                 f"\nDDS ping-pong against Cyclone's own tool ({ddsperf_version(ddsperf)}):\n",
@@ -171,6 +188,8 @@ def sweep(a, msgperf, ddsperf):
                 rows.extend(kafka_tools(msgperf, placement, a.duration))
             if t == "nats":
                 rows.extend(nats_tools(msgperf, placement, a.duration))
+            if t == "amqp":
+                rows.extend(amqp_tools(msgperf, placement, a.duration))
             if t == "dds" and ddsperf:
                 # ddsperf's ping and pong are RELIABLE with KEEP_LAST 1: msgperf runs the same QoS.
                 for c in cases(msgperf, a, "pingpong", t, "64,4k", placement,
@@ -321,7 +340,8 @@ def redis_benchmark_rate(placement, size, duration):
 
 
 # Rows that compare msgperf with a middleware's own tool (shown in tables of their own).
-TOOL_ROWS = ("redis-benchmark", "kafka-e2e", "kafka-producer", "nats-request", "nats-sub", "nats-js")
+TOOL_ROWS = ("redis-benchmark", "kafka-e2e", "kafka-producer", "nats-request", "nats-sub", "nats-js",
+             "perftest-rate", "perftest-confirm", "perftest-latency")
 
 
 def nats_cli():
@@ -510,6 +530,142 @@ def kafka_tools(msgperf, placement, duration):
             except subprocess.TimeoutExpired:
                 broker.kill()
                 broker.wait()
+    return rows
+
+
+PERFTEST = "2.22.1"
+
+
+def perftest_classpath():
+    """RabbitMQ's PerfTest and its dependencies from Maven Central (into ~/.m2, once), as a
+    class path."""
+    if not shutil.which("mvn"):
+        sys.exit("RabbitMQ's PerfTest comes from Maven Central: apt-get install maven")
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "pom.xml"), "w") as f:
+            f.write('<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
+                    '<groupId>msgperf</groupId><artifactId>perftest</artifactId><version>1</version>'
+                    '<packaging>pom</packaging><dependencies><dependency><groupId>com.rabbitmq</groupId>'
+                    f'<artifactId>perf-test</artifactId><version>{PERFTEST}</version></dependency>'
+                    '</dependencies></project>')
+        cp = os.path.join(d, "cp.txt")
+        sh(["mvn", "-q", "-B", "-f", os.path.join(d, "pom.xml"), "dependency:build-classpath",
+            "-DincludeScope=runtime", f"-Dmdep.outputFile={cp}"])
+        return open(cp).read().strip()
+
+
+class RabbitMQ:
+    """A rabbitmq-server of this script's own, as msgperf starts one (src/transport/amqp): its
+    node, ports, configuration, database and log in a temporary directory, its own Erlang port
+    mapper, on loopback, pinned to `cpu`."""
+
+    def __init__(self, cpu):
+        self.dir = tempfile.TemporaryDirectory()
+        d = self.dir.name
+        self.port, epmd = free_port(), free_port()
+        with open(os.path.join(d, "rabbitmq.conf"), "w") as f:
+            f.write(f"listeners.tcp.1 = 127.0.0.1:{self.port}\ntcp_listen_options.nodelay = true\n"
+                    "log.console = false\nlog.file = false\n")
+        with open(os.path.join(d, "enabled_plugins"), "w") as f:
+            f.write("[].\n")
+        env = dict(os.environ, HOME=d, RABBITMQ_NODENAME=f"bench{self.port}@localhost",
+                   RABBITMQ_NODE_IP_ADDRESS="127.0.0.1", RABBITMQ_NODE_PORT=str(self.port),
+                   RABBITMQ_DIST_PORT=str(free_port()), RABBITMQ_CONFIG_FILE=os.path.join(d, "rabbitmq"),
+                   RABBITMQ_ENABLED_PLUGINS_FILE=os.path.join(d, "enabled_plugins"),
+                   RABBITMQ_MNESIA_BASE=os.path.join(d, "mnesia"), RABBITMQ_LOG_BASE=os.path.join(d, "log"),
+                   RABBITMQ_PID_FILE=os.path.join(d, "pid"), RABBITMQ_LOGS="-", RUNNING_UNDER_SYSTEMD="true",
+                   RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}",
+                   ERL_EPMD_ADDRESS="127.0.0.1", ERL_EPMD_PORT=str(epmd))
+        self.epmd = subprocess.Popen(["epmd", "-port", str(epmd), "-address", "127.0.0.1"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(epmd)
+        self.server = subprocess.Popen(["taskset", "-c", cpu, "/usr/lib/rabbitmq/bin/rabbitmq-server"], env=env,
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.url = f"amqp://127.0.0.1:{self.port}"
+        wait_port(self.port, 60)
+
+    def stop(self):
+        for p in (self.server, self.epmd):
+            p.terminate()
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.dir.cleanup()
+
+
+def amqp_tools(msgperf, placement, duration):
+    """RabbitMQ's PerfTest and msgperf against one rabbitmq-server that this script starts
+    (pinned where msgperf puts its broker), one publisher and one consumer on one classic
+    queue each: the consumer's rate as fast as the publisher goes (PerfTest `-a`, msgperf's
+    stream with ack=auto), the same with each publish confirmed before the next (PerfTest
+    `-c 1`, msgperf `--opt confirm=true`), and the median latency at 1000 messages a second
+    (PerfTest's consumer latency, msgperf's one-way p50 from the intended send time)."""
+    cp = perftest_classpath()
+    cpus = ("0", "0") if placement == "same-cpu" else ("0", "1")
+    broker = RabbitMQ(cpus[1])
+    rows = []
+    try:
+        def ours(size, extra):
+            with tempfile.NamedTemporaryFile(suffix=".json") as f:
+                sh([msgperf, "run", "stream", "-t", "amqp", "--size", str(size), "--duration", duration + "s",
+                    "--placement", placement, "--no-floor", "--opt", f"broker={broker.url}", "--json", f.name,
+                    *extra])
+                return json.load(open(f.name))["cases"][0]["summary"]
+
+        java = ["java", "-Xmx1G", "-XX:-UsePerfData", "-cp", cp, "com.rabbitmq.perf.PerfTest", "--uri", broker.url]
+        seconds = int(float(duration) * 2)
+
+        def lines(out, skip):
+            """PerfTest's second-by-second (received msgs/s, consumer latency median) once the
+            consumer receives, past the first `skip` such seconds (its JVMs' warm-up, which
+            msgperf's warm-up leaves out too: a fresh producer JVM took 2 s to reach its rate)."""
+            got = re.findall(r"time [0-9.]+ s, .*?received: ([0-9.]+) msg/s"
+                             r"(?:, min/median/75th/95th/99th consumer latency: [0-9.]+/([0-9.]+)/)?", out)
+            got = [(float(r), m and float(m)) for r, m in got if float(r) > 0][skip:]
+            if not got:
+                sys.exit(f"PerfTest printed no rates:\n{out}")
+            return got
+
+        def rate(size, queue, extra):
+            """The mean rate PerfTest's consumer receives, its consumer and its producer each a
+            JVM of its own, pinned where msgperf puts its reader and its writer, the producer
+            for two seconds of warm-up and twice msgperf's length; the consumer starts first and
+            runs two seconds longer."""
+            reader = subprocess.Popen(["taskset", "-c", cpus[1]] + java + [
+                "-x", "0", "-y", "1", "-u", queue, "-k", queue, "-a", "-z", str(seconds + 4)],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            try:
+                time.sleep(1)  # its queue is declared and consumed
+                sh(["taskset", "-c", cpus[0]] + java + ["-x", "1", "-y", "0", "-u", queue, "-k", queue, "-s", str(size),
+                                                        "-z", str(seconds + 2), *extra])
+                return statistics.mean(r for r, _ in lines(reader.communicate(timeout=60)[0], 2))
+            finally:
+                reader.kill()
+                reader.wait()
+
+        for size in (64, 65536):
+            mine = ours(size, [])["msgs_per_s"]
+            tool = rate(size, f"rate-{size}", [])
+            rows.append(dict(transport="amqp", placement=placement, workload="perftest-rate", size=size,
+                             ours=mine, tool=tool, ratio=mine / tool))
+            mine = ours(size, ["--opt", "confirm=true"])["msgs_per_s"]
+            tool = rate(size, f"confirm-{size}", ["-c", "1"])
+            rows.append(dict(transport="amqp", placement=placement, workload="perftest-confirm", size=size,
+                             ours=mine, tool=tool, ratio=mine / tool))
+        for size in (64, 4096):
+            mine = ours(size, ["--rate", "1khz"])["latency"]["p50_ns"] / 1e3
+            # Latency needs PerfTest's producer and consumer in one JVM (it compares their
+            # nanoTime): that JVM runs on both CPUs, as the broker's reader-side CPU cannot
+            # be given to its consumer thread alone.
+            out = sh(["taskset", "-c", ",".join(sorted(set(cpus)))] + java + [
+                "-x", "1", "-y", "1", "-a", "-s", str(size), "-r", "1000", "-z", str(seconds)])
+            tool = statistics.median(m for _, m in lines(out, 1) if m)
+            rows.append(dict(transport="amqp", placement=placement, workload="perftest-latency", size=size,
+                             ours=mine, tool=tool, ratio=mine / tool))
+    finally:
+        broker.stop()
     return rows
 
 

@@ -582,6 +582,7 @@ mod grpc {
 
 /// The broker msgperf `pid` started for its case: a child (of any of its threads) running
 /// `program`.
+#[cfg(feature = "_broker")]
 fn broker_of(pid: u32, program: &str) -> u32 {
     let end = Instant::now() + Duration::from_secs(20);
     loop {
@@ -613,6 +614,7 @@ fn broker_of(pid: u32, program: &str) -> u32 {
 /// A broker killed (SIGKILL) or stopped (SIGSTOP) mid-run ends the case within the timeout,
 /// naming the broker; what was measured until then is kept, and no broker process or
 /// directory is left.
+#[cfg(feature = "_broker")]
 fn broker_fault_ends_the_case(transport: &str, program: &str, sig: i32) {
     let dir = temp_dir();
     let json = dir.path().join("r.json");
@@ -652,6 +654,7 @@ fn broker_fault_ends_the_case(transport: &str, program: &str, sig: i32) {
 }
 
 /// A broker dies with the msgperf that started it, even one killed with SIGKILL.
+#[cfg(feature = "_broker")]
 fn broker_dies_with_msgperf(transport: &str, program: &str) {
     let child = spawn(&[
         "run",
@@ -681,6 +684,7 @@ fn broker_dies_with_msgperf(transport: &str, program: &str) {
 
 /// The broker is a role of the case: pinned with the non-driving roles, its CPU measured over
 /// the messages the driving roles sent through it.
+#[cfg(feature = "_broker")]
 fn broker_is_measured(r: &RunResult) {
     for c in &r.cases {
         let b = c
@@ -1134,6 +1138,54 @@ mod amqp {
                 "--opt",
                 "queue=quorum",
             ],
+        );
+    }
+
+    #[test]
+    fn amqp_persistent_messages_are_counted_and_their_mapping_printed() {
+        let dir = temp_dir();
+        let json = dir.path().join("persistent.json");
+        let out = run(
+            &[
+                "run",
+                "stream",
+                "-t",
+                "amqp",
+                "--size",
+                "64k",
+                "--count",
+                "1000",
+                "--warmup",
+                "20ms",
+                "--checksum",
+                "--no-floor",
+                "--opt",
+                "persistent=true",
+                "--opt",
+                "confirm=true",
+                "--json",
+                json.to_str().unwrap(),
+            ],
+            Duration::from_secs(180),
+        );
+        let said = text(&out.stdout);
+        assert!(out.status.success(), "{said}{}", text(&out.stderr));
+        assert!(
+            said.contains("persistence = on disk: durable queues, messages with delivery_mode 2"),
+            "{said}"
+        );
+        assert!(
+            said.contains("queue = classic: classic queues, durable"),
+            "{said}"
+        );
+        let r: RunResult = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let c = &r.cases[0];
+        assert_eq!(c.roles[0].counters.messages_sent, 1000);
+        let k = &c.roles[1].counters;
+        assert_eq!(k.messages_received, 1000);
+        assert_eq!(
+            (k.lost, k.duplicated, k.reordered, k.corrupted),
+            (0, 0, 0, 0)
         );
     }
 

@@ -83,7 +83,7 @@ impl Floor for AmqpFloor {
             c.consume(q, !s.manual_ack, WAIT).map_err(io)
         };
         let publish = |c: &Client, q: &str, m: &[u8]| -> std::io::Result<()> {
-            rt.block_on(c.publish("", q, m, s.confirm)).map_err(io)
+            rt.block_on(c.publish("", q, m, &s)).map_err(io)
         };
         let confirming = |c: &Client| -> std::io::Result<()> {
             if s.confirm {

@@ -126,6 +126,8 @@ fn check_length(v: &str) -> Result<(), String> {
 #[derive(Clone)]
 pub(super) struct Settings {
     quorum: bool,
+    /// Durable queues and messages published with delivery_mode 2: written to disk.
+    persistent: bool,
     confirm: bool,
     manual_ack: bool,
     prefetch: u16,
@@ -138,6 +140,7 @@ impl Settings {
         let flag = |k: &str| o.get(k).map(String::as_str) == Some("true");
         Settings {
             quorum: o.get("queue").map(String::as_str) == Some("quorum"),
+            persistent: flag("persistent"),
             confirm: flag("confirm"),
             manual_ack: o.get("ack").map(String::as_str) == Some("manual"),
             prefetch: o.get("prefetch").and_then(|v| v.parse().ok()).unwrap_or(0),
@@ -168,10 +171,16 @@ impl Settings {
 
     fn queue_options(&self) -> QueueDeclareOptions {
         QueueDeclareOptions {
-            // Quorum queues are always durable.
-            durable: self.quorum,
+            // Quorum queues are always durable; a classic queue must be for its persistent
+            // messages to outlive a broker's restart.
+            durable: self.quorum || self.persistent,
             ..QueueDeclareOptions::default()
         }
+    }
+
+    /// A message's properties: delivery_mode 2 (persistent) or 1 (transient).
+    fn properties(&self) -> BasicProperties {
+        BasicProperties::default().with_delivery_mode(if self.persistent { 2 } else { 1 })
     }
 }
 
@@ -187,6 +196,7 @@ impl Transport for Amqp {
         const O: &[OptionSpec] = &[
             OptionSpec { key: "broker", default: "start", about: "start (msgperf runs rabbitmq-server for the case, on a free loopback port) or amqp://HOST:PORT of a running broker (msgperf uses only queues and exchanges of its own there)", values: &[], check: Some(check_broker) },
             OptionSpec { key: "queue", default: "classic", about: "the queues' type: classic, or quorum (replicated with Raft, durable: every message is written to disk)", values: &["classic", "quorum"], check: None },
+            OptionSpec { key: "persistent", default: "false", about: "durable queues and persistent messages (delivery_mode 2): the broker writes to disk each message that is not consumed first, and confirms it (with confirm=true) once written or taken by every queue's reader; quorum queues write every message anyway", values: &["true", "false"], check: None },
             OptionSpec { key: "confirm", default: "false", about: "publisher confirms: each publish waits until the broker has taken it", values: &["true", "false"], check: None },
             OptionSpec { key: "ack", default: "auto", about: "auto: the broker forgets a message once it is sent to the reader; manual: the reader acknowledges each one", values: &["auto", "manual"], check: None },
             OptionSpec { key: "prefetch", default: "0", about: "messages the broker sends a reader ahead of its acknowledgements (basic.qos, with ack=manual); 0: no limit", values: &[], check: Some(check_count) },
@@ -244,10 +254,10 @@ impl Transport for Amqp {
             Setting::new(
                 "queue",
                 if s.quorum { "quorum" } else { "classic" },
-                if s.quorum {
-                    "quorum queues: replicated with Raft and written to disk before they are confirmed"
-                } else {
-                    "classic queues, not durable: held in memory, paged out under memory pressure"
+                match (s.quorum, s.persistent) {
+                    (true, _) => "quorum queues: replicated with Raft and written to disk before they are confirmed",
+                    (false, true) => "classic queues, durable: they and their persistent messages outlive a broker's restart",
+                    (false, false) => "classic queues, not durable: held in memory, paged out under memory pressure",
                 },
             ),
             match s.max_length {
@@ -261,6 +271,15 @@ impl Transport for Amqp {
                     Some(n) => format!("keep-last {n}"),
                 },
                 "per queue, in order",
+            ),
+            Setting::new(
+                "persistence",
+                if s.persistent || s.quorum { "on disk" } else { "in memory" },
+                match (s.persistent, s.quorum) {
+                    (true, false) => "durable queues, messages with delivery_mode 2: written to disk, and confirmed once there or once every queue's reader has taken it (RabbitMQ's rule: a message consumed at once need not reach the disk)",
+                    (_, true) => "quorum queues write every message to their log on disk, whatever its delivery_mode",
+                    (false, false) => "transient messages (delivery_mode 1) in queues that are not durable",
+                },
             ),
             Setting::new(
                 "confirms",
@@ -449,13 +468,14 @@ impl Client {
         .map_err(failed)
     }
 
-    /// Publishes `msg` to `exchange` with `key`, waiting for its confirmation if `confirm`.
+    /// Publishes `msg` to `exchange` with `key`, persistent and waiting for its confirmation
+    /// as the settings say.
     pub async fn publish(
         &self,
         exchange: &str,
         key: &str,
         msg: &[u8],
-        confirm: bool,
+        s: &Settings,
     ) -> Result<(), TransportError> {
         let c = self
             .channel
@@ -464,11 +484,11 @@ impl Client {
                 key.into(),
                 BasicPublishOptions::default(),
                 msg,
-                BasicProperties::default(),
+                s.properties(),
             )
             .await
             .map_err(|_| TransportError::PeerClosed)?;
-        if confirm {
+        if s.confirm {
             let c = c.await.map_err(|_| TransportError::PeerClosed)?;
             if !c.is_ack() {
                 return Err(failed("the broker refused a publish (nack)"));
@@ -552,10 +572,9 @@ impl Endpoint for AmqpEnd {
                 "amqp: a subscriber only reads".into(),
             ));
         };
-        let confirm = self.settings.confirm;
         wait(
             self.timeout,
-            self.client.publish(exchange, key, msg, confirm),
+            self.client.publish(exchange, key, msg, &self.settings),
         )?
     }
 
@@ -584,5 +603,31 @@ impl Endpoint for AmqpEnd {
             None => Ok(None),
             Some(next) => self.take(next, buf).map(Some),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(opts: &[(&str, &str)]) -> Settings {
+        Settings::of(
+            &opts
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn persistent_messages_go_to_durable_queues_with_delivery_mode_2() {
+        let p = settings(&[("persistent", "true")]);
+        assert_eq!(p.properties().delivery_mode(), &Some(2));
+        assert!(p.queue_options().durable);
+        let t = settings(&[]);
+        assert_eq!(t.properties().delivery_mode(), &Some(1));
+        assert!(!t.queue_options().durable);
+        // A quorum queue is durable whatever the messages are.
+        assert!(settings(&[("queue", "quorum")]).queue_options().durable);
     }
 }
