@@ -73,10 +73,9 @@ impl Floor for DdsFloor {
         let writer = Writer::new(&participant, &format!("{tag}/{out}"), &qos).map_err(io)?;
         let mut reader =
             Reader::new(&participant, &format!("{tag}/{inn}"), &qos, wake).map_err(io)?;
-        cyclone::wait_until(WAIT, "the floor's peer", || {
-            Ok(writer.matched()? >= 1 && reader.matched()? >= 1)
-        })
-        .map_err(io)?;
+        let met = crate::deadline::Deadline::after(WAIT);
+        writer.wait_matched(1, met).map_err(io)?;
+        reader.wait_matched(met).map_err(io)?;
         let mut writer = writer;
         let mut buf = vec![7u8; size.max(1)];
         // Takes the next message, waiting for it (None: the peer is gone, or stop was raised).

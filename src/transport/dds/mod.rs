@@ -258,17 +258,13 @@ impl Opening for DdsOpening {
         let DdsOpening { ends, readers } = *self;
         // Matched both ways before anything is written: a volatile writer's samples reach only
         // the readers it has matched.
+        let deadline = crate::deadline::Deadline::after(spec.timeout);
         if let Some(w) = &ends.writer {
-            cyclone::wait_until(
-                spec.timeout,
-                &format!("matching {readers} reader(s)"),
-                || Ok(w.matched()? >= readers),
-            )
-            .map_err(|e| dds_error(e, spec))?;
+            w.wait_matched(readers, deadline)
+                .map_err(|e| dds_error(e, spec))?;
         }
         if let Some(r) = &ends.reader {
-            cyclone::wait_until(spec.timeout, "matching a writer", || Ok(r.matched()? >= 1))
-                .map_err(|e| dds_error(e, spec))?;
+            r.wait_matched(deadline).map_err(|e| dds_error(e, spec))?;
         }
         Ok(Box::new(ends))
     }
