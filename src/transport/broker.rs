@@ -376,9 +376,39 @@ pub fn names(name: &str, sep: char, side: Side) -> (Option<String>, Option<Strin
     }
 }
 
+/// Every name a case's `plan` uses at a broker, once each: both directions of each channel,
+/// and each topic (`plan.topics` holds each topic's number of readers, in topic order).
+pub fn plan_names(name: &str, sep: char, plan: &SetupPlan) -> Vec<String> {
+    let channels = (0..plan.channels).flat_map(|c| {
+        let (a, b) = names(name, sep, Side::Accept(c));
+        [a, b].into_iter().flatten()
+    });
+    let topics = (0u32..)
+        .zip(&plan.topics)
+        .filter_map(|(topic, &readers)| names(name, sep, Side::Publish { topic, readers }).0);
+    let mut all: Vec<String> = channels.chain(topics).collect();
+    all.sort();
+    all.dedup();
+    all
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plan_names_each_channel_both_ways_and_each_topic_by_its_number() {
+        let plan = SetupPlan {
+            channels: 1,
+            // One topic with five readers, one with one.
+            topics: vec![5, 1],
+            ..SetupPlan::default()
+        };
+        assert_eq!(
+            plan_names("m", '.', &plan),
+            ["m.c0.back", "m.c0.forth", "m.t0", "m.t1"]
+        );
+    }
 
     static MISSING: Program = Program {
         name: "msgperf-no-such-broker",

@@ -488,24 +488,7 @@ impl Transport for Kafka {
         let (url, name) = broker::meeting(&setup.rendezvous)?;
         // Every topic exists before any end opens: a reader is assigned to it, a writer never
         // waits for an automatic creation.
-        let mut topics = Vec::new();
-        for c in 0..plan.channels {
-            let (a, b) = broker::names(name, '.', Side::Accept(c));
-            topics.extend([a, b].into_iter().flatten());
-        }
-        for &t in &plan.topics {
-            topics.extend(
-                broker::names(
-                    name,
-                    '.',
-                    Side::Publish {
-                        topic: t,
-                        readers: 1,
-                    },
-                )
-                .0,
-            );
-        }
+        let topics = broker::plan_names(name, '.', plan);
         let s = Settings::of(&spec.options);
         // A broker it started counts as up once a message has gone through it.
         let boot = if s.started {
@@ -516,9 +499,6 @@ impl Transport for Kafka {
         if s.started {
             up(&s, url, name, boot)?;
         }
-        // Several publishers may share a topic; a request that names one twice is refused.
-        topics.sort();
-        topics.dedup();
         create_topics(&s, url, &topics, boot)?;
         Ok(setup)
     }
