@@ -1190,6 +1190,60 @@ mod amqp {
     }
 
     #[test]
+    fn amqp_streams_count_every_message_share_one_log_and_refuse_what_they_cannot_do() {
+        exact_counts("amqp", &["--opt", "queue=stream", "--opt", "confirm=true"]);
+        pubsub_loses_nothing("amqp", &["--opt", "queue=stream"]);
+        let dir = temp_dir();
+        let r = result_of(
+            &[
+                "run",
+                "pubsub",
+                "-t",
+                "amqp",
+                "--subs",
+                "2",
+                "--count",
+                "200",
+                "--rate",
+                "1khz",
+                "--warmup",
+                "0s",
+                "--no-floor",
+                "--opt",
+                "queue=stream",
+            ],
+            &dir.path().join("mapping.json"),
+        );
+        let c = &r.cases[0];
+        assert_eq!(c.error, None);
+        let setting = |name: &str| {
+            c.config
+                .delivery_mapping
+                .iter()
+                .find(|s| s.setting == name)
+                .map(|s| s.value.clone())
+        };
+        assert_eq!(setting("queue").as_deref(), Some("stream"));
+        assert_eq!(setting("acks").as_deref(), Some("manual"));
+        assert_eq!(setting("persistence").as_deref(), Some("on disk"));
+        // What the readers ran with is recorded, though not given.
+        let opts = &c.config.effective_options;
+        assert_eq!(opts.get("ack").map(String::as_str), Some("manual"));
+        assert_eq!(opts.get("prefetch").map(String::as_str), Some("1000"));
+        for (extra, says) in [
+            (["--opt", "ack=auto"], "must acknowledge"),
+            (["--opt", "prefetch=0"], "needs a prefetch"),
+            (["--opt", "max-length=10"], "not a number of messages"),
+            (["--history", "latest"], "by size or age"),
+            (["--delivery", "best-effort"], "keeps every message"),
+        ] {
+            let mut args = vec!["run", "stream", "-t", "amqp", "--opt", "queue=stream"];
+            args.extend_from_slice(&extra);
+            refused(&args, says);
+        }
+    }
+
+    #[test]
     fn amqp_pubsub_fans_out_without_loss_measures_the_broker_and_counts_a_bounded_queues_drops() {
         pubsub_loses_nothing("amqp", &[]);
         let dir = temp_dir();

@@ -80,7 +80,7 @@ impl Floor for AmqpFloor {
                 rt.block_on(c.channel.basic_qos(s.prefetch, BasicQosOptions::default()))
                     .map_err(io)?;
             }
-            c.consume(q, !s.manual_ack, WAIT).map_err(io)
+            c.consume(q, &s, WAIT).map_err(io)
         };
         let publish = |c: &Client, q: &str, m: &[u8]| -> std::io::Result<()> {
             rt.block_on(c.publish("", q, m, &s)).map_err(io)
@@ -126,6 +126,10 @@ impl Floor for AmqpFloor {
             }
             // The broker stays until side 0 has all it will read.
             let _ = notes.wait(DONE, WAIT + Duration::from_nanos(loop_ns));
+            // Queues expire unused, but a stream does not.
+            for q in [&ping, &pong, &queue] {
+                c.delete(q);
+            }
             drop(c);
             drop(broker);
             return Ok(None);

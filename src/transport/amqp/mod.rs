@@ -2,8 +2,8 @@
 //! the process's tokio runtime) and a `rabbitmq-server`. Every end is a connection of its own.
 //! A channel is two queues, one per direction, reached through the default exchange; a topic is
 //! a fanout exchange, and each subscriber's own queue bound to it is the broker's fan-out.
-//! Classic or quorum queues, publisher confirms, manual acknowledgements and prefetch are
-//! options. Without `--opt broker=URL` each case runs a RabbitMQ of its own
+//! Classic, quorum or stream queues, publisher confirms, manual acknowledgements and prefetch
+//! are options; a stream is made at set-up and read by every reader, as Kafka's log is. Without `--opt broker=URL` each case runs a RabbitMQ of its own
 //! (`transport/broker.rs`), with its own Erlang port mapper. Cargo feature `amqp`.
 
 mod floor;
@@ -30,6 +30,10 @@ pub struct Amqp;
 
 /// The largest message msgperf sends through RabbitMQ (its own default limit is 128 MiB).
 const MAX_MESSAGE: usize = 64 << 20;
+
+/// A stream's reader's prefetch unless `--opt prefetch` gives one: RabbitMQ requires one for a
+/// stream, and sends a stream's messages in chunks that a small window would stall.
+const STREAM_PREFETCH: u16 = 1000;
 
 pub(super) static SERVER: Program = Program {
     // The server itself: Debian's /usr/sbin wrapper switches to the rabbitmq user (which
@@ -122,10 +126,20 @@ fn check_length(v: &str) -> Result<(), String> {
     }
 }
 
+/// A queue's type (`x-queue-type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    Classic,
+    /// Replicated with Raft; every message on disk.
+    Quorum,
+    /// An append-only log on disk that readers read without removing anything.
+    Stream,
+}
+
 /// The options as an end uses them.
 #[derive(Clone)]
 pub(super) struct Settings {
-    quorum: bool,
+    kind: Kind,
     /// Durable queues and messages published with delivery_mode 2: written to disk.
     persistent: bool,
     confirm: bool,
@@ -138,25 +152,42 @@ pub(super) struct Settings {
 impl Settings {
     fn of(o: &Options) -> Settings {
         let flag = |k: &str| o.get(k).map(String::as_str) == Some("true");
+        let kind = match o.get("queue").map(String::as_str) {
+            Some("quorum") => Kind::Quorum,
+            Some("stream") => Kind::Stream,
+            _ => Kind::Classic,
+        };
+        let stream = kind == Kind::Stream;
         Settings {
-            quorum: o.get("queue").map(String::as_str) == Some("quorum"),
+            kind,
             persistent: flag("persistent"),
             confirm: flag("confirm"),
-            manual_ack: o.get("ack").map(String::as_str) == Some("manual"),
-            prefetch: o.get("prefetch").and_then(|v| v.parse().ok()).unwrap_or(0),
+            // A stream's reader must acknowledge, within a prefetch (RabbitMQ refuses others).
+            manual_ack: stream || o.get("ack").map(String::as_str) == Some("manual"),
+            prefetch: match o.get("prefetch").and_then(|v| v.parse().ok()).unwrap_or(0) {
+                0 if stream => STREAM_PREFETCH,
+                n => n,
+            },
             max_length: o.get("max-length").and_then(|v| v.parse().ok()),
         }
     }
 
+    fn stream(&self) -> bool {
+        self.kind == Kind::Stream
+    }
+
     /// A queue's arguments: its type, a bound if any, and an expiry once unused, so that a
-    /// queue a crashed run left on a shared broker goes by itself.
+    /// queue a crashed run left on a shared broker goes by itself (a stream has no expiry:
+    /// set-up deletes it).
     fn queue_args(&self) -> FieldTable {
         let mut a = FieldTable::default();
-        if self.quorum {
-            a.insert(
-                "x-queue-type".into(),
-                AMQPValue::LongString("quorum".into()),
-            );
+        let kind = match self.kind {
+            Kind::Classic => None,
+            Kind::Quorum => Some("quorum"),
+            Kind::Stream => Some("stream"),
+        };
+        if let Some(k) = kind {
+            a.insert("x-queue-type".into(), AMQPValue::LongString(k.into()));
         }
         if let Some(n) = self.max_length {
             a.insert("x-max-length".into(), AMQPValue::LongLongInt(n as i64));
@@ -165,15 +196,29 @@ impl Settings {
                 AMQPValue::LongString("drop-head".into()),
             );
         }
-        a.insert("x-expires".into(), AMQPValue::LongLongInt(60_000));
+        if !self.stream() {
+            a.insert("x-expires".into(), AMQPValue::LongLongInt(60_000));
+        }
+        a
+    }
+
+    /// A consumer's arguments: a stream is read from its first message.
+    fn consume_args(&self) -> FieldTable {
+        let mut a = FieldTable::default();
+        if self.stream() {
+            a.insert(
+                "x-stream-offset".into(),
+                AMQPValue::LongString("first".into()),
+            );
+        }
         a
     }
 
     fn queue_options(&self) -> QueueDeclareOptions {
         QueueDeclareOptions {
-            // Quorum queues are always durable; a classic queue must be for its persistent
-            // messages to outlive a broker's restart.
-            durable: self.quorum || self.persistent,
+            // Quorum queues and streams are always durable; a classic queue must be for its
+            // persistent messages to outlive a broker's restart.
+            durable: self.kind != Kind::Classic || self.persistent,
             ..QueueDeclareOptions::default()
         }
     }
@@ -195,7 +240,7 @@ impl Transport for Amqp {
         #[rustfmt::skip]
         const O: &[OptionSpec] = &[
             OptionSpec { key: "broker", default: "start", about: "start (msgperf runs rabbitmq-server for the case, on a free loopback port) or amqp://HOST:PORT of a running broker (msgperf uses only queues and exchanges of its own there)", values: &[], check: Some(check_broker) },
-            OptionSpec { key: "queue", default: "classic", about: "the queues' type: classic, or quorum (replicated with Raft, durable: every message is written to disk)", values: &["classic", "quorum"], check: None },
+            OptionSpec { key: "queue", default: "classic", about: "the queues' type: classic, quorum (replicated with Raft, durable: every message is written to disk), or stream (an append-only log on disk that every reader reads whole, with manual acknowledgements and a prefetch, 1000 by default)", values: &["classic", "quorum", "stream"], check: None },
             OptionSpec { key: "persistent", default: "false", about: "durable queues and persistent messages (delivery_mode 2): the broker writes to disk each message that is not consumed first, and confirms it (with confirm=true) once written or taken by every queue's reader; quorum queues write every message anyway", values: &["true", "false"], check: None },
             OptionSpec { key: "confirm", default: "false", about: "publisher confirms: each publish waits until the broker has taken it", values: &["true", "false"], check: None },
             OptionSpec { key: "ack", default: "auto", about: "auto: the broker forgets a message once it is sent to the reader; manual: the reader acknowledges each one", values: &["auto", "manual"], check: None },
@@ -222,6 +267,16 @@ impl Transport for Amqp {
         let given = options.get("max-length").filter(|v| *v != "none");
         let mut effective = options.clone();
         let mut mapped = DeliveryMap::default();
+        if Settings::of(options).stream() {
+            stream_refusals(d, options)?;
+            // What a stream's reader runs with, recorded as the case's options.
+            mapped.options.insert("ack".into(), "manual".into());
+            if !options.contains_key("prefetch") {
+                mapped
+                    .options
+                    .insert("prefetch".into(), STREAM_PREFETCH.to_string());
+            }
+        }
         match (d.history, given) {
             (History::KeepLast(n), Some(g)) if *g != n.to_string() => {
                 return Err(format!(
@@ -253,11 +308,16 @@ impl Transport for Amqp {
         mapped.settings = vec![
             Setting::new(
                 "queue",
-                if s.quorum { "quorum" } else { "classic" },
-                match (s.quorum, s.persistent) {
-                    (true, _) => "quorum queues: replicated with Raft and written to disk before they are confirmed",
-                    (false, true) => "classic queues, durable: they and their persistent messages outlive a broker's restart",
-                    (false, false) => "classic queues, not durable: held in memory, paged out under memory pressure",
+                match s.kind {
+                    Kind::Classic => "classic",
+                    Kind::Quorum => "quorum",
+                    Kind::Stream => "stream",
+                },
+                match (s.kind, s.persistent) {
+                    (Kind::Quorum, _) => "quorum queues: replicated with Raft and written to disk before they are confirmed",
+                    (Kind::Stream, _) => "streams: append-only logs on disk, made at set-up for the case and deleted after it; a channel's way is one stream, a topic one stream that every subscriber reads whole (nothing is copied per reader), from its first message (x-stream-offset first)",
+                    (Kind::Classic, true) => "classic queues, durable: they and their persistent messages outlive a broker's restart",
+                    (Kind::Classic, false) => "classic queues, not durable: held in memory, paged out under memory pressure",
                 },
             ),
             match s.max_length {
@@ -274,11 +334,12 @@ impl Transport for Amqp {
             ),
             Setting::new(
                 "persistence",
-                if s.persistent || s.quorum { "on disk" } else { "in memory" },
-                match (s.persistent, s.quorum) {
-                    (true, false) => "durable queues, messages with delivery_mode 2: written to disk, and confirmed once there or once every queue's reader has taken it (RabbitMQ's rule: a message consumed at once need not reach the disk)",
-                    (_, true) => "quorum queues write every message to their log on disk, whatever its delivery_mode",
-                    (false, false) => "transient messages (delivery_mode 1) in queues that are not durable",
+                if s.persistent || s.kind != Kind::Classic { "on disk" } else { "in memory" },
+                match (s.persistent, s.kind) {
+                    (_, Kind::Quorum) => "quorum queues write every message to their log on disk, whatever its delivery_mode",
+                    (_, Kind::Stream) => "a stream writes every message to its segment files on disk, whatever its delivery_mode, and keeps it after it is read",
+                    (true, Kind::Classic) => "durable queues, messages with delivery_mode 2: written to disk, and confirmed once there or once every queue's reader has taken it (RabbitMQ's rule: a message consumed at once need not reach the disk)",
+                    (false, Kind::Classic) => "transient messages (delivery_mode 1) in queues that are not durable",
                 },
             ),
             Setting::new(
@@ -295,7 +356,8 @@ impl Transport for Amqp {
                 if s.manual_ack { "manual" } else { "auto" },
                 &if s.manual_ack {
                     format!(
-                        "the reader acknowledges each message; prefetch {}",
+                        "the reader acknowledges each message{}; prefetch {}",
+                        if s.stream() { " (a stream's reader must)" } else { "" },
                         match s.prefetch {
                             0 => "unlimited".to_string(),
                             n => n.to_string(),
@@ -308,7 +370,11 @@ impl Transport for Amqp {
             Setting::new(
                 "durability",
                 "volatile",
-                "a reader gets what is sent after its queue was declared",
+                if s.stream() {
+                    "a reader reads the case's stream from its first message: what was sent after set-up made it"
+                } else {
+                    "a reader gets what is sent after its queue was declared"
+                },
             ),
         ];
         Ok(mapped)
@@ -317,7 +383,26 @@ impl Transport for Amqp {
     fn setup(&self, plan: &SetupPlan, spec: &ChannelSpec) -> Result<Setup, TransportError> {
         // Queues are deleted by their readers and exchanges go with their last queue
         // (auto-delete); what a crash leaves expires (x-expires).
-        broker::setup(self.name(), &SERVER, "amqp", plan, spec, |_, _| {})
+        let setup = broker::setup(self.name(), &SERVER, "amqp", plan, spec, |_, _| {})?;
+        let s = Settings::of(&spec.options);
+        if !s.stream() {
+            return Ok(setup);
+        }
+        // Streams are made here, before any end opens, and deleted after the case: each is read
+        // by every reader it has and outlives them, so no reader may make or delete it.
+        let (url, name) = broker::meeting(&setup.rendezvous)?;
+        let names = broker::plan_names(name, '.', plan);
+        let client = Client::connect(url, spec.timeout)?;
+        let mut made = Streams {
+            client,
+            names: Vec::new(),
+        };
+        for q in names {
+            // Should one fail, those made before it go with `made`.
+            made.client.declare(&q, &s, spec.timeout)?;
+            made.names.push(q);
+        }
+        Ok(setup.with_guard(made))
     }
 
     fn open(
@@ -337,6 +422,8 @@ impl Transport for Amqp {
         // declaring one queue from two connections at once is a race that RabbitMQ has answered
         // with INTERNAL_ERROR (rabbitmq-server#13727), as a quorum queue's opening once did here.
         let (out, inbound) = match side {
+            // Set-up made the streams; a stream's topic is written to, not through an exchange.
+            _ if s.stream() => (out.map(|q| (String::new(), q)), inbound),
             Side::Accept(_) | Side::Connect(_) => {
                 if let Some(q) = &inbound {
                     client.declare(q, &s, t)?;
@@ -376,16 +463,18 @@ impl Transport for Amqp {
                     wait(t, ch.basic_qos(s.prefetch, BasicQosOptions::default()))?
                         .map_err(failed)?;
                 }
-                Some(client.consume(q, !s.manual_ack, t)?)
+                Some(client.consume(q, &s, t)?)
             }
             None => None,
         };
+        // A reader deletes its queue, but not a stream, which set-up deletes.
+        let delete = inbound.filter(|_| !s.stream());
         Ok(Box::new(AmqpOpening(
             AmqpEnd {
                 client,
                 out,
                 consumer,
-                inbound,
+                delete,
                 settings: s,
                 timeout: t,
             },
@@ -395,6 +484,51 @@ impl Transport for Amqp {
 
     fn floor(&self) -> Option<&'static dyn Floor> {
         Some(&floor::AmqpFloor)
+    }
+}
+
+/// Refuses what a stream cannot do, naming what to drop.
+fn stream_refusals(d: &Delivery, given: &Options) -> Result<(), String> {
+    if let History::KeepLast(n) = d.history {
+        return Err(format!(
+            "a RabbitMQ stream keeps its log by size or age, not the last {n} message(s): use --history fifo, or --opt queue=classic"
+        ));
+    }
+    if given.get("max-length").is_some_and(|v| v != "none") {
+        return Err(
+            "a RabbitMQ stream keeps its log by size or age, not a number of messages: drop --opt max-length, or use --opt queue=classic"
+                .into(),
+        );
+    }
+    if d.reliability == Some(Reliability::BestEffort) {
+        return Err(
+            "a RabbitMQ stream keeps every message: use --delivery reliable, or --opt queue=classic with --opt max-length=N".into(),
+        );
+    }
+    if given.get("ack").is_some_and(|v| v == "auto") {
+        return Err(
+            "a RabbitMQ stream's reader must acknowledge what it reads: drop --opt ack=auto".into(),
+        );
+    }
+    if given.get("prefetch").is_some_and(|v| v == "0") {
+        return Err(format!(
+            "a RabbitMQ stream's reader needs a prefetch: give --opt prefetch=N from 1, or drop it for {STREAM_PREFETCH}"
+        ));
+    }
+    Ok(())
+}
+
+/// The streams a case's set-up made, deleted when it ends, before its broker stops.
+struct Streams {
+    client: Client,
+    names: Vec<String>,
+}
+
+impl Drop for Streams {
+    fn drop(&mut self) {
+        for q in &self.names {
+            self.client.delete(q);
+        }
     }
 }
 
@@ -454,18 +588,27 @@ impl Client {
         .map_err(failed)
     }
 
-    /// Starts consuming queue `q`.
-    pub fn consume(&self, q: &str, no_ack: bool, t: Duration) -> Result<Consumer, TransportError> {
+    /// Starts consuming queue `q`, acknowledging as the settings say.
+    pub fn consume(&self, q: &str, s: &Settings, t: Duration) -> Result<Consumer, TransportError> {
         let o = BasicConsumeOptions {
-            no_ack,
+            no_ack: !s.manual_ack,
             ..BasicConsumeOptions::default()
         };
         wait(
             t,
             self.channel
-                .basic_consume(q.into(), "".into(), o, FieldTable::default()),
+                .basic_consume(q.into(), "".into(), o, s.consume_args()),
         )?
         .map_err(failed)
+    }
+
+    /// Deletes queue `q`, waiting at most a second.
+    pub fn delete(&self, q: &str) {
+        let _ = wait(
+            Duration::from_secs(1),
+            self.channel
+                .queue_delete(q.into(), QueueDeleteOptions::default()),
+        );
     }
 
     /// Publishes `msg` to `exchange` with `key`, persistent and waiting for its confirmation
@@ -527,8 +670,8 @@ struct AmqpEnd {
     /// Where it publishes: an exchange (empty: the default one) and a routing key.
     out: Option<(String, String)>,
     consumer: Option<Consumer>,
-    /// The queue it reads, deleted when it is done.
-    inbound: Option<String>,
+    /// The queue it reads and deletes when it is done (not a stream).
+    delete: Option<String>,
     settings: Settings,
     timeout: Duration,
 }
@@ -554,13 +697,8 @@ impl AmqpEnd {
 
 impl Drop for AmqpEnd {
     fn drop(&mut self) {
-        if let Some(q) = &self.inbound {
-            let _ = wait(
-                Duration::from_secs(1),
-                self.client
-                    .channel
-                    .queue_delete(q.as_str().into(), QueueDeleteOptions::default()),
-            );
+        if let Some(q) = &self.delete {
+            self.client.delete(q);
         }
     }
 }
