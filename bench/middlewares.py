@@ -154,10 +154,16 @@ def main():
             "\nDDS stream (msgperf) against ddsperf pub and sub, messages received/s:\n",
             ("placement", "size [B]", "msgperf msgs/s", "ddsperf sub samples/s", "msgperf / ddsperf"),
             "{:.0f}")
+    against("ddsperf-rate-batching",
+            "\nThe same with msgperf's writer batching as ddsperf's (--opt batching=true), messages received/s:\n",
+            ("placement", "size [B]", "msgperf msgs/s", "ddsperf sub samples/s", "msgperf / ddsperf"),
+            "{:.0f}")
 
 
 def sweep(a, msgperf, ddsperf):
     rows = []
+    # ddsperf's rate by (placement, size), for msgperf's batching stream to be set beside.
+    ddsperf_rates = {}
     for placement in a.placement.split(","):
         for t in a.transports.split(","):
             for workload, sizes in (("pingpong", "64,4k"), ("stream", "64,64k")):
@@ -181,6 +187,7 @@ def sweep(a, msgperf, ddsperf):
                         # ddsperf pub/sub: RELIABLE, KEEP_ALL (its default), as msgperf's stream.
                         size = c["config"]["size_bytes"]
                         tool = ddsperf_rate(ddsperf, placement, size, a.duration)
+                        ddsperf_rates[(placement, size)] = tool
                         rows.append(dict(transport=t, placement=placement, workload="ddsperf-rate",
                                          size=size, ours=s["msgs_per_s"], tool=tool,
                                          ratio=s["msgs_per_s"] / tool))
@@ -199,6 +206,18 @@ def sweep(a, msgperf, ddsperf):
                     tool = ddsperf_rtt(ddsperf, placement, size, a.duration)
                     rows.append(dict(transport=t, placement=placement, workload="ddsperf",
                                      size=size, ours=ours, tool=tool, ratio=ours / tool))
+                # ddsperf's data writer batches: msgperf's stream with the same QoS, and its floor.
+                for c in cases(msgperf, a, "stream", t, "64,64k", placement, ["--opt", "batching=true"]):
+                    s, size = c["summary"], c["config"]["size_bytes"]
+                    ours, floor = s["mib_per_s"], s["floor_mib_per_s"]
+                    rows.append(dict(transport=t, placement=placement, workload="stream, batching",
+                                     size=size, ours=ours, floor=floor,
+                                     ratio=ours / floor if floor else None))
+                    tool = ddsperf_rates.get((placement, size))
+                    if tool:
+                        rows.append(dict(transport=t, placement=placement, workload="ddsperf-rate-batching",
+                                         size=size, ours=s["msgs_per_s"], tool=tool,
+                                         ratio=s["msgs_per_s"] / tool))
     return rows
 
 

@@ -311,6 +311,40 @@ mod dds {
     }
 
     #[test]
+    fn dds_batching_writers_lose_nothing_and_say_so() {
+        // Ping-pong flushes each write (else it would wait out the timeout); a stream's last
+        // batch goes out with the flush after END.
+        exact_counts("dds", &["--opt", "batching=true"]);
+        pubsub_loses_nothing("dds", &["--opt", "batching=true"]);
+        let dir = temp_dir();
+        let r = result_of(
+            &[
+                "run",
+                "stream",
+                "-t",
+                "dds",
+                "--count",
+                "100",
+                "--no-floor",
+                "--opt",
+                "batching=true",
+            ],
+            &dir.path().join("mapping.json"),
+        );
+        let c = &r.cases[0];
+        assert_eq!(c.error, None);
+        assert_eq!(c.roles[1].counters.messages_received, 100);
+        assert!(
+            c.config
+                .delivery_mapping
+                .iter()
+                .any(|s| s.setting == "writer batching" && s.value == "on"),
+            "{:?}",
+            c.config.delivery_mapping
+        );
+    }
+
+    #[test]
     fn dds_pubsub_fans_out_without_loss_and_counts_what_best_effort_overwrites() {
         pubsub_loses_nothing("dds", &[]);
         // A slow subscriber whose reader keeps the last 4 samples: the older unread ones are

@@ -377,7 +377,9 @@ pub fn names(name: &str, sep: char, side: Side) -> (Option<String>, Option<Strin
 }
 
 /// Every name a case's `plan` uses at a broker, once each: both directions of each channel,
-/// and each topic (`plan.topics` holds each topic's number of readers, in topic order).
+/// and each topic (`plan.topics` holds each topic's number of readers, in topic order). For
+/// the brokers whose set-up makes them (Kafka's topics, RabbitMQ's streams).
+#[cfg(any(feature = "kafka", feature = "amqp"))]
 pub fn plan_names(name: &str, sep: char, plan: &SetupPlan) -> Vec<String> {
     let channels = (0..plan.channels).flat_map(|c| {
         let (a, b) = names(name, sep, Side::Accept(c));
@@ -397,6 +399,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(any(feature = "kafka", feature = "amqp"))]
     fn a_plan_names_each_channel_both_ways_and_each_topic_by_its_number() {
         let plan = SetupPlan {
             channels: 1,

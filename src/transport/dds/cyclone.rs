@@ -203,6 +203,9 @@ pub struct Qos {
     pub keep_last: Option<u32>,
     /// How long a reliable writer waits for room before failing with a timeout.
     pub max_blocking: Duration,
+    /// Writer batching (Cyclone's own QoS): samples gather in a packet that goes out when it
+    /// is full or the writer is flushed.
+    pub batching: bool,
 }
 
 impl Qos {
@@ -262,6 +265,8 @@ impl Entity {
             )
             .and_then(|topic| {
                 let e = if writer {
+                    // A writer's policy only (ddsperf sets it the same way on its data writer).
+                    dds_qset_writer_batching(q, qos.batching);
                     dds_create_writer(participant.entity, topic, q, std::ptr::null())
                 } else {
                     dds_create_reader(participant.entity, topic, q, listener)
@@ -329,6 +334,15 @@ impl Writer {
         // SAFETY: a sample of the writer's type that lives across the call.
         let rc = unsafe { dds_write(self.e.entity, (&m as *const Message).cast()) };
         check(rc, || "a write".into()).map(|_| ())
+    }
+
+    /// Sends what a batching writer has gathered.
+    pub fn flush(&mut self) -> Result<(), DdsError> {
+        // SAFETY: a live writer.
+        check(unsafe { dds_write_flush(self.e.entity) }, || {
+            "a flush".into()
+        })
+        .map(|_| ())
     }
 
     /// Readers matched now.

@@ -97,21 +97,31 @@ impl Floor for DdsFloor {
         let send_end = |writer: &mut Writer| {
             for _ in 0..10 {
                 let _ = writer.write(&[0]);
+                let _ = writer.flush();
                 std::thread::sleep(Duration::from_millis(10));
             }
+        };
+        // A write whose reply is awaited goes out at once, as the adapter sends it.
+        let batching = qos.batching;
+        let ask = |writer: &mut Writer, m: &[u8]| {
+            writer.write(m)?;
+            if batching {
+                writer.flush()?;
+            }
+            Ok::<_, cyclone::DdsError>(())
         };
         // A message of one byte ends a loop.
         match (l, side) {
             (FloorLoop::PingPong, 0) => {
                 let f = measure_round_trips(roles, stop, || {
-                    writer.write(&buf).is_ok() && next(&mut reader, &mut buf) == Some(size)
+                    ask(&mut writer, &buf).is_ok() && next(&mut reader, &mut buf) == Some(size)
                 });
                 send_end(&mut writer);
                 f.map(Some)
             }
             (FloorLoop::PingPong, _) => {
                 while let Some(n) = next(&mut reader, &mut buf) {
-                    if n <= 1 || writer.write(&buf[..n]).is_err() {
+                    if n <= 1 || ask(&mut writer, &buf[..n]).is_err() {
                         break;
                     }
                 }

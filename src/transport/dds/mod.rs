@@ -37,6 +37,7 @@ impl Transport for Dds {
         &[
             OptionSpec { key: "reliability", default: "reliable", about: "DDS reliability QoS of writers and readers: reliable (a writer waits for acknowledgements when its history is full) or best-effort (never retransmits)", values: &["reliable", "best-effort"], check: None },
             OptionSpec { key: "history", default: "keep-all", about: "DDS history QoS: keep-all, or keep-last-N (readers and writers keep the newest N; older unread samples are overwritten, counted)", values: &[], check: Some(check_history) },
+            OptionSpec { key: "batching", default: "false", about: "writer batching (Cyclone's writer_batching QoS, as ddsperf's data writer has): samples gather in a packet sent when full or flushed; msgperf flushes after every write when replies are awaited (pingpong, stream --confirm) and after the end, so it only changes one-way streams and pubsub", values: &["true", "false"], check: None },
             OptionSpec { key: "read", default: "waitset", about: "how a reader waits: waitset (on a read condition, in the reading thread) or listener (Cyclone's receive thread calls back and wakes the reader)", values: &["waitset", "listener"], check: None },
         ]
     }
@@ -107,6 +108,13 @@ impl Transport for Dds {
             "VOLATILE",
             "a reader gets what is written after it matched",
         ));
+        if given("batching") == Some("true") {
+            m.settings.push(Setting::new(
+                "writer batching",
+                "on",
+                "a writer's samples gather in a packet that is sent when full; msgperf flushes it after each write when replies are awaited (pingpong, stream --confirm), and after END: a paced writer's samples wait for the packet to fill",
+            ));
+        }
         m.strict = reliability == "reliable" && !keep_last;
         m.latest = keep_last;
         Ok(m)
@@ -171,6 +179,8 @@ impl Transport for Dds {
             ends: DdsEndpoint {
                 writer,
                 reader,
+                // Only a one-way writer lets its batches fill: any other waits for replies.
+                flush_each: qos.batching && spec.exchange != Exchange::OneWay,
                 timeout: spec.timeout,
                 _participant: participant,
             },
@@ -219,6 +229,7 @@ pub(super) fn qos_of(spec: &ChannelSpec) -> Qos {
             .and_then(|h| h.strip_prefix("keep-last-"))
             .and_then(|n| n.parse().ok()),
         max_blocking: spec.timeout,
+        batching: spec.option("batching") == Some("true"),
     }
 }
 
@@ -273,6 +284,8 @@ impl Opening for DdsOpening {
 struct DdsEndpoint {
     writer: Option<Writer>,
     reader: Option<Reader>,
+    /// A batching writer sends each write at once.
+    flush_each: bool,
     timeout: Duration,
     /// Outlives the writer and reader (dropped after them).
     _participant: Arc<Participant>,
@@ -301,13 +314,18 @@ impl Endpoint for DdsEndpoint {
                 "dds: this end only reads".into(),
             ));
         };
-        w.write(msg).map_err(|e| {
-            if e.code == cyclone::TIMEOUT {
-                TransportError::Timeout(self.timeout)
-            } else {
-                TransportError::Unsupported(e.to_string())
-            }
-        })
+        let mut sent = w.write(msg);
+        if sent.is_ok() && self.flush_each {
+            sent = w.flush();
+        }
+        sent.map_err(|e| self.error(e))
+    }
+
+    fn flush(&mut self) -> Result<(), TransportError> {
+        match self.writer.as_mut().map(Writer::flush) {
+            Some(Err(e)) => Err(self.error(e)),
+            _ => Ok(()),
+        }
     }
 
     fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {
