@@ -50,6 +50,15 @@ fn result_of(args: &[&str], json: &std::path::Path) -> RunResult {
     serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap()
 }
 
+/// The value that a case's delivery mapping gives `setting`, if it has it.
+fn mapped<'a>(c: &'a msgperf::result::CaseResult, setting: &str) -> Option<&'a str> {
+    c.config
+        .delivery_mapping
+        .iter()
+        .find(|s| s.setting == setting)
+        .map(|s| s.value.as_str())
+}
+
 /// Ping-pong and a stream in role processes: every message counted exactly.
 fn exact_counts(transport: &str, extra: &[&str]) {
     let dir = temp_dir();
@@ -334,11 +343,9 @@ mod dds {
         let c = &r.cases[0];
         assert_eq!(c.error, None);
         assert_eq!(c.roles[1].counters.messages_received, 100);
-        assert!(
-            c.config
-                .delivery_mapping
-                .iter()
-                .any(|s| s.setting == "writer batching" && s.value == "on"),
+        assert_eq!(
+            mapped(c, "writer batching"),
+            Some("on"),
             "{:?}",
             c.config.delivery_mapping
         );
@@ -1250,16 +1257,9 @@ mod amqp {
         );
         let c = &r.cases[0];
         assert_eq!(c.error, None);
-        let setting = |name: &str| {
-            c.config
-                .delivery_mapping
-                .iter()
-                .find(|s| s.setting == name)
-                .map(|s| s.value.clone())
-        };
-        assert_eq!(setting("queue").as_deref(), Some("stream"));
-        assert_eq!(setting("acks").as_deref(), Some("manual"));
-        assert_eq!(setting("persistence").as_deref(), Some("on disk"));
+        assert_eq!(mapped(c, "queue"), Some("stream"));
+        assert_eq!(mapped(c, "acks"), Some("manual"));
+        assert_eq!(mapped(c, "persistence"), Some("on disk"));
         // What the readers ran with is recorded, though not given.
         let opts = &c.config.effective_options;
         assert_eq!(opts.get("ack").map(String::as_str), Some("manual"));

@@ -127,9 +127,7 @@ impl Floor for AmqpFloor {
             // The broker stays until side 0 has all it will read.
             let _ = notes.wait(DONE, WAIT + Duration::from_nanos(loop_ns));
             // Queues expire unused, but a stream does not.
-            for q in [&ping, &pong, &queue] {
-                c.delete(q);
-            }
+            c.delete(&[&ping, &pong, &queue]);
             drop(c);
             drop(broker);
             return Ok(None);

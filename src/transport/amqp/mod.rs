@@ -3,8 +3,9 @@
 //! A channel is two queues, one per direction, reached through the default exchange; a topic is
 //! a fanout exchange, and each subscriber's own queue bound to it is the broker's fan-out.
 //! Classic, quorum or stream queues, publisher confirms, manual acknowledgements and prefetch
-//! are options; a stream is made at set-up and read by every reader, as Kafka's log is. Without `--opt broker=URL` each case runs a RabbitMQ of its own
-//! (`transport/broker.rs`), with its own Erlang port mapper. Cargo feature `amqp`.
+//! are options; a stream is made at set-up and read by every reader, as Kafka's log is.
+//! Without `--opt broker=URL` each case runs a RabbitMQ of its own (`transport/broker.rs`),
+//! with its own Erlang port mapper. Cargo feature `amqp`.
 
 mod floor;
 
@@ -136,6 +137,17 @@ pub(super) enum Kind {
     Stream,
 }
 
+impl Kind {
+    /// Its `x-queue-type`, and `--opt queue`'s value.
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Classic => "classic",
+            Kind::Quorum => "quorum",
+            Kind::Stream => "stream",
+        }
+    }
+}
+
 /// The options as an end uses them.
 #[derive(Clone)]
 pub(super) struct Settings {
@@ -181,13 +193,9 @@ impl Settings {
     /// set-up deletes it).
     fn queue_args(&self) -> FieldTable {
         let mut a = FieldTable::default();
-        let kind = match self.kind {
-            Kind::Classic => None,
-            Kind::Quorum => Some("quorum"),
-            Kind::Stream => Some("stream"),
-        };
-        if let Some(k) = kind {
-            a.insert("x-queue-type".into(), AMQPValue::LongString(k.into()));
+        if self.kind != Kind::Classic {
+            let kind = self.kind.name();
+            a.insert("x-queue-type".into(), AMQPValue::LongString(kind.into()));
         }
         if let Some(n) = self.max_length {
             a.insert("x-max-length".into(), AMQPValue::LongLongInt(n as i64));
@@ -308,11 +316,7 @@ impl Transport for Amqp {
         mapped.settings = vec![
             Setting::new(
                 "queue",
-                match s.kind {
-                    Kind::Classic => "classic",
-                    Kind::Quorum => "quorum",
-                    Kind::Stream => "stream",
-                },
+                s.kind.name(),
                 match (s.kind, s.persistent) {
                     (Kind::Quorum, _) => "quorum queues: replicated with Raft and written to disk before they are confirmed",
                     (Kind::Stream, _) => "streams: append-only logs on disk, made at set-up for the case and deleted after it; a channel's way is one stream, a topic one stream that every subscriber reads whole (nothing is copied per reader), from its first message (x-stream-offset first)",
@@ -526,9 +530,7 @@ struct Streams {
 
 impl Drop for Streams {
     fn drop(&mut self) {
-        for q in &self.names {
-            self.client.delete(q);
-        }
+        self.client.delete(&self.names);
     }
 }
 
@@ -602,13 +604,22 @@ impl Client {
         .map_err(failed)
     }
 
-    /// Deletes queue `q`, waiting at most a second.
-    pub fn delete(&self, q: &str) {
-        let _ = wait(
-            Duration::from_secs(1),
-            self.channel
-                .queue_delete(q.into(), QueueDeleteOptions::default()),
-        );
+    /// Deletes `queues`, waiting at most a second for them all (a stopped broker answers
+    /// none).
+    pub fn delete(&self, queues: &[impl AsRef<str>]) {
+        let _ = wait(Duration::from_secs(1), async {
+            for q in queues {
+                let o = QueueDeleteOptions::default();
+                if self
+                    .channel
+                    .queue_delete(q.as_ref().into(), o)
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        });
     }
 
     /// Publishes `msg` to `exchange` with `key`, persistent and waiting for its confirmation
@@ -698,7 +709,7 @@ impl AmqpEnd {
 impl Drop for AmqpEnd {
     fn drop(&mut self) {
         if let Some(q) = &self.delete {
-            self.client.delete(q);
+            self.client.delete(&[q]);
         }
     }
 }
