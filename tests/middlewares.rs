@@ -51,6 +51,7 @@ fn result_of(args: &[&str], json: &std::path::Path) -> RunResult {
 }
 
 /// The value that a case's delivery mapping gives `setting`, if it has it.
+#[cfg(any(feature = "dds", feature = "amqp"))]
 fn mapped<'a>(c: &'a msgperf::result::CaseResult, setting: &str) -> Option<&'a str> {
     c.config
         .delivery_mapping

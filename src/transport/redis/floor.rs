@@ -1,5 +1,6 @@
 //! Redis's floor: the plainest redis-rs loops through the same kind of server, in the same
-//! mode, on the same runtime, and nothing of msgperf. Ping-pong: PUBLISH a ping that the
+//! mode, on the same kind of runtime (each side's own, run by its thread), and nothing of
+//! msgperf. Ping-pong: PUBLISH a ping that the
 //! other side's subscription answers with a PUBLISH (pubsub), or XADD one that the other side's
 //! XREAD answers with an XADD (streams). A stream: PUBLISH or XADD as fast as the server
 //! answers, counted as the other side reads it. Side 1 starts the server (as a case's set-up
@@ -12,8 +13,8 @@ use crate::transport::floor::{
     io, measure_round_trips, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
     ReadWindow,
 };
-use crate::transport::runtime::runtime;
-use futures_util::StreamExt;
+use crate::transport::runtime::Local;
+use futures_util::{FutureExt, StreamExt};
 use redis::aio::{MultiplexedConnection, PubSubStream};
 use redis::streams::StreamReadReply;
 use redis::{AsyncCommands, Value};
@@ -47,17 +48,28 @@ impl Reader {
         Ok(Reader::Channel(ps.into_on_message()))
     }
 
-    /// The next message's payload; None at the end or after `within`.
-    async fn next(&mut self, con: &mut MultiplexedConnection, within: Duration) -> Option<Vec<u8>> {
+    /// Copies the next message's payload into `into` (as a role copies into its buffer);
+    /// false at the end or after `within`.
+    async fn next(
+        &mut self,
+        con: &mut MultiplexedConnection,
+        within: Duration,
+        into: &mut Vec<u8>,
+    ) -> bool {
+        into.clear();
         match self {
-            Reader::Channel(s) => tokio::time::timeout(within, s.next())
-                .await
-                .ok()
-                .flatten()
-                .map(|m| m.get_payload_bytes().to_vec()),
+            Reader::Channel(s) => {
+                // What the connection has taken already is had without a timer.
+                let m = match s.next().now_or_never() {
+                    Some(m) => m,
+                    None => tokio::time::timeout(within, s.next()).await.ok().flatten(),
+                };
+                m.map(|m| into.extend_from_slice(m.get_payload_bytes()))
+                    .is_some()
+            }
             Reader::Stream(key, last, got) => {
                 if got.is_empty() {
-                    let reply: StreamReadReply = redis::cmd("XREAD")
+                    let Ok(reply) = redis::cmd("XREAD")
                         .arg("COUNT")
                         .arg(BATCH)
                         .arg("BLOCK")
@@ -65,9 +77,11 @@ impl Reader {
                         .arg("STREAMS")
                         .arg(&*key)
                         .arg(&*last)
-                        .query_async(con)
+                        .query_async::<StreamReadReply>(con)
                         .await
-                        .ok()?;
+                    else {
+                        return false;
+                    };
                     for id in reply.keys.into_iter().flat_map(|k| k.ids) {
                         if let Some(Value::BulkString(d)) = id.map.get("d") {
                             got.push_back(d.clone());
@@ -76,6 +90,8 @@ impl Reader {
                     }
                 }
                 got.pop_front()
+                    .map(|d| into.extend_from_slice(&d))
+                    .is_some()
             }
         }
     }
@@ -127,7 +143,7 @@ impl Floor for RedisFloor {
     ) -> std::io::Result<Option<FloorFigure>> {
         let notes = Notes::of(ends)?;
         let streams = roles.options.get("mode").is_some_and(|m| m == "streams");
-        let rt = runtime();
+        let rt = Local::new()?;
         let data = vec![7u8; size];
         let loop_ns = (roles.warmup + roles.duration).as_nanos() as u64;
         let tick = Duration::from_millis(100);
@@ -143,14 +159,14 @@ impl Floor for RedisFloor {
                     notes.put(URL, &format!("{url} {name}"))?;
                     let end = sys::monotonic_ns() + loop_ns + WAIT.as_nanos() as u64;
                     let pong = format!("{name}:pong");
+                    let mut p = Vec::new();
                     while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
-                        match rt.block_on(pings.next(&mut con, tick)) {
-                            Some(p) if p.len() > 1 => {
-                                rt.block_on(write(&mut con, &pong, &p, streams))
-                                    .map_err(io)?;
+                        if rt.block_on(pings.next(&mut con, tick, &mut p)) {
+                            if p.len() <= 1 {
+                                break;
                             }
-                            Some(_) => break,
-                            None => {}
+                            rt.block_on(write(&mut con, &pong, &p, streams))
+                                .map_err(io)?;
                         }
                     }
                 }
@@ -189,13 +205,12 @@ impl Floor for RedisFloor {
                     .block_on(Reader::open(&client, format!("{name}:pong"), streams))
                     .map_err(io)?;
                 let ping = format!("{name}:ping");
+                let mut p = Vec::new();
                 let f = measure_round_trips(roles, stop, || {
                     rt.block_on(async {
                         write(&mut con, &ping, &data, streams).await.is_ok()
-                            && pongs
-                                .next(&mut con, WAIT)
-                                .await
-                                .is_some_and(|p| p.len() == size)
+                            && pongs.next(&mut con, WAIT, &mut p).await
+                            && p.len() == size
                     })
                 });
                 let _ = rt.block_on(write(&mut con, &ping, &[0], streams));
@@ -209,13 +224,13 @@ impl Floor for RedisFloor {
                 let mut window = ReadWindow::new(roles.warmup);
                 let deadline =
                     crate::deadline::Deadline::after(Duration::from_nanos(loop_ns) + WAIT);
+                let mut p = Vec::with_capacity(size);
                 while !deadline.expired() && !stop.load(Ordering::Relaxed) {
-                    match rt.block_on(msgs.next(&mut con, tick)) {
-                        Some(p) if p.len() > 1 => {
-                            window.read();
+                    if rt.block_on(msgs.next(&mut con, tick, &mut p)) {
+                        if p.len() <= 1 {
+                            break;
                         }
-                        Some(_) => break,
-                        None => {}
+                        window.read();
                     }
                 }
                 window.figure(size)

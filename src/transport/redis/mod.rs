@@ -1,4 +1,5 @@
-//! `redis`: Redis through `redis-rs` (its tokio connections, on the process's runtime), in one
+//! `redis`: Redis through `redis-rs` (its tokio connections, on a runtime of each end's own that
+//! runs on the role's thread, as `redis-benchmark`'s event loop does its own I/O), in one
 //! of two modes. `pubsub` (the default): each end publishes with PUBLISH on one channel and
 //! reads its SUBSCRIBE connection on another; a topic is one channel that the server copies to
 //! every subscriber. `streams`: each direction is a stream key, written with XADD and read
@@ -9,7 +10,7 @@
 mod floor;
 
 use super::broker::{self, Program};
-use super::runtime::wait;
+use super::runtime::Local;
 use super::{
     as_it_is, copy_out, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Opening,
     OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
@@ -68,7 +69,8 @@ fn check_maxlen(v: &str) -> Result<(), String> {
 
 /// Deletes the case's keys (streams mode) from a server msgperf did not start.
 fn cleanup(url: &str, name: &str) {
-    let _ = wait(Duration::from_secs(5), async {
+    let Ok(rt) = Local::new() else { return };
+    let _ = rt.wait(Duration::from_secs(5), async {
         let client = redis::Client::open(url).ok()?;
         let mut con = client.get_multiplexed_async_connection().await.ok()?;
         let keys: Vec<String> = con.keys(format!("{name}:*")).await.ok()?;
@@ -154,16 +156,18 @@ impl Transport for Redis {
         let config = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(Some(spec.timeout))
             .set_response_timeout(None);
-        let con = wait(
-            spec.timeout,
-            client.get_multiplexed_async_connection_with_config(&config),
-        )?
-        .map_err(refused)?;
+        let rt = Local::new()?;
+        let con = rt
+            .wait(
+                spec.timeout,
+                client.get_multiplexed_async_connection_with_config(&config),
+            )?
+            .map_err(refused)?;
         let inbox = match inbound {
             // Subscribed before this end says it is bound (SUBSCRIBE has answered): every end
             // is bound before any writes, so nothing is published to no one.
             Some(ch) if !streams => Some(Inbox::Channel(
-                wait(spec.timeout, async {
+                rt.wait(spec.timeout, async {
                     let mut ps = client.get_async_pubsub().await?;
                     ps.subscribe(ch).await?;
                     Ok::<_, redis::RedisError>(ps.into_on_message())
@@ -186,6 +190,7 @@ impl Transport for Redis {
                 streams,
                 maxlen,
                 timeout: spec.timeout,
+                rt,
             },
             side,
         )))
@@ -228,6 +233,8 @@ struct RedisEnd {
     streams: bool,
     maxlen: u64,
     timeout: Duration,
+    /// Last: the connections' tasks go with it, after their handles.
+    rt: Local,
 }
 
 fn failed(e: redis::RedisError) -> TransportError {
@@ -248,11 +255,15 @@ impl RedisEnd {
         };
         match inbox {
             Inbox::Channel(stream) => {
-                // What is queued is taken without a timed wait (which costs a timer).
+                // What the connection has already taken is had without a timed wait (which
+                // costs a timer).
                 let msg = match stream.next().now_or_never() {
                     Some(m) => m,
-                    None if timeout.is_zero() => return Ok(None),
-                    None => wait(timeout, stream.next())?,
+                    None if timeout.is_zero() => match self.rt.now(stream.next()) {
+                        Some(m) => m,
+                        None => return Ok(None),
+                    },
+                    None => self.rt.wait(timeout, stream.next())?,
                 };
                 match msg {
                     Some(m) => copy_out(m.get_payload_bytes(), buf).map(Some),
@@ -269,9 +280,10 @@ impl RedisEnd {
                     }
                     read.arg("STREAMS").arg(&*key).arg(&*last);
                     let con = &mut self.con;
-                    let reply: Option<StreamReadReply> =
-                        wait(timeout + Duration::from_secs(1), read.query_async(con))?
-                            .map_err(failed)?;
+                    let reply: Option<StreamReadReply> = self
+                        .rt
+                        .wait(timeout + Duration::from_secs(1), read.query_async(con))?
+                        .map_err(failed)?;
                     for s in reply.into_iter().flat_map(|r| r.keys) {
                         for id in s.ids {
                             if let Some(Value::BulkString(data)) = id.map.get("d") {
@@ -309,9 +321,15 @@ impl Endpoint for RedisEnd {
                 .arg("d")
                 .arg(msg)
                 .to_owned();
-            let _: Value = wait(self.timeout, add.query_async(con))?.map_err(failed)?;
+            let _: Value = self
+                .rt
+                .wait(self.timeout, add.query_async(con))?
+                .map_err(failed)?;
         } else {
-            let _: i64 = wait(self.timeout, con.publish(out, msg))?.map_err(failed)?;
+            let _: i64 = self
+                .rt
+                .wait(self.timeout, con.publish(out, msg))?
+                .map_err(failed)?;
         }
         Ok(())
     }
