@@ -267,9 +267,19 @@ fn readme_opens_with_the_survey_and_the_tests() {
         commands,
         ["cargo run --release", "cargo test --release --all-features"]
     );
-    // `cargo run --release` is `msgperf` with no command: the survey (shortened here).
+    // `cargo run --release` is `msgperf` with no command: the survey (shortened here) of what
+    // a build without features has. The middlewares' own tests start their brokers.
+    let builtin = "inproc,mpsc,flume,tokio-mpsc,pipe,uds,uds-dgram,tcp,udp,shm";
     let out = run(
-        &["survey", "--duration", "30ms", "--warmup", "5ms"],
+        &[
+            "survey",
+            "-t",
+            builtin,
+            "--duration",
+            "30ms",
+            "--warmup",
+            "5ms",
+        ],
         Duration::from_secs(300),
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -282,6 +292,17 @@ fn readme_opens_with_the_survey_and_the_tests() {
         .filter(|l| l.contains("pingpong") || l.contains("stream"))
         .count();
     assert!(rows >= 18, "survey rows: {rows}");
+    // Only what was named: no middleware, although this binary has them all.
+    for t in ["zmq", "nats", "kafka"] {
+        assert!(!stdout.contains(t), "survey has {t}, not named");
+    }
+    let bad = run(&["survey", "-t", "tcp,nosuch"], Duration::from_secs(30));
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad.stderr));
+    assert!(
+        text(&bad.stderr).contains("nosuch"),
+        "{}",
+        text(&bad.stderr)
+    );
 }
 
 /// A command line printed as a template runs the same cases; a bad template is refused with

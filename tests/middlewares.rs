@@ -1012,6 +1012,121 @@ mod redis {
         broker_dies_with_msgperf("redis", "redis-server");
     }
 
+    /// The names of run `pid` on the redis-server at `port`.
+    fn keys_of(port: u16, pid: u32) -> Vec<String> {
+        let out = std::process::Command::new("redis-cli")
+            .args(["-p", &port.to_string(), "--scan", "--pattern"])
+            .arg(format!("msgperf-{pid}-*"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout).lines().map(String::from).collect()
+    }
+
+    /// The notes in a ledger directory of run `pid`.
+    fn notes_of(ledger: &std::path::Path, pid: u32) -> Vec<String> {
+        std::fs::read_dir(ledger.join("msgperf/left-on-brokers"))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().to_string())
+                    .filter(|n| n.starts_with(&format!("msgperf-{pid}-")))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// What a run killed with SIGKILL made on a server msgperf did not start stays there
+    /// (nothing of it runs to remove it), noted in the ledger; the next case on that server
+    /// removes it, and says so.
+    #[test]
+    fn redis_a_killed_runs_keys_on_a_shared_server_are_removed_by_the_next_case() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = temp_dir();
+        let mut server = std::process::Command::new("redis-server");
+        server.args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ]);
+        server.args(["--appendonly", "no", "--dir"]).arg(dir.path());
+        let _server = Server(Some(
+            server
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("redis-server (apt-get install redis-server)"),
+        ));
+        let up = Instant::now() + Duration::from_secs(10);
+        while !std::process::Command::new("redis-cli")
+            .args(["-p", &port.to_string(), "ping"])
+            .output()
+            .is_ok_and(|o| o.stdout.starts_with(b"PONG"))
+        {
+            assert!(Instant::now() < up, "redis-server never answered on {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let url = format!("broker=redis://127.0.0.1:{port}");
+        let state = dir.path().join("state");
+        let args = |workload: &'static str, duration: &'static str| {
+            let mut c = msgperf(&[
+                "run",
+                workload,
+                "-t",
+                "redis",
+                "--opt",
+                &url,
+                "--opt",
+                "mode=streams",
+                "--duration",
+                duration,
+                "--no-floor",
+            ]);
+            c.env("XDG_STATE_HOME", &state)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            c
+        };
+        let end = Instant::now() + Duration::from_secs(60);
+        let child = args("stream", "60s").spawn().unwrap();
+        let pid = child.id();
+        while keys_of(port, pid).is_empty() {
+            assert!(Instant::now() < end, "run {pid} made no key");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(notes_of(&state, pid).len(), 1);
+        signal(pid, libc::SIGKILL);
+        let _ = wait_output(child, Duration::from_secs(30));
+        for d in leftovers_of(pid) {
+            let _ = std::fs::remove_dir_all(std::env::temp_dir().join(d));
+        }
+        assert!(!keys_of(port, pid).is_empty(), "nothing was left to remove");
+        assert_eq!(notes_of(&state, pid).len(), 1);
+
+        let next = wait_output(
+            args("pingpong", "100ms").spawn().unwrap(),
+            Duration::from_secs(60),
+        );
+        let err = text(&next.stderr);
+        assert!(next.status.success(), "{err}");
+        assert!(
+            err.contains(&format!("what run {pid} made there and, killed, left")),
+            "{err}"
+        );
+        assert_eq!(keys_of(port, pid), Vec::<String>::new());
+        assert_eq!(notes_of(&state, pid), Vec::<String>::new());
+        // The next case removed its own names too, and its note.
+        let done = std::fs::read_dir(state.join("msgperf/left-on-brokers"))
+            .unwrap()
+            .count();
+        assert_eq!(done, 0);
+    }
+
     #[test]
     fn redis_names_a_server_that_is_not_there() {
         let out = run(

@@ -44,7 +44,7 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Every built-in transport, ping-pong 64 B and 4 KiB and a 64 KiB stream, in both pinned placements.
+    /// Every built-in transport (or those given), ping-pong 64 B and 4 KiB and a 64 KiB stream, in both pinned placements.
     Survey(SurveyArgs),
     /// Run one workload on one or more transports and sizes.
     #[command(after_help = RUN_EXAMPLES)]
@@ -74,6 +74,10 @@ const RUN_EXAMPLES: &str = "Examples:
 
 #[derive(Args, Debug)]
 struct SurveyArgs {
+    /// Transports to survey, comma-separated (default: every one built in; see `msgperf
+    /// transports`).
+    #[arg(long = "transport", short = 't', value_delimiter = ',')]
+    transports: Vec<String>,
     /// Measured time of each case.
     #[arg(long, default_value = "200ms", value_parser = parse_duration)]
     duration: Duration,
@@ -171,6 +175,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Exit {
     match cli.command {
         None => survey(
             SurveyArgs {
+                transports: Vec::new(),
                 duration: Duration::from_millis(200),
                 warmup: Duration::from_millis(50),
                 out: OutputOptions::default(),
@@ -223,7 +228,7 @@ fn install_stop_handler() {
 }
 
 fn survey(a: SurveyArgs, args: &[String]) -> Exit {
-    let cases = plan::survey(a.duration, a.warmup).map_err(CliError::Usage)?;
+    let cases = plan::survey(&a.transports, a.duration, a.warmup).map_err(CliError::Usage)?;
     execute(cases, &a.out, None, true, args)
 }
 

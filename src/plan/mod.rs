@@ -358,7 +358,16 @@ pub fn option_sets(options: &BTreeMap<String, String>) -> Vec<BTreeMap<String, S
 
 /// The survey: every built-in transport, ping-pong at 64 B and 4 KiB and a 64 KiB stream, in
 /// both pinned placements (one if the machine has one CPU).
-pub fn survey(duration: Duration, warmup: Duration) -> Result<Vec<CaseConfig>, String> {
+/// The survey: ping-pong at 64 B and 4 KiB and a 64 KiB stream on each of `transports` (every
+/// one built in if none is named), at every placement this machine allows.
+pub fn survey(
+    transports: &[String],
+    duration: Duration,
+    warmup: Duration,
+) -> Result<Vec<CaseConfig>, String> {
+    for name in transports {
+        transport::find(name)?;
+    }
     let allowed = sys::allowed_cpus();
     let placements: &[PlacementArg] = if allowed.len() >= 2 {
         &[PlacementArg::SameCpu, PlacementArg::CrossCpu]
@@ -367,7 +376,10 @@ pub fn survey(duration: Duration, warmup: Duration) -> Result<Vec<CaseConfig>, S
     };
     let mut out = Vec::new();
     for &placement in placements {
-        for t in transport::REGISTRY {
+        for t in transport::REGISTRY
+            .iter()
+            .filter(|t| transports.is_empty() || transports.iter().any(|n| n == t.name()))
+        {
             let max = t.capabilities(&BTreeMap::new()).max_message_bytes;
             for (workload, size) in [("pingpong", 64usize), ("pingpong", 4096), ("stream", 65536)] {
                 let o = RunOptions {

@@ -225,21 +225,36 @@ pub fn setup(
     scheme: &str,
     plan: &SetupPlan,
     spec: &ChannelSpec,
-    cleanup: fn(url: &str, name: &str),
+    remove: Option<Remove>,
 ) -> Result<Setup, TransportError> {
     let name = fresh_name();
     match spec.options.get("broker").map(String::as_str) {
         Some(url) if url != "start" => {
-            let guard = Cleanup {
-                url: url.into(),
-                name: name.clone(),
-                cleanup,
-            };
             let place = Place::Broker {
                 url: url.into(),
-                name,
+                name: name.clone(),
             };
-            Ok(Setup::new(Rendezvous::new(transport, place), guard))
+            let rendezvous = Rendezvous::new(transport, place);
+            let Some(remove) = remove else {
+                return Ok(Setup::new(rendezvous, ()));
+            };
+            let dir = ledger_dir();
+            sweep(&dir, transport, url, remove);
+            let made = Made {
+                transport: transport.into(),
+                url: url.into(),
+                name,
+                plan: plan.clone(),
+            };
+            let noted = note(&dir, &made);
+            Ok(Setup::new(
+                rendezvous,
+                Cleanup {
+                    made,
+                    remove,
+                    noted,
+                },
+            ))
         }
         _ => {
             let broker = Broker::start(program, plan.cpu, spec.timeout)?;
@@ -330,16 +345,108 @@ pub fn greet(end: &mut dyn Endpoint, side: Side) -> Result<(), TransportError> {
     }
 }
 
-/// Removes a case's names from a broker msgperf did not start.
-struct Cleanup {
+/// Removes what a case made on a broker that msgperf did not start (streams, keys, topics),
+/// given the broker's URL, the case's name there and its plan; what is not there is no error.
+/// Called when the case ends, or by a later case for a run killed before it could.
+pub type Remove = fn(url: &str, name: &str, plan: &SetupPlan);
+
+/// What a case made on a broker msgperf did not start, as its note in the ledger keeps it.
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Made {
+    transport: String,
     url: String,
     name: String,
-    cleanup: fn(&str, &str),
+    plan: SetupPlan,
+}
+
+/// Removes a case's names from a broker msgperf did not start, then its note.
+struct Cleanup {
+    made: Made,
+    remove: Remove,
+    noted: Option<PathBuf>,
 }
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        (self.cleanup)(&self.url, &self.name);
+        let m = &self.made;
+        (self.remove)(&m.url, &m.name, &m.plan);
+        if let Some(note) = &self.noted {
+            let _ = std::fs::remove_file(note);
+        }
+    }
+}
+
+/// The ledger of what runs made on brokers that msgperf did not start: a note per case
+/// (`msgperf-PID-N.json`), written before anything is made and removed after it is. A run
+/// killed before it could remove its names (SIGKILL, a power cut) leaves its note, which
+/// outlives a reboot as the names on the broker do: `$XDG_STATE_HOME/msgperf/left-on-brokers`,
+/// or `~/.local/state/...`.
+fn ledger_dir() -> PathBuf {
+    std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("msgperf")
+        .join("left-on-brokers")
+}
+
+/// Notes what a case is about to make; None (and a warning) where the ledger cannot be written.
+fn note(dir: &Path, made: &Made) -> Option<PathBuf> {
+    let path = dir.join(format!("{}.json", made.name));
+    let written = std::fs::create_dir_all(dir).and_then(|()| {
+        std::fs::write(
+            &path,
+            serde_json::to_vec(made).map_err(std::io::Error::other)?,
+        )
+    });
+    match written {
+        Ok(()) => Some(path),
+        Err(e) => {
+            eprintln!(
+                "msgperf: warning: cannot note in {} what this case makes on {} ({e}): if msgperf is killed, remove `{}*` there yourself",
+                dir.display(),
+                made.url,
+                made.name
+            );
+            None
+        }
+    }
+}
+
+/// Removes what runs that are gone left on `transport`'s broker at `url`, and their notes;
+/// says so on stderr. The names of runs still alive, and those on other brokers, stay.
+fn sweep(dir: &Path, transport: &str, url: &str, remove: Remove) {
+    let Ok(notes) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for n in notes.flatten() {
+        let file = n.file_name().to_string_lossy().to_string();
+        let pid = file
+            .strip_prefix("msgperf-")
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok());
+        let Some(pid) = pid else { continue };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let made: Option<Made> = std::fs::read(n.path())
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        match made {
+            Some(m) if m.transport == transport && m.url == url => {
+                remove(url, &m.name, &m.plan);
+                let _ = std::fs::remove_file(n.path());
+                eprintln!(
+                    "msgperf: removed from {url} what run {pid} made there and, killed, left ({}*)",
+                    m.name
+                );
+            }
+            Some(_) => {}
+            // A note that cannot be read names nothing to remove.
+            None => {
+                let _ = std::fs::remove_file(n.path());
+            }
+        }
     }
 }
 
@@ -411,6 +518,67 @@ mod tests {
             plan_names("m", '.', &plan),
             ["m.c0.back", "m.c0.forth", "m.t0", "m.t1"]
         );
+    }
+
+    /// The cases that the ledger's test's `remove` was asked to remove, as `url name channels`.
+    static REMOVED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+    fn removed(url: &str, name: &str, plan: &SetupPlan) {
+        REMOVED
+            .lock()
+            .unwrap()
+            .push(format!("{url} {name} {}", plan.channels));
+    }
+
+    #[test]
+    fn the_ledger_keeps_a_case_until_it_removed_its_names_and_a_killed_runs_are_removed_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let made = |pid: u32, case: u32, transport: &str, url: &str| Made {
+            transport: transport.into(),
+            url: url.into(),
+            name: format!("msgperf-{pid}-{case}"),
+            plan: SetupPlan {
+                channels: 2,
+                ..SetupPlan::default()
+            },
+        };
+        // A case that ends removes its names, then its note.
+        let me = std::process::id();
+        let mine = made(me, 7, "t", "u://a");
+        let noted = note(dir.path(), &mine).expect("noted");
+        let on_disk: Made = serde_json::from_slice(&std::fs::read(&noted).unwrap()).unwrap();
+        assert_eq!(on_disk, mine);
+        drop(Cleanup {
+            made: mine,
+            remove: removed,
+            noted: Some(noted.clone()),
+        });
+        assert!(!noted.exists());
+        assert_eq!(
+            *REMOVED.lock().unwrap(),
+            [format!("u://a msgperf-{me}-7 2")]
+        );
+        REMOVED.lock().unwrap().clear();
+
+        // A run that is gone (a child that has exited and been reaped), its cases on two
+        // brokers and of two transports; and a run alive.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        let killed = note(dir.path(), &made(gone, 7, "t", "u://a")).unwrap();
+        let elsewhere = note(dir.path(), &made(gone, 8, "t", "u://b")).unwrap();
+        let other = note(dir.path(), &made(gone, 9, "other", "u://a")).unwrap();
+        let alive = note(dir.path(), &made(me, 10, "t", "u://a")).unwrap();
+        sweep(dir.path(), "t", "u://a", removed);
+        assert_eq!(
+            *REMOVED.lock().unwrap(),
+            [format!("u://a msgperf-{gone}-7 2")]
+        );
+        assert!(!killed.exists());
+        // Another broker's, another transport's and a live run's names stay for later.
+        assert!(elsewhere.exists());
+        assert!(other.exists());
+        assert!(alive.exists());
     }
 
     static MISSING: Program = Program {

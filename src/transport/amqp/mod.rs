@@ -386,27 +386,23 @@ impl Transport for Amqp {
 
     fn setup(&self, plan: &SetupPlan, spec: &ChannelSpec) -> Result<Setup, TransportError> {
         // Queues are deleted by their readers and exchanges go with their last queue
-        // (auto-delete); what a crash leaves expires (x-expires).
-        let setup = broker::setup(self.name(), &SERVER, "amqp", plan, spec, |_, _| {})?;
+        // (auto-delete); what a crash leaves expires (x-expires). Streams take no x-expires:
+        // on a broker msgperf did not start, those of a case are deleted when it ends.
         let s = Settings::of(&spec.options);
+        let remove = s.stream().then_some(delete_streams as broker::Remove);
+        let setup = broker::setup(self.name(), &SERVER, "amqp", plan, spec, remove)?;
         if !s.stream() {
             return Ok(setup);
         }
-        // Streams are made here, before any end opens, and deleted after the case: each is read
-        // by every reader it has and outlives them, so no reader may make or delete it.
+        // Streams are made here, before any end opens: each is read by every reader it has
+        // and outlives them, so no reader may make or delete it. Should one fail, those made
+        // before it go with `setup`.
         let (url, name) = broker::meeting(&setup.rendezvous)?;
-        let names = broker::plan_names(name, '.', plan);
         let client = Client::connect(url, spec.timeout)?;
-        let mut made = Streams {
-            client,
-            names: Vec::new(),
-        };
-        for q in names {
-            // Should one fail, those made before it go with `made`.
-            made.client.declare(&q, &s, spec.timeout)?;
-            made.names.push(q);
+        for q in broker::plan_names(name, '.', plan) {
+            client.declare(&q, &s, spec.timeout)?;
         }
-        Ok(setup.with_guard(made))
+        Ok(setup)
     }
 
     fn open(
@@ -523,14 +519,11 @@ fn stream_refusals(d: &Delivery, given: &Options) -> Result<(), String> {
 }
 
 /// The streams a case's set-up made, deleted when it ends, before its broker stops.
-struct Streams {
-    client: Client,
-    names: Vec<String>,
-}
-
-impl Drop for Streams {
-    fn drop(&mut self) {
-        self.client.delete(&self.names);
+/// Deletes a case's streams from a broker msgperf did not start (one it started goes with
+/// its directory).
+fn delete_streams(url: &str, name: &str, plan: &SetupPlan) {
+    if let Ok(client) = Client::connect(url, Duration::from_secs(1)) {
+        client.delete(&broker::plan_names(name, '.', plan));
     }
 }
 

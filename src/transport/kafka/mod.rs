@@ -484,7 +484,14 @@ impl Transport for Kafka {
     }
 
     fn setup(&self, plan: &SetupPlan, spec: &ChannelSpec) -> Result<Setup, TransportError> {
-        let setup = broker::setup(self.name(), &SERVER, "kafka", plan, spec, delete_topics)?;
+        let setup = broker::setup(
+            self.name(),
+            &SERVER,
+            "kafka",
+            plan,
+            spec,
+            Some(delete_topics),
+        )?;
         let (url, name) = broker::meeting(&setup.rendezvous)?;
         // Every topic exists before any end opens: a reader is assigned to it, a writer never
         // waits for an automatic creation.
@@ -639,7 +646,7 @@ fn refused(url: &str, why: &str) -> TransportError {
 }
 
 /// Removes the case's topics (named `name.`...) from a broker msgperf did not start.
-fn delete_topics(url: &str, name: &str) {
+fn delete_topics(url: &str, name: &str, _: &SetupPlan) {
     let s = Settings::of(&Options::new());
     let t = Duration::from_secs(5);
     let Ok(admin) = admin(&s, url) else { return };

@@ -131,7 +131,7 @@ impl Transport for Mqtt {
 
     fn setup(&self, plan: &SetupPlan, spec: &ChannelSpec) -> Result<Setup, TransportError> {
         // Topics need no removal: nothing is retained or persisted.
-        broker::setup(self.name(), &SERVER, "mqtt", plan, spec, |_, _| {})
+        broker::setup(self.name(), &SERVER, "mqtt", plan, spec, None)
     }
 
     fn open(

@@ -164,16 +164,17 @@ impl Transport for Nats {
 
     fn setup(&self, plan: &SetupPlan, spec: &ChannelSpec) -> Result<Setup, TransportError> {
         // Subjects need no removal: the server keeps nothing once the clients are gone. A
-        // stream is deleted when the case ends.
-        let setup = broker::setup(self.name(), &SERVER, "nats", plan, spec, |_, _| {})?;
-        let Some(storage) = jetstream_of(&spec.options) else {
+        // stream on a server msgperf did not start is deleted when the case ends.
+        let storage = jetstream_of(&spec.options);
+        let remove = storage.is_some().then_some(delete_stream as broker::Remove);
+        let setup = broker::setup(self.name(), &SERVER, "nats", plan, spec, remove)?;
+        let Some(storage) = storage else {
             return Ok(setup);
         };
         let (url, name) = broker::meeting(&setup.rendezvous)?;
         let js = jetstream_context(connect(url, spec)?);
         create_stream(&js, name, storage, spec.timeout)?;
-        let name = name.to_string();
-        Ok(setup.with_guard(DeleteStream { js, name }))
+        Ok(setup)
     }
 
     fn open(
@@ -357,16 +358,19 @@ impl Acks {
     }
 }
 
-/// Deletes a case's stream when the case ends.
-struct DeleteStream {
-    js: jetstream::Context,
-    name: String,
-}
-
-impl Drop for DeleteStream {
-    fn drop(&mut self) {
-        let _ = wait(Duration::from_secs(2), self.js.delete_stream(&self.name));
-    }
+/// Deletes a case's stream from a server msgperf did not start (one it started goes with its
+/// directory).
+fn delete_stream(url: &str, name: &str, _: &SetupPlan) {
+    let t = Duration::from_secs(2);
+    let _ = wait(t, async {
+        let client = async_nats::ConnectOptions::new()
+            .connection_timeout(t)
+            .max_reconnects(Some(1))
+            .connect(url)
+            .await?;
+        jetstream::new(client).delete_stream(name).await?;
+        Ok::<_, async_nats::Error>(())
+    });
 }
 
 struct NatsOpening(NatsEnd, Side);

@@ -68,7 +68,7 @@ fn check_maxlen(v: &str) -> Result<(), String> {
 }
 
 /// Deletes the case's keys (streams mode) from a server msgperf did not start.
-fn cleanup(url: &str, name: &str) {
+fn remove(url: &str, name: &str, _: &SetupPlan) {
     let Ok(rt) = Local::new() else { return };
     let _ = rt.wait(Duration::from_secs(5), async {
         let client = redis::Client::open(url).ok()?;
@@ -131,7 +131,7 @@ impl Transport for Redis {
     }
 
     fn setup(&self, plan: &SetupPlan, spec: &ChannelSpec) -> Result<Setup, TransportError> {
-        broker::setup(self.name(), &SERVER, "redis", plan, spec, cleanup)
+        broker::setup(self.name(), &SERVER, "redis", plan, spec, Some(remove))
     }
 
     fn open(
