@@ -268,13 +268,12 @@ fn readme_opens_with_the_survey_and_the_tests() {
         ["cargo run --release", "cargo test --release --all-features"]
     );
     // `cargo run --release` is `msgperf` with no command: the survey (shortened here) of what
-    // a build without features has. The middlewares' own tests start their brokers.
-    let builtin = "inproc,mpsc,flume,tokio-mpsc,pipe,uds,uds-dgram,tcp,udp,shm";
+    // a build without features has.
     let out = run(
         &[
             "survey",
             "-t",
-            builtin,
+            BUILT_IN,
             "--duration",
             "30ms",
             "--warmup",

@@ -334,10 +334,18 @@ fn tables_fit_a_100_column_terminal_and_wide_or_piped_output_keeps_every_column(
         text(&piped.stdout).contains("p99.99 [us]"),
         "piped: every column"
     );
-    let survey = msgperf(&["survey", "--duration", "20ms", "--warmup", "5ms"])
-        .env("COLUMNS", "100")
-        .output()
-        .unwrap();
+    let survey = msgperf(&[
+        "survey",
+        "-t",
+        BUILT_IN,
+        "--duration",
+        "20ms",
+        "--warmup",
+        "5ms",
+    ])
+    .env("COLUMNS", "100")
+    .output()
+    .unwrap();
     assert!(survey.status.success(), "{}", text(&survey.stderr));
     assert!(widest(&survey.stdout) <= 100, "{}", text(&survey.stdout));
     let transports = msgperf(&["transports"])

@@ -6,6 +6,10 @@ use std::time::{Duration, Instant};
 
 pub const MSGPERF: &str = env!("CARGO_BIN_EXE_msgperf");
 
+/// The transports of a build without features: what `cargo run --release` surveys. A survey
+/// of them all would start every middleware's broker, which their own tests do.
+pub const BUILT_IN: &str = "inproc,mpsc,flume,tokio-mpsc,pipe,uds,uds-dgram,tcp,udp,shm";
+
 /// msgperf with arguments; its peers are this binary too.
 pub fn msgperf(args: &[&str]) -> Command {
     let mut c = Command::new(MSGPERF);
