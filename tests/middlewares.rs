@@ -1546,7 +1546,7 @@ mod kafka {
                 "--opt",
                 "sync=true",
                 "--opt",
-                "idempotence=true",
+                "idempotence=false",
                 "--opt",
                 "linger=1",
             ],
