@@ -8,13 +8,7 @@ use std::future::Future;
 use std::time::Duration;
 
 /// This process's runtime.
-#[cfg(any(
-    feature = "grpc",
-    feature = "nats",
-    feature = "mqtt",
-    feature = "amqp",
-    feature = "kafka"
-))]
+#[cfg(feature = "_shared_runtime")]
 pub fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
     RT.get_or_init(|| {
@@ -28,13 +22,7 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
 }
 
 /// Runs `f` on the runtime from this thread, at most `timeout`.
-#[cfg(any(
-    feature = "grpc",
-    feature = "nats",
-    feature = "mqtt",
-    feature = "amqp",
-    feature = "kafka"
-))]
+#[cfg(feature = "_shared_runtime")]
 pub fn wait<T>(timeout: Duration, f: impl Future<Output = T>) -> Result<T, TransportError> {
     // The timer is made inside the runtime, which it needs.
     runtime()
