@@ -1,7 +1,8 @@
 //! The tokio runtimes that async clients run on. Most (tonic, async-nats, rumqttc, lapin,
 //! rdkafka) share one per process, with one worker thread, made on first use so that it
 //! inherits the role's CPU; a role's calls block on it, as a synchronous program using such a
-//! client would. redis-rs's connections run on a [`Local`] runtime of each end's own instead.
+//! client would. redis-rs's connections, and the server of a gRPC stream's reader or
+//! responder, run on a [`Local`] runtime of each end's own instead.
 
 use super::TransportError;
 use std::future::Future;
@@ -35,10 +36,10 @@ pub fn wait<T>(timeout: Duration, f: impl Future<Output = T>) -> Result<T, Trans
 /// request and its answer then cost no hand-off to a worker thread and back (two wake-ups, and
 /// on one CPU two context switches, per call). Between calls nothing reads the sockets: what
 /// arrives waits in the kernel, as it would for a synchronous client.
-#[cfg(feature = "redis")]
+#[cfg(any(feature = "redis", feature = "grpc"))]
 pub struct Local(tokio::runtime::Runtime);
 
-#[cfg(feature = "redis")]
+#[cfg(any(feature = "redis", feature = "grpc"))]
 impl Local {
     pub fn new() -> std::io::Result<Self> {
         tokio::runtime::Builder::new_current_thread()
@@ -58,7 +59,24 @@ impl Local {
             .map_err(|_| TransportError::Timeout(timeout))
     }
 
+    /// Starts `f` as a task of this runtime: it runs while the thread waits on the runtime.
+    #[cfg(feature = "grpc")]
+    pub fn spawn<F>(&self, f: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.0.spawn(f)
+    }
+
+    /// Enters this runtime's context (to make I/O resources on it).
+    #[cfg(feature = "grpc")]
+    pub fn enter(&self) -> tokio::runtime::EnterGuard<'_> {
+        self.0.enter()
+    }
+
     /// Runs `f` with no timeout (the floors' loops, which bound their own waits).
+    #[cfg(feature = "redis")]
     pub fn block_on<T>(&self, f: impl Future<Output = T>) -> T {
         self.0.block_on(f)
     }

@@ -3,9 +3,9 @@
 //! and a client stream that the server counts as it arrives (a stream). The serving side writes
 //! its address into a small memory file that both sides share; the client reads it.
 
-use super::proto::bench_server::{Bench, BenchServer};
+use super::proto::bench_server::Bench;
 use super::proto::{Done, Frame, Hello};
-use super::{connect, runtime};
+use super::{connect, runtime, serve, wait_on, Local};
 use crate::sys;
 use crate::transport::floor::{
     measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
@@ -123,30 +123,21 @@ impl Floor for GrpcFloor {
                 figure: Arc::new(Mutex::new(Some(tx))),
                 size,
             };
-            let max = size + 1024;
             let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
-            listener.set_nonblocking(true)?;
             notes.put(ADDRESS, &listener.local_addr()?.to_string())?;
-            let listener = {
-                let _in_runtime = runtime().enter();
-                tokio::net::TcpListener::from_std(listener)?
+            // A stream's reader runs its connections on its own thread, as msgperf's does.
+            let own = match l {
+                FloorLoop::Stream => Some(Local::new()?),
+                FloorLoop::PingPong => None,
             };
             let (stop_tx, stopped) = oneshot::channel::<()>();
-            let server = runtime().spawn(
-                tonic::transport::Server::builder()
-                    .tcp_nodelay(true)
-                    .add_service(
-                        BenchServer::new(plain)
-                            .max_decoding_message_size(max)
-                            .max_encoding_message_size(max),
-                    )
-                    .serve_with_incoming_shutdown(super::incoming(listener), async {
-                        let _ = stopped.await;
-                    }),
-            );
+            let server = serve(own.as_ref(), listener, plain, size, stopped)?;
             let bound = roles.warmup + roles.duration + WAIT;
             let got = if l == FloorLoop::Stream {
-                super::wait(bound, figure).ok().and_then(Result::ok)
+                wait_on(own.as_ref(), bound, figure)
+                    .ok()
+                    .flatten()
+                    .and_then(Result::ok)
             } else {
                 // Serve until the client's end (a one-byte call) or the loop's time is up.
                 let end = sys::monotonic_ns() + bound.as_nanos() as u64;
@@ -162,7 +153,7 @@ impl Floor for GrpcFloor {
                 None
             };
             let _ = stop_tx.send(());
-            let _ = super::wait(Duration::from_secs(1), server);
+            let _ = wait_on(own.as_ref(), Duration::from_secs(1), server);
             return match (l, got) {
                 (FloorLoop::Stream, None) => {
                     Err(std::io::Error::other("the grpc floor's stream never ended"))

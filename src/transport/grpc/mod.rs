@@ -5,8 +5,13 @@
 //! stream (a stream), a bidirectional stream (both ways at once, `--confirm`), and a server
 //! stream per subscriber (pubsub: the publisher's one write reaches every subscriber's stream).
 //!
-//! tonic is asynchronous: it runs on the process's runtime (`transport/runtime.rs`). Cargo
-//! feature `grpc`.
+//! tonic is asynchronous: it runs on the process's runtime (`transport/runtime.rs`), but for a
+//! stream's reader and a ping-pong's responder, whose server runs on a runtime of its own that
+//! the role's thread runs while it waits for a message: a message then reaches the role with no
+//! hand-off between threads (wake-ups, and on one CPU context switches). The responder's answer
+//! goes out as it waits for the next request, which it does at once. Other ends, which write
+//! and may then not read, cannot: what they write would wait for their next call. Cargo feature
+//! `grpc`.
 
 mod floor;
 
@@ -37,7 +42,7 @@ pub struct Grpc;
 /// Messages a stream's queue holds between a role and tonic, each way.
 const QUEUE: usize = 64;
 
-pub(super) use super::runtime::{runtime, wait};
+pub(super) use super::runtime::{runtime, wait, Local};
 
 impl Transport for Grpc {
     fn name(&self) -> &'static str {
@@ -85,7 +90,10 @@ impl Transport for Grpc {
     ) -> Result<Box<dyn Opening>, TransportError> {
         match side {
             Side::Accept(_) | Side::Publish { .. } => {
-                let server = Server::start(host_of(at)?, spec)?;
+                // A stream's reader only reads, and a responder reads as soon as it has
+                // answered: their roles' threads can run their connections.
+                let own = matches!(side, Side::Accept(_)) && spec.exchange != Exchange::Both;
+                let server = Server::start(host_of(at)?, spec, own)?;
                 Ok(Box::new(GrpcOpening {
                     side,
                     server: Some(server),
@@ -194,15 +202,40 @@ struct Server {
     subscribers: Arc<Mutex<Vec<Outgoing>>>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
+    /// The runtime of this end's own that its connections run on, driven by the role's thread
+    /// while it waits for a message; else they run on the process's shared runtime.
+    own: Option<Local>,
+}
+
+/// `f`'s output, waited for at most `timeout` (zero: only if it is ready now) on the runtime
+/// that an end's connections run on: its own, which this thread then runs, or the shared one.
+pub(super) fn wait_on<T>(
+    own: Option<&Local>,
+    timeout: Duration,
+    f: impl std::future::Future<Output = T>,
+) -> Result<Option<T>, TransportError> {
+    match own {
+        Some(own) if timeout.is_zero() => Ok(own.now(f)),
+        Some(own) => own.wait(timeout, f).map(Some),
+        // What is ready now, without a wait on the runtime (which costs a timer).
+        None if timeout.is_zero() => {
+            let mut f = std::pin::pin!(f);
+            let mut now = std::task::Context::from_waker(std::task::Waker::noop());
+            Ok(match f.as_mut().poll(&mut now) {
+                std::task::Poll::Ready(v) => Some(v),
+                std::task::Poll::Pending => None,
+            })
+        }
+        None => wait(timeout, f).map(Some),
+    }
 }
 
 impl Server {
-    fn start(host: &str, spec: &ChannelSpec) -> Result<Server, TransportError> {
+    fn start(host: &str, spec: &ChannelSpec, own: bool) -> Result<Server, TransportError> {
         let listener = std::net::TcpListener::bind((host, 0)).map_err(|e| match e.kind() {
             std::io::ErrorKind::AddrInUse => TransportError::AddressInUse(host.into()),
             _ => TransportError::Io(e),
         })?;
-        listener.set_nonblocking(true)?;
         let address = listener.local_addr()?.to_string();
         let (in_tx, inbound) = mpsc::channel(QUEUE);
         let (outbound, out_rx) = mpsc::channel(QUEUE);
@@ -212,25 +245,9 @@ impl Server {
             outbound: Arc::new(Mutex::new(Some(out_rx))),
             subscribers: subscribers.clone(),
         };
-        let max = spec.max_message + 1024;
         let (stop, stopped) = oneshot::channel::<()>();
-        let listener = {
-            let _in_runtime = runtime().enter();
-            tokio::net::TcpListener::from_std(listener)?
-        };
-        let task = runtime().spawn(async move {
-            let _ = tonic::transport::Server::builder()
-                .tcp_nodelay(true)
-                .add_service(
-                    BenchServer::new(service)
-                        .max_decoding_message_size(max)
-                        .max_encoding_message_size(max),
-                )
-                .serve_with_incoming_shutdown(incoming(listener), async {
-                    let _ = stopped.await;
-                })
-                .await;
-        });
+        let own = if own { Some(Local::new()?) } else { None };
+        let task = serve(own.as_ref(), listener, service, spec.max_message, stopped)?;
         Ok(Server {
             address,
             inbound,
@@ -238,6 +255,7 @@ impl Server {
             subscribers,
             stop: Some(stop),
             task: Some(task),
+            own,
         })
     }
 }
@@ -250,14 +268,51 @@ impl Drop for Server {
             let _ = stop.send(());
         }
         if let Some(task) = self.task.take() {
-            let _ = wait(Duration::from_secs(1), task);
+            let _ = wait_on(self.own.as_ref(), Duration::from_secs(1), task);
         }
     }
 }
 
+/// Serves `service` on `listener` until `stopped`, on an end's own runtime or the shared one,
+/// for messages up to `max_message` bytes.
+pub(super) fn serve<S: Bench>(
+    own: Option<&Local>,
+    listener: std::net::TcpListener,
+    service: S,
+    max_message: usize,
+    stopped: oneshot::Receiver<()>,
+) -> std::io::Result<tokio::task::JoinHandle<()>> {
+    listener.set_nonblocking(true)?;
+    let listener = {
+        let _in_runtime = match own {
+            Some(own) => own.enter(),
+            None => runtime().enter(),
+        };
+        tokio::net::TcpListener::from_std(listener)?
+    };
+    let max = max_message + 1024;
+    let serve = async move {
+        let _ = tonic::transport::Server::builder()
+            .tcp_nodelay(true)
+            .add_service(
+                BenchServer::new(service)
+                    .max_decoding_message_size(max)
+                    .max_encoding_message_size(max),
+            )
+            .serve_with_incoming_shutdown(incoming(listener), async {
+                let _ = stopped.await;
+            })
+            .await;
+    };
+    Ok(match own {
+        Some(own) => own.spawn(serve),
+        None => runtime().spawn(serve),
+    })
+}
+
 /// Accepted connections, with TCP_NODELAY (the server builder sets it only on connections it
 /// accepts itself): without it a 4 KiB reply waits out a delayed acknowledgement (40 ms).
-pub(super) fn incoming(
+fn incoming(
     listener: tokio::net::TcpListener,
 ) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
     use tokio_stream::StreamExt;
@@ -426,9 +481,15 @@ impl GrpcEndpoint {
             // What is queued is taken without a timed wait (which costs a timer).
             let got = match server.inbound.try_recv() {
                 Ok(m) => Some(m),
-                Err(mpsc::error::TryRecvError::Empty) if timeout.is_zero() => return Ok(None),
-                Err(mpsc::error::TryRecvError::Empty) => wait(timeout, server.inbound.recv())?,
                 Err(mpsc::error::TryRecvError::Disconnected) => None,
+                // On an end's own runtime its connections run only now: they take what their
+                // sockets hold.
+                Err(mpsc::error::TryRecvError::Empty) => {
+                    match wait_on(server.own.as_ref(), timeout, server.inbound.recv())? {
+                        Some(m) => m,
+                        None => return Ok(None),
+                    }
+                }
             };
             return match got {
                 Some(Incoming::Request(data, reply)) => {
