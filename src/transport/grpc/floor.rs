@@ -136,7 +136,6 @@ impl Floor for GrpcFloor {
             let got = if l == FloorLoop::Stream {
                 wait_on(own.as_ref(), bound, figure)
                     .ok()
-                    .flatten()
                     .and_then(Result::ok)
             } else {
                 // Serve until the client's end (a one-byte call) or the loop's time is up.

@@ -207,26 +207,16 @@ struct Server {
     own: Option<Local>,
 }
 
-/// `f`'s output, waited for at most `timeout` (zero: only if it is ready now) on the runtime
-/// that an end's connections run on: its own, which this thread then runs, or the shared one.
+/// `f`'s output, waited for at most `timeout` on the runtime that an end's connections run on:
+/// its own, which this thread then runs, or the shared one.
 pub(super) fn wait_on<T>(
     own: Option<&Local>,
     timeout: Duration,
     f: impl std::future::Future<Output = T>,
-) -> Result<Option<T>, TransportError> {
+) -> Result<T, TransportError> {
     match own {
-        Some(own) if timeout.is_zero() => Ok(own.now(f)),
-        Some(own) => own.wait(timeout, f).map(Some),
-        // What is ready now, without a wait on the runtime (which costs a timer).
-        None if timeout.is_zero() => {
-            let mut f = std::pin::pin!(f);
-            let mut now = std::task::Context::from_waker(std::task::Waker::noop());
-            Ok(match f.as_mut().poll(&mut now) {
-                std::task::Poll::Ready(v) => Some(v),
-                std::task::Poll::Pending => None,
-            })
-        }
-        None => wait(timeout, f).map(Some),
+        Some(own) => own.wait(timeout, f),
+        None => wait(timeout, f),
     }
 }
 
@@ -484,11 +474,18 @@ impl GrpcEndpoint {
                 Err(mpsc::error::TryRecvError::Disconnected) => None,
                 // On an end's own runtime its connections run only now: they take what their
                 // sockets hold.
-                Err(mpsc::error::TryRecvError::Empty) => {
-                    match wait_on(server.own.as_ref(), timeout, server.inbound.recv())? {
+                Err(mpsc::error::TryRecvError::Empty) if timeout.is_zero() => {
+                    match server
+                        .own
+                        .as_ref()
+                        .and_then(|own| own.now(server.inbound.recv()))
+                    {
                         Some(m) => m,
                         None => return Ok(None),
                     }
+                }
+                Err(mpsc::error::TryRecvError::Empty) => {
+                    wait_on(server.own.as_ref(), timeout, server.inbound.recv())?
                 }
             };
             return match got {
