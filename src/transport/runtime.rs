@@ -59,20 +59,11 @@ impl Local {
             .map_err(|_| TransportError::Timeout(timeout))
     }
 
-    /// Starts `f` as a task of this runtime: it runs while the thread waits on the runtime.
+    /// This runtime's handle, to make I/O resources and tasks on it (a task runs while the
+    /// thread waits on the runtime).
     #[cfg(feature = "grpc")]
-    pub fn spawn<F>(&self, f: F) -> tokio::task::JoinHandle<F::Output>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        self.0.spawn(f)
-    }
-
-    /// Enters this runtime's context (to make I/O resources on it).
-    #[cfg(feature = "grpc")]
-    pub fn enter(&self) -> tokio::runtime::EnterGuard<'_> {
-        self.0.enter()
+    pub fn handle(&self) -> &tokio::runtime::Handle {
+        self.0.handle()
     }
 
     /// Runs `f` with no timeout (the floors' loops, which bound their own waits).

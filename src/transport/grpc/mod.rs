@@ -272,12 +272,10 @@ pub(super) fn serve<S: Bench>(
     max_message: usize,
     stopped: oneshot::Receiver<()>,
 ) -> std::io::Result<tokio::task::JoinHandle<()>> {
+    let rt = own.map_or_else(|| runtime().handle(), Local::handle);
     listener.set_nonblocking(true)?;
     let listener = {
-        let _in_runtime = match own {
-            Some(own) => own.enter(),
-            None => runtime().enter(),
-        };
+        let _in_runtime = rt.enter();
         tokio::net::TcpListener::from_std(listener)?
     };
     let max = max_message + 1024;
@@ -294,10 +292,7 @@ pub(super) fn serve<S: Bench>(
             })
             .await;
     };
-    Ok(match own {
-        Some(own) => own.spawn(serve),
-        None => runtime().spawn(serve),
-    })
+    Ok(rt.spawn(serve))
 }
 
 /// Accepted connections, with TCP_NODELAY (the server builder sets it only on connections it
