@@ -1,7 +1,7 @@
 //! The tokio runtimes that async clients run on. Most (tonic, async-nats, rumqttc, lapin,
 //! rdkafka) share one per process, with one worker thread, made on first use so that it
 //! inherits the role's CPU; a role's calls block on it, as a synchronous program using such a
-//! client would. redis-rs's connections, and the server of a gRPC stream's reader or
+//! client would. redis-rs's subscriptions, and the server of a gRPC stream's reader or
 //! responder, run on a [`Local`] runtime of each end's own instead.
 
 use super::TransportError;
@@ -64,12 +64,6 @@ impl Local {
     #[cfg(feature = "grpc")]
     pub fn handle(&self) -> &tokio::runtime::Handle {
         self.0.handle()
-    }
-
-    /// Runs `f` with no timeout (the floors' loops, which bound their own waits).
-    #[cfg(feature = "redis")]
-    pub fn block_on<T>(&self, f: impl Future<Output = T>) -> T {
-        self.0.block_on(f)
     }
 
     /// `f`'s output if it is ready once this runtime has taken what its sockets hold now,

@@ -1,12 +1,12 @@
 //! Redis's floor: the plainest redis-rs loops through the same kind of server, in the same
-//! mode, on the same kind of runtime (each side's own, run by its thread), and nothing of
-//! msgperf. Ping-pong: PUBLISH a ping that the
+//! mode, with the same connections (commands on a synchronous one, a subscription on a tokio
+//! runtime of each side's own, run by its thread), and nothing of msgperf. Ping-pong: PUBLISH a ping that the
 //! other side's subscription answers with a PUBLISH (pubsub), or XADD one that the other side's
 //! XREAD answers with an XADD (streams). A stream: PUBLISH or XADD as fast as the server
 //! answers, counted as the other side reads it. Side 1 starts the server (as a case's set-up
 //! does, on side 1's CPU) or uses `--opt broker`; side 0 measures.
 
-use super::{BATCH, SERVER};
+use super::{commands, subscribe, BATCH, SERVER};
 use crate::sys;
 use crate::transport::broker;
 use crate::transport::floor::{
@@ -15,9 +15,9 @@ use crate::transport::floor::{
 };
 use crate::transport::runtime::Local;
 use futures_util::{FutureExt, StreamExt};
-use redis::aio::{MultiplexedConnection, PubSubStream};
+use redis::aio::PubSubStream;
 use redis::streams::StreamReadReply;
-use redis::{AsyncCommands, Value};
+use redis::{Commands, Connection, Value};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -39,20 +39,25 @@ enum Reader {
 }
 
 impl Reader {
-    async fn open(client: &redis::Client, name: String, streams: bool) -> redis::RedisResult<Self> {
+    fn open(
+        rt: &Local,
+        client: &redis::Client,
+        name: String,
+        streams: bool,
+    ) -> std::io::Result<Self> {
         if streams {
             return Ok(Reader::Stream(name, "0".into(), VecDeque::new()));
         }
-        let mut ps = client.get_async_pubsub().await?;
-        ps.subscribe(name).await?;
-        Ok(Reader::Channel(ps.into_on_message()))
+        let messages = rt.wait(WAIT, subscribe(client, name)).map_err(io)?;
+        Ok(Reader::Channel(messages.map_err(io)?))
     }
 
     /// Copies the next message's payload into `into` (as a role copies into its buffer);
     /// false at the end or after `within`.
-    async fn next(
+    fn next(
         &mut self,
-        con: &mut MultiplexedConnection,
+        rt: &Local,
+        con: &mut Connection,
         within: Duration,
         into: &mut Vec<u8>,
     ) -> bool {
@@ -62,7 +67,7 @@ impl Reader {
                 // What the connection has taken already is had without a timer.
                 let m = match s.next().now_or_never() {
                     Some(m) => m,
-                    None => tokio::time::timeout(within, s.next()).await.ok().flatten(),
+                    None => rt.wait(within, s.next()).ok().flatten(),
                 };
                 m.map(|m| into.extend_from_slice(m.get_payload_bytes()))
                     .is_some()
@@ -77,8 +82,7 @@ impl Reader {
                         .arg("STREAMS")
                         .arg(&*key)
                         .arg(&*last)
-                        .query_async::<StreamReadReply>(con)
-                        .await
+                        .query::<StreamReadReply>(con)
                     else {
                         return false;
                     };
@@ -97,33 +101,23 @@ impl Reader {
     }
 }
 
-async fn write(
-    con: &mut MultiplexedConnection,
-    to: &str,
-    data: &[u8],
-    streams: bool,
-) -> redis::RedisResult<()> {
+fn write(con: &mut Connection, to: &str, data: &[u8], streams: bool) -> redis::RedisResult<()> {
     if streams {
         let _: Value = redis::cmd("XADD")
             .arg(to)
             .arg("*")
             .arg("d")
             .arg(data)
-            .query_async(con)
-            .await?;
+            .query(con)?;
     } else {
-        let _: i64 = con.publish(to, data).await?;
+        let _: i64 = con.publish(to, data)?;
     }
     Ok(())
 }
 
-async fn connect(url: &str) -> redis::RedisResult<(redis::Client, MultiplexedConnection)> {
+fn connect(url: &str) -> redis::RedisResult<(redis::Client, Connection)> {
     let client = redis::Client::open(url)?;
-    // XREAD BLOCK answers after its own wait: no response timeout of the client's.
-    let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
-    let con = client
-        .get_multiplexed_async_connection_with_config(&config)
-        .await?;
+    let con = commands(&client, WAIT)?;
     Ok((client, con))
 }
 
@@ -150,23 +144,20 @@ impl Floor for RedisFloor {
         if side == 1 {
             let (url, broker) = broker::for_floor(&SERVER, "redis", roles, WAIT)?;
             let name = format!("msgperf-floor-{}", std::process::id());
-            let (client, mut con) = rt.block_on(connect(&url)).map_err(io)?;
+            let (client, mut con) = connect(&url).map_err(io)?;
             match l {
                 FloorLoop::PingPong => {
-                    let mut pings = rt
-                        .block_on(Reader::open(&client, format!("{name}:ping"), streams))
-                        .map_err(io)?;
+                    let mut pings = Reader::open(&rt, &client, format!("{name}:ping"), streams)?;
                     notes.put(URL, &format!("{url} {name}"))?;
                     let end = sys::monotonic_ns() + loop_ns + WAIT.as_nanos() as u64;
                     let pong = format!("{name}:pong");
                     let mut p = Vec::new();
                     while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
-                        if rt.block_on(pings.next(&mut con, tick, &mut p)) {
+                        if pings.next(&rt, &mut con, tick, &mut p) {
                             if p.len() <= 1 {
                                 break;
                             }
-                            rt.block_on(write(&mut con, &pong, &p, streams))
-                                .map_err(io)?;
+                            write(&mut con, &pong, &p, streams).map_err(io)?;
                         }
                     }
                 }
@@ -176,11 +167,9 @@ impl Floor for RedisFloor {
                     let to = format!("{name}:data");
                     let end = sys::monotonic_ns() + loop_ns;
                     while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
-                        rt.block_on(write(&mut con, &to, &data, streams))
-                            .map_err(io)?;
+                        write(&mut con, &to, &data, streams).map_err(io)?;
                     }
-                    rt.block_on(write(&mut con, &to, &[0], streams))
-                        .map_err(io)?;
+                    write(&mut con, &to, &[0], streams).map_err(io)?;
                 }
             }
             // The server stays until side 0 has all it will read.
@@ -191,42 +180,36 @@ impl Floor for RedisFloor {
                     format!("{name}:pong"),
                     format!("{name}:data"),
                 ];
-                let _: redis::RedisResult<()> = rt.block_on(con.del(&keys));
+                let _: redis::RedisResult<()> = con.del(&keys);
             }
             drop(broker);
             return Ok(None);
         }
         let at = notes.wait(URL, WAIT)?;
         let (url, name) = at.split_once(' ').ok_or_else(|| io("bad notes"))?;
-        let (client, mut con) = rt.block_on(connect(url)).map_err(io)?;
+        let (client, mut con) = connect(url).map_err(io)?;
         let figure = match l {
             FloorLoop::PingPong => {
-                let mut pongs = rt
-                    .block_on(Reader::open(&client, format!("{name}:pong"), streams))
-                    .map_err(io)?;
+                let mut pongs = Reader::open(&rt, &client, format!("{name}:pong"), streams)?;
                 let ping = format!("{name}:ping");
                 let mut p = Vec::new();
                 let f = measure_round_trips(roles, stop, || {
-                    rt.block_on(async {
-                        write(&mut con, &ping, &data, streams).await.is_ok()
-                            && pongs.next(&mut con, WAIT, &mut p).await
-                            && p.len() == size
-                    })
+                    write(&mut con, &ping, &data, streams).is_ok()
+                        && pongs.next(&rt, &mut con, WAIT, &mut p)
+                        && p.len() == size
                 });
-                let _ = rt.block_on(write(&mut con, &ping, &[0], streams));
+                let _ = write(&mut con, &ping, &[0], streams);
                 f?
             }
             FloorLoop::Stream => {
-                let mut msgs = rt
-                    .block_on(Reader::open(&client, format!("{name}:data"), streams))
-                    .map_err(io)?;
+                let mut msgs = Reader::open(&rt, &client, format!("{name}:data"), streams)?;
                 notes.put(SUBSCRIBED, "yes")?;
                 let mut window = ReadWindow::new(roles.warmup);
                 let deadline =
                     crate::deadline::Deadline::after(Duration::from_nanos(loop_ns) + WAIT);
                 let mut p = Vec::with_capacity(size);
                 while !deadline.expired() && !stop.load(Ordering::Relaxed) {
-                    if rt.block_on(msgs.next(&mut con, tick, &mut p)) {
+                    if msgs.next(&rt, &mut con, tick, &mut p) {
                         if p.len() <= 1 {
                             break;
                         }
