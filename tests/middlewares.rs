@@ -1037,17 +1037,13 @@ mod redis {
             .unwrap_or_default()
     }
 
-    /// What a run killed with SIGKILL made on a server msgperf did not start stays there
-    /// (nothing of it runs to remove it), noted in the ledger; the next case on that server
-    /// removes it, and says so.
-    #[test]
-    fn redis_a_killed_runs_keys_on_a_shared_server_are_removed_by_the_next_case() {
+    /// A redis-server of the test's own on a free port, answering when this returns.
+    fn shared_server(dir: &std::path::Path) -> (Server, u16) {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        let dir = temp_dir();
         let mut server = std::process::Command::new("redis-server");
         server.args([
             "--port",
@@ -1057,8 +1053,8 @@ mod redis {
             "--save",
             "",
         ]);
-        server.args(["--appendonly", "no", "--dir"]).arg(dir.path());
-        let _server = Server(Some(
+        server.args(["--appendonly", "no", "--dir"]).arg(dir);
+        let server = Server(Some(
             server
                 .stdout(std::process::Stdio::null())
                 .spawn()
@@ -1073,6 +1069,76 @@ mod redis {
             assert!(Instant::now() < up, "redis-server never answered on {port}");
             std::thread::sleep(Duration::from_millis(20));
         }
+        (server, port)
+    }
+
+    /// The server drops a subscriber that falls behind (its output buffer limit); here it is
+    /// dropped mid-case by CLIENT KILL: the reader subscribes again, the case ends without an
+    /// error, and what it missed is counted as lost, not lost from the count.
+    #[test]
+    fn redis_a_dropped_subscriber_subscribes_again_and_counts_what_it_missed() {
+        let dir = temp_dir();
+        let (_server, port) = shared_server(dir.path());
+        let json = dir.path().join("run.json");
+        let url = format!("broker=redis://127.0.0.1:{port}");
+        let child = msgperf(&[
+            "run",
+            "stream",
+            "-t",
+            "redis",
+            "--opt",
+            &url,
+            "--duration",
+            "3s",
+            "--no-floor",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+        let cli = |args: &[&str]| {
+            let out = std::process::Command::new("redis-cli")
+                .args(["-p", &port.to_string()])
+                .args(args)
+                .output()
+                .unwrap();
+            text(&out.stdout)
+        };
+        // Once the stream flows (subscribers, and a second gone by), drop them all.
+        let end = Instant::now() + Duration::from_secs(60);
+        while cli(&["pubsub", "channels"]).trim().is_empty() {
+            assert!(Instant::now() < end, "no subscriber appeared");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_secs(1));
+        let killed = cli(&["client", "kill", "type", "pubsub"]);
+        // The reader's subscription, and the writer's (its way back, unused by a stream).
+        assert!(killed.trim().parse::<u32>().unwrap() >= 1, "{killed}");
+        let out = wait_output(child, Duration::from_secs(60));
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let r: RunResult = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let c = &r.cases[0];
+        assert_eq!(c.error, None);
+        let (sent, got) = (&c.roles[0].counters, &c.roles[1].counters);
+        assert!(got.messages_received > 0);
+        // Every message sent after warm-up was either had or counted as lost.
+        assert_eq!(
+            got.messages_received + got.lost,
+            sent.messages_sent,
+            "lost {}",
+            got.lost
+        );
+    }
+
+    /// What a run killed with SIGKILL made on a server msgperf did not start stays there
+    /// (nothing of it runs to remove it), noted in the ledger; the next case on that server
+    /// removes it, and says so.
+    #[test]
+    fn redis_a_killed_runs_keys_on_a_shared_server_are_removed_by_the_next_case() {
+        let dir = temp_dir();
+        let (_server, port) = shared_server(dir.path());
         let url = format!("broker=redis://127.0.0.1:{port}");
         let state = dir.path().join("state");
         let args = |workload: &'static str, duration: &'static str| {

@@ -34,7 +34,8 @@ const DONE: u64 = 2;
 
 /// One side's way in: a subscription, or a stream key read from its start.
 enum Reader {
-    Channel(PubSubStream),
+    /// The subscription, and the client and channel to subscribe again with.
+    Channel(PubSubStream, redis::Client, String),
     Stream(String, String, VecDeque<Vec<u8>>),
 }
 
@@ -48,8 +49,8 @@ impl Reader {
         if streams {
             return Ok(Reader::Stream(name, "0".into(), VecDeque::new()));
         }
-        let messages = rt.wait(WAIT, subscribe(client, name)).map_err(io)?;
-        Ok(Reader::Channel(messages.map_err(io)?))
+        let messages = rt.wait(WAIT, subscribe(client, name.clone())).map_err(io)?;
+        Ok(Reader::Channel(messages.map_err(io)?, client.clone(), name))
     }
 
     /// Copies the next message's payload into `into` (as a role copies into its buffer);
@@ -63,14 +64,29 @@ impl Reader {
     ) -> bool {
         into.clear();
         match self {
-            Reader::Channel(s) => {
+            Reader::Channel(s, client, name) => {
                 // What the connection has taken already is had without a timer.
                 let m = match s.next().now_or_never() {
                     Some(m) => m,
-                    None => rt.wait(within, s.next()).ok().flatten(),
+                    None => match rt.wait(within, s.next()) {
+                        Ok(m) => m,
+                        Err(_) => return false,
+                    },
                 };
-                m.map(|m| into.extend_from_slice(m.get_payload_bytes()))
-                    .is_some()
+                match m {
+                    Some(m) => {
+                        into.extend_from_slice(m.get_payload_bytes());
+                        true
+                    }
+                    // The server dropped a subscriber that fell behind (as for the roles'
+                    // ends): subscribe again rather than spin on an ended stream.
+                    None => {
+                        if let Ok(Ok(again)) = rt.wait(WAIT, subscribe(client, name.clone())) {
+                            *s = again;
+                        }
+                        false
+                    }
+                }
             }
             Reader::Stream(key, last, got) => {
                 if got.is_empty() {

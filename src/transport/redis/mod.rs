@@ -148,7 +148,7 @@ impl Transport for Redis {
             Setting::new(
                 "delivery",
                 "at most once",
-                "PUBLISH reaches the subscribers connected now; the server disconnects a subscriber whose output buffer passes 256 MB (client-output-buffer-limit), which ends its case",
+                "PUBLISH reaches the subscribers connected now; the server disconnects a subscriber whose output buffer passes 256 MB (client-output-buffer-limit); it subscribes again at once, and what it missed is counted as lost",
             )
         };
         m.settings.insert(0, s);
@@ -183,9 +183,14 @@ impl Transport for Redis {
             Some(ch) if !streams => {
                 let rt = Local::new()?;
                 let messages = rt
-                    .wait(spec.timeout, subscribe(&client, ch))?
+                    .wait(spec.timeout, subscribe(&client, ch.clone()))?
                     .map_err(refused)?;
-                Some(Inbox::Channel { messages, rt })
+                Some(Inbox::Channel {
+                    messages,
+                    client: client.clone(),
+                    channel: ch,
+                    rt,
+                })
             }
             // A fresh key: reading from its first entry misses nothing written after binding.
             Some(key) => Some(Inbox::Stream {
@@ -230,6 +235,9 @@ impl Opening for RedisOpening {
 enum Inbox {
     Channel {
         messages: PubSubStream,
+        /// To subscribe again after the server dropped a subscriber that fell behind.
+        client: redis::Client,
+        channel: String,
         /// Last: the connection's tasks go with it, after their handles.
         rt: Local,
     },
@@ -271,20 +279,41 @@ impl RedisEnd {
             ));
         };
         match inbox {
-            Inbox::Channel { messages, rt } => {
-                // What the connection has already taken is had without a timed wait (which
-                // costs a timer).
-                let msg = match messages.next().now_or_never() {
-                    Some(m) => m,
-                    None if timeout.is_zero() => match rt.now(messages.next()) {
+            Inbox::Channel {
+                messages,
+                client,
+                channel,
+                rt,
+            } => {
+                let mut resubscribed = false;
+                loop {
+                    // What the connection has already taken is had without a timed wait (which
+                    // costs a timer).
+                    let msg = match messages.next().now_or_never() {
                         Some(m) => m,
-                        None => return Ok(None),
-                    },
-                    None => rt.wait(timeout, messages.next())?,
-                };
-                match msg {
-                    Some(m) => copy_out(m.get_payload_bytes(), buf).map(Some),
-                    None => Err(TransportError::PeerClosed),
+                        None if timeout.is_zero() => match rt.now(messages.next()) {
+                            Some(m) => m,
+                            None => return Ok(None),
+                        },
+                        None => rt.wait(timeout, messages.next())?,
+                    };
+                    match msg {
+                        Some(m) => return copy_out(m.get_payload_bytes(), buf).map(Some),
+                        // The server closes a subscriber whose unread output passes its
+                        // client-output-buffer-limit (pubsub): at most once, as a slow NATS
+                        // consumer is, so subscribe again at once; what was missed is counted
+                        // as lost. Once per call: a server that is gone ends the case.
+                        None if !resubscribed => {
+                            resubscribed = true;
+                            *messages = rt
+                                .wait(self.timeout, subscribe(client, channel.clone()))?
+                                .map_err(|e| failed(e, self.timeout))?;
+                            if timeout.is_zero() {
+                                return Ok(None);
+                            }
+                        }
+                        None => return Err(TransportError::PeerClosed),
+                    }
                 }
             }
             Inbox::Stream { key, last, got } => {
