@@ -1,10 +1,10 @@
-//! Redis's floor: the plainest redis-rs loops through the same kind of server, in the same
-//! mode, with the same connections (commands on a synchronous one, a subscription on a tokio
-//! runtime of each side's own, run by its thread), and nothing of msgperf. Ping-pong: PUBLISH
-//! a ping that the other side's subscription answers with a PUBLISH (pubsub), or XADD one
-//! that the other side's XREAD answers with an XADD (streams). A stream: PUBLISH or XADD as fast as the server
-//! answers, counted as the other side reads it. Side 1 starts the server (as a case's set-up
-//! does, on side 1's CPU) or uses `--opt broker`; side 0 measures.
+//! Redis's floor: the plainest redis-rs loops through the same kind of server, in the same mode,
+//! with the same connections (commands on a synchronous one, a subscription on a tokio runtime of
+//! each side's own, run by its thread), and nothing of msgperf. Ping-pong: PUBLISH a ping that the
+//! other side's subscription answers with a PUBLISH (pubsub), or XADD one that the other side's
+//! XREAD answers with an XADD (streams). A stream: PUBLISH or XADD as fast as the server answers,
+//! counted as the other side reads it. Side 1 starts the server (as a case's set-up does, on side
+//! 1's CPU) or uses `--opt broker`; side 0 measures.
 
 use super::{commands, subscribe, BATCH, SERVER};
 use crate::sys;
