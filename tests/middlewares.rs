@@ -1014,13 +1014,18 @@ mod redis {
         broker_dies_with_msgperf("redis", "redis-server");
     }
 
+    /// `redis-cli` with `args` against the redis-server at `port`.
+    fn redis_cli(port: u16, args: &[&str]) -> std::process::Output {
+        std::process::Command::new("redis-cli")
+            .args(["-p", &port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli (apt-get install redis-tools)")
+    }
+
     /// The names of run `pid` on the redis-server at `port`.
     fn keys_of(port: u16, pid: u32) -> Vec<String> {
-        let out = std::process::Command::new("redis-cli")
-            .args(["-p", &port.to_string(), "--scan", "--pattern"])
-            .arg(format!("msgperf-{pid}-*"))
-            .output()
-            .unwrap();
+        let out = redis_cli(port, &["--scan", "--pattern", &format!("msgperf-{pid}-*")]);
         assert!(out.status.success(), "{}", text(&out.stderr));
         text(&out.stdout).lines().map(String::from).collect()
     }
@@ -1061,11 +1066,7 @@ mod redis {
                 .expect("redis-server (apt-get install redis-server)"),
         ));
         let up = Instant::now() + Duration::from_secs(10);
-        while !std::process::Command::new("redis-cli")
-            .args(["-p", &port.to_string(), "ping"])
-            .output()
-            .is_ok_and(|o| o.stdout.starts_with(b"PONG"))
-        {
+        while !redis_cli(port, &["ping"]).stdout.starts_with(b"PONG") {
             assert!(Instant::now() < up, "redis-server never answered on {port}");
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -1098,14 +1099,7 @@ mod redis {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-        let cli = |args: &[&str]| {
-            let out = std::process::Command::new("redis-cli")
-                .args(["-p", &port.to_string()])
-                .args(args)
-                .output()
-                .unwrap();
-            text(&out.stdout)
-        };
+        let cli = |args: &[&str]| text(&redis_cli(port, args).stdout);
         // Once the stream flows (subscribers, and a second gone by), drop them all.
         let end = Instant::now() + Duration::from_secs(60);
         while cli(&["pubsub", "channels"]).trim().is_empty() {
