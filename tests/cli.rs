@@ -118,6 +118,7 @@ fn json_and_csv_hold_every_figure_and_the_environment() {
         "write max [us]",
         "user [us/msg]",
         "ctx sw/msg",
+        "preempted/msg",
         "peak RSS [MiB]",
     ] {
         assert!(stdout.contains(col), "table lacks `{col}`");
@@ -175,10 +176,16 @@ fn json_and_csv_hold_every_figure_and_the_environment() {
                 "cpu_user_ns_per_msg",
                 "cpu_sys_ns_per_msg",
                 "context_switches_per_msg",
+                "preempted_per_msg",
                 "peak_rss_kib",
             ] {
                 assert!(!r[k].is_null(), "role {} lacks {k}", r["role"]);
             }
+            let preempted = r["preempted_per_msg"].as_f64().unwrap();
+            assert!(
+                (0.0..=r["context_switches_per_msg"].as_f64().unwrap()).contains(&preempted),
+                "a role's preemptions are some of its context switches: {r}"
+            );
         }
         assert_eq!(c["config"]["placement"], "cross-cpu");
         // The wire: loopback counters for tcp (at least an IP header per message), none for uds.
@@ -228,6 +235,7 @@ fn json_and_csv_hold_every_figure_and_the_environment() {
         "cpu_user_ns_per_msg",
         "send_call_max_ns",
         "recv_call_avg_ns",
+        "preempted_per_msg",
         "peak_rss_kib",
     ] {
         assert!(header.split(',').any(|h| h == col), "roles csv lacks {col}");

@@ -87,6 +87,9 @@ pub struct RoleSummary {
     /// Share of the measured window this role spent on a CPU.
     pub cpu_utilization_pct: f64,
     pub context_switches_per_msg: f64,
+    /// The involuntary ones among them: the role's thread, runnable, lost its CPU to another
+    /// thread (on one CPU, which of two peers runs first can decide a round trip).
+    pub preempted_per_msg: f64,
     pub read_calls_per_s: f64,
     pub new_messages_per_s: f64,
     pub peak_rss_kib: u64,
@@ -209,6 +212,7 @@ fn role_summary(r: &RoleResult, own_process: bool) -> RoleSummary {
         },
         context_switches_per_msg: (r.cpu.voluntary_switches + r.cpu.involuntary_switches) as f64
             / messages as f64,
+        preempted_per_msg: r.cpu.involuntary_switches as f64 / messages as f64,
         read_calls_per_s: rate(c.read_calls, r.measured_ns),
         new_messages_per_s: rate(c.messages_received, r.measured_ns),
         peak_rss_kib: r.cpu.peak_rss_kib,
