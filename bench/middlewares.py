@@ -405,14 +405,23 @@ def nats_tools(msgperf, placement, duration):
                 return subprocess.run(["taskset", "-c", on] + cli + ["bench", *args, "--no-progress"],
                                       capture_output=True, text=True, timeout=timeout, check=True).stdout
 
+            # nats bench's subjects have the shape and length of msgperf's (`msgperf-PID-N.c0.forth`):
+            # the server's work per message grows with the subject (a 64 B message through
+            # `sub-64` ran at 1.35x the rate of one through a subject of msgperf's length here).
+            names = iter(range(1000))
+
+            def subject():
+                return f"msgperf-{os.getpid()}-{next(names)}.c0.forth"
+
             for size in (64, 4096):
                 s = ours("pingpong", size)
+                req = subject()
                 n = str(max(2000, int(s["msgs_per_s"] * float(duration))))
-                serve = subprocess.Popen(["taskset", "-c", cpus[1]] + cli + ["bench", "service", "serve", f"req-{size}"],
+                serve = subprocess.Popen(["taskset", "-c", cpus[1]] + cli + ["bench", "service", "serve", req],
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 try:
                     time.sleep(1)  # the service's subscription is in place
-                    _, p50 = stats(bench("service", "request", f"req-{size}", "--msgs", n, "--size", f"{size}B"),
+                    _, p50 = stats(bench("service", "request", req, "--msgs", n, "--size", f"{size}B"),
                                    "requester")
                 finally:
                     serve.kill()
@@ -438,16 +447,19 @@ def nats_tools(msgperf, placement, duration):
             for size in (64, 65536):
                 mine = ours("stream", size)["msgs_per_s"]
                 work = ["--msgs", str(max(10000, int(mine * float(duration)))), "--size", f"{size}B"]
-                tool = received(["sub", f"sub-{size}", *work], ["pub", f"sub-{size}", *work], "subscriber")
+                sub = subject()
+                tool = received(["sub", sub, *work], ["pub", sub, *work], "subscriber")
                 rows.append(dict(transport="nats", placement=placement, workload="nats-sub", size=size,
                                  ours=mine, tool=tool, ratio=mine / tool if tool else None))
             for size in (64, 65536):
                 mine = ours("stream", size, ["--opt", "jetstream=memory", "--opt", "acks-in-flight=500"])["msgs_per_s"]
                 work = ["--msgs", str(max(10000, int(mine * float(duration)))), "--size", f"{size}B"]
-                stream, subject = f"bench-{size}", f"js-{size}"
-                sh(cli + ["stream", "add", stream, "--subjects", subject, "--storage", "memory", "--defaults"])
+                # A stream named as msgperf names a case's, holding its subjects.
+                pub = subject()
+                stream = pub.split(".")[0]
+                sh(cli + ["stream", "add", stream, "--subjects", stream + ".>", "--storage", "memory", "--defaults"])
                 tool = received(["js", "consume", "--stream", stream, "--acks", "explicit", *work],
-                                ["js", "pub", "async", subject, "--stream", stream, "--batch", "500", *work],
+                                ["js", "pub", "async", pub, "--stream", stream, "--batch", "500", *work],
                                 "consumer (callback)")
                 rows.append(dict(transport="nats", placement=placement, workload="nats-js", size=size,
                                  ours=mine, tool=tool, ratio=mine / tool if tool else None))
