@@ -167,7 +167,9 @@ impl Floor for GrpcFloor {
             FloorLoop::PingPong => {
                 let f = measure_round_trips(roles, stop, || {
                     runtime()
-                        .block_on(client.call(Frame { data: data.clone() }))
+                        .block_on(client.call(Frame {
+                            data: Bytes::copy_from_slice(&data),
+                        }))
                         .is_ok_and(|r| r.into_inner().data.len() == size)
                 });
                 // Tell the server's side it may stop.
@@ -180,7 +182,12 @@ impl Floor for GrpcFloor {
                     runtime().spawn(async move { client.push(ReceiverStream::new(rx)).await });
                 let end = sys::monotonic_ns() + (roles.warmup + roles.duration).as_nanos() as u64;
                 while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
-                    if tx.blocking_send(Frame { data: data.clone() }).is_err() {
+                    if tx
+                        .blocking_send(Frame {
+                            data: Bytes::copy_from_slice(&data),
+                        })
+                        .is_err()
+                    {
                         break;
                     }
                 }

@@ -158,7 +158,7 @@ impl Floor for NatsFloor {
                     // One async loop, as a program written for the client would run it.
                     rt.block_on(async {
                         while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
-                            let data = data.clone();
+                            let data = Bytes::copy_from_slice(&data);
                             publish(&client, js, &mut acks, subject.clone(), data).await?;
                         }
                         publish(&client, js, &mut acks, subject, end_mark).await?;
@@ -193,9 +193,15 @@ impl Floor for NatsFloor {
                 let ping = format!("{name}.ping");
                 let f = measure_round_trips(roles, stop, || {
                     rt.block_on(async {
-                        publish(&client, js, &mut acks, ping.clone(), data.clone())
-                            .await
-                            .is_ok()
+                        publish(
+                            &client,
+                            js,
+                            &mut acks,
+                            ping.clone(),
+                            Bytes::copy_from_slice(&data),
+                        )
+                        .await
+                        .is_ok()
                             && tokio::time::timeout(WAIT, pongs.next())
                                 .await
                                 .is_ok_and(|m| m.is_some_and(|m| m.len() == size))
