@@ -25,6 +25,11 @@ const CHECKS: &[(&str, Check, RuledOut)] = &[
         delivers_in_order,
         always,
     ),
+    ("reads_in_place_what_recv_would_copy", reads_in_place, |c| {
+        (!c.reads_in_place && !c.zero_copy).then_some(
+            "it hands a reader no buffer of its own (capability reads_in_place): each message is copied out",
+        )
+    }),
     ("times_out_instead_of_waiting_forever", times_out, always),
     (
         "try_recv_returns_at_once_when_polling",
@@ -204,6 +209,50 @@ fn delivers_in_order(t: &'static dyn Transport) -> Result<(), Failed> {
         Ok(100) => Ok(()),
         other => Err(fail(format!("the reply: {other:?}"))),
     }
+}
+
+fn reads_in_place(t: &'static dyn Transport) -> Result<(), Failed> {
+    let s = spec(t, 5_000);
+    let (_setup, mut c, mut a) = pair(t, &s)?;
+    let max = t.capabilities(&s.options).max_message_bytes.min(65_536);
+    // Each size twice: read in place, then copied out, from the same queue.
+    let sizes = [32usize, 32, 1000, 1000, max, max];
+    let sender = std::thread::spawn(move || {
+        for (i, &n) in sizes.iter().enumerate() {
+            c.send(&message(n, i as u8)).map_err(|e| e.to_string())?;
+        }
+        Ok::<_, String>(c)
+    });
+    let mut buf = vec![0u8; 70_000];
+    for (i, &n) in sizes.iter().enumerate() {
+        let want = message(n, i as u8);
+        if i % 2 == 0 {
+            let mut seen = Vec::new();
+            let got = a
+                .recv_with(&mut |m| seen = m.to_vec())
+                .map_err(|e| fail(format!("recv_with {n}: {e}")))?;
+            if got != n || seen != want {
+                return Err(fail(format!(
+                    "message {i} in place: {got} B ({} handed over), not the {n} B sent",
+                    seen.len()
+                )));
+            }
+        } else {
+            let got = a
+                .recv(&mut buf)
+                .map_err(|e| fail(format!("recv {n}: {e}")))?;
+            if got != n || buf[..n] != want[..] {
+                return Err(fail(format!(
+                    "message {i} copied: {got} B, not the {n} B sent"
+                )));
+            }
+        }
+    }
+    sender
+        .join()
+        .map_err(|_| fail("sender panicked"))?
+        .map(drop)
+        .map_err(fail)
 }
 
 fn times_out(t: &'static dyn Transport) -> Result<(), Failed> {

@@ -93,6 +93,15 @@ fn exact_counts(transport: &str, extra: &[&str]) {
                 "{what}"
             );
             assert_ne!(c.roles[0].pid, c.roles[1].pid, "{what}: two processes");
+            // Checked (and checksummed) where the library keeps it, if it hands one over.
+            let caps = msgperf::transport::find(transport)
+                .unwrap()
+                .capabilities(&c.config.effective_options);
+            assert_eq!(
+                c.config.read_in_place,
+                caps.reads_in_place || caps.zero_copy,
+                "{what}: how its reader read"
+            );
         }
     }
 }

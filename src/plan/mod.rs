@@ -240,6 +240,11 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
                     }
                 }
             }
+            let wait = if o.poll == Some(true) {
+                Wait::Poll
+            } else {
+                Wait::Block
+            };
             for (size, rate_hz, n, runtime) in grid {
                 {
                     let case = CaseConfig {
@@ -261,11 +266,7 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
                         } else {
                             warmup_of(warmup, &caps)
                         },
-                        wait: if o.poll == Some(true) {
-                            Wait::Poll
-                        } else {
-                            Wait::Block
-                        },
+                        wait,
                         confirm: o.confirm == Some(true),
                         checksum: o.checksum == Some(true),
                         timeout,
@@ -274,6 +275,10 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
                         threads: o.threads == Some(true) || !caps.cross_process,
                         strict: mapping.strict,
                         zero_copy: caps.zero_copy,
+                        // A zero-copy transport's in-place read waits as `--opt wait` says; a
+                        // library's waits only blocking.
+                        read_in_place: caps.zero_copy
+                            || (caps.reads_in_place && wait == Wait::Block),
                         latest: mapping.latest,
                         rate_hz,
                         pubs: o.pubs(),
@@ -433,6 +438,35 @@ mod tests {
             Some("true")
         );
         assert!(!c[2].delivery_mapping.is_empty());
+    }
+
+    #[test]
+    fn readers_read_in_place_where_the_transport_hands_over_its_buffer() {
+        let read_in_place = |transport: &str, zero_copy: bool, poll: bool| {
+            let mut o = opts();
+            o.workload = Some("stream".into());
+            o.transports = vec![transport.into()];
+            o.poll = Some(poll);
+            if zero_copy {
+                o.opts = vec![("zero-copy".into(), "true".into())];
+            }
+            cases(&o).unwrap()[0].read_in_place
+        };
+        assert!(
+            !read_in_place("uds", false, false),
+            "a socket's reader copies"
+        );
+        assert!(!read_in_place("shm", false, false));
+        // A zero-copy reader waits its own way (--opt wait), polling or not.
+        assert!(read_in_place("shm", true, false) && read_in_place("shm", true, true));
+        #[cfg(feature = "nats")]
+        {
+            assert!(read_in_place("nats", false, false));
+            assert!(
+                !read_in_place("nats", false, true),
+                "a polling reader copies"
+            );
+        }
     }
 
     #[test]

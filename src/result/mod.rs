@@ -130,6 +130,10 @@ pub struct CaseConfig {
     pub strict: bool,
     /// Messages are built and read in the transport's memory (`--opt zero-copy=true`).
     pub zero_copy: bool,
+    /// Readers check each message where the transport's library keeps it, with no copy of
+    /// msgperf's (zero-copy transports, and libraries that hand over their own buffer).
+    #[serde(default)]
+    pub read_in_place: bool,
     /// The transport keeps only the newest message: gaps are overwritten, not lost.
     pub latest: bool,
     /// Messages sent on an open-loop schedule at this rate (None: as fast as possible); with

@@ -348,7 +348,8 @@ pub trait Endpoint: Send {
     fn flush(&mut self) -> Result<(), TransportError> {
         Ok(())
     }
-    /// Receives one message and hands it to `read` in place; returns its length.
+    /// Receives one message and hands it to `read` in place; returns its length. Only
+    /// transports with [`Capabilities::reads_in_place`] implement it.
     fn recv_with(&mut self, _read: &mut dyn FnMut(&[u8])) -> Result<usize, TransportError> {
         Err(TransportError::Unsupported(
             "this transport has no zero-copy receive".into(),
@@ -472,6 +473,12 @@ pub struct Capabilities {
     pub latest_value: bool,
     /// Messages are built and read in the transport's own memory ([`Endpoint::send_with`]).
     pub zero_copy: bool,
+    /// A reader is handed each message where the client library keeps it
+    /// ([`Endpoint::recv_with`]) and checks it there, as a program using the library reads
+    /// it, instead of copying it into msgperf's buffer first (a copy the library never asked
+    /// for). Blocking reads only: a polling reader copies (`try_recv`).
+    #[serde(default)]
+    pub reads_in_place: bool,
     /// Readers one write can reach ([`Side::Publish`]); 0: none, a copy per reader.
     pub native_fan_out: usize,
     /// A server process (a broker) must run for its ends to meet.
@@ -696,6 +703,68 @@ fn remove_if_dead_socket(p: &std::path::Path) {
         shm::remove_if_stale(p);
     }
 }
+
+/// What a transport that reads in place does with a message in its library's buffer: copies
+/// it into msgperf's buffer (`recv`, [`into_buffer`]) or hands it over where it lies
+/// (`recv_with`, [`in_place`]); returns its length.
+#[allow(dead_code)] // Only the middleware adapters use it.
+pub(crate) type Take<'a> = dyn FnMut(&[u8]) -> Result<usize, TransportError> + 'a;
+
+/// `recv`'s [`Take`]: the message copied into `buf` ([`copy_out`]).
+#[allow(dead_code)]
+pub(crate) fn into_buffer(
+    buf: &mut [u8],
+) -> impl FnMut(&[u8]) -> Result<usize, TransportError> + '_ {
+    move |m| copy_out(m, buf)
+}
+
+/// `recv_with`'s [`Take`]: the message handed to `read` where it lies.
+#[allow(dead_code)]
+pub(crate) fn in_place<'a>(
+    read: &'a mut dyn FnMut(&[u8]),
+) -> impl FnMut(&[u8]) -> Result<usize, TransportError> + 'a {
+    move |m| {
+        read(m);
+        Ok(m.len())
+    }
+}
+
+/// `recv`, `try_recv` and `recv_with` of an end that reads in place
+/// ([`Capabilities::reads_in_place`]), written once: its own
+/// `next(&mut self, take: &mut Take, timeout: Duration) -> Result<Option<usize>, TransportError>`
+/// hands the next message to `take` where its library keeps it, waiting at most `timeout` (zero:
+/// only what is there now), and its field `timeout` bounds a blocking read.
+#[allow(unused_macros)]
+macro_rules! reads_in_place {
+    () => {
+        fn recv(&mut self, buf: &mut [u8]) -> Result<usize, $crate::transport::TransportError> {
+            let t = self.timeout;
+            self.next(&mut $crate::transport::into_buffer(buf), t)?
+                .ok_or($crate::transport::TransportError::Timeout(t))
+        }
+
+        fn try_recv(
+            &mut self,
+            buf: &mut [u8],
+        ) -> Result<Option<usize>, $crate::transport::TransportError> {
+            self.next(
+                &mut $crate::transport::into_buffer(buf),
+                std::time::Duration::ZERO,
+            )
+        }
+
+        fn recv_with(
+            &mut self,
+            read: &mut dyn FnMut(&[u8]),
+        ) -> Result<usize, $crate::transport::TransportError> {
+            let t = self.timeout;
+            self.next(&mut $crate::transport::in_place(read), t)?
+                .ok_or($crate::transport::TransportError::Timeout(t))
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use reads_in_place;
 
 /// A fresh private directory for socket paths and FIFOs, `msgperf-PID-N` in the temp dir.
 pub(crate) fn private_dir() -> std::io::Result<std::path::PathBuf> {

@@ -12,8 +12,8 @@ mod floor;
 use super::broker::{self, Helper, Program};
 use super::runtime::wait;
 use super::{
-    copy_out, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Opening,
-    OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
+    reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Opening,
+    OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport, TransportError,
 };
 use crate::delivery::{Delivery, History, Reliability, Setting};
 use futures_util::{FutureExt, StreamExt};
@@ -266,6 +266,7 @@ impl Transport for Amqp {
             native_fan_out: 1024,
             needs_server: true,
             allocates_per_message: true,
+            reads_in_place: true,
             exchange: Exchange::Both,
             ..Capabilities::default()
         }
@@ -681,21 +682,34 @@ struct AmqpEnd {
 }
 
 impl AmqpEnd {
-    fn take(
+    /// The next delivery, handed to `take` where lapin delivered it (then acknowledged, with
+    /// `ack=manual`), waiting at most `timeout` (zero: only what is there now).
+    fn next(
         &mut self,
-        next: Option<lapin::Result<lapin::message::Delivery>>,
-        buf: &mut [u8],
-    ) -> Result<usize, TransportError> {
+        take: &mut Take,
+        timeout: Duration,
+    ) -> Result<Option<usize>, TransportError> {
+        let Some(c) = self.consumer.as_mut() else {
+            return Err(TransportError::Unsupported(
+                "amqp: a topic's publisher only writes".into(),
+            ));
+        };
+        // What is queued is taken without a timed wait (which costs a timer).
+        let next = match c.next().now_or_never() {
+            Some(n) => n,
+            None if timeout.is_zero() => return Ok(None),
+            None => wait(timeout, c.next())?,
+        };
         let d = match next {
             Some(Ok(d)) => d,
             Some(Err(_)) | None => return Err(TransportError::PeerClosed),
         };
-        let n = copy_out(&d.data, buf);
+        let n = take(&d.data);
         if self.settings.manual_ack {
             wait(self.timeout, d.ack(BasicAckOptions::default()))?
                 .map_err(|_| TransportError::PeerClosed)?;
         }
-        n
+        n.map(Some)
     }
 }
 
@@ -720,32 +734,7 @@ impl Endpoint for AmqpEnd {
         )?
     }
 
-    fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {
-        let timeout = self.timeout;
-        let Some(c) = self.consumer.as_mut() else {
-            return Err(TransportError::Unsupported(
-                "amqp: a topic's publisher only writes".into(),
-            ));
-        };
-        // What is queued is taken without a timed wait (which costs a timer).
-        let next = match c.next().now_or_never() {
-            Some(n) => n,
-            None => wait(timeout, c.next())?,
-        };
-        self.take(next, buf)
-    }
-
-    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, TransportError> {
-        let Some(c) = self.consumer.as_mut() else {
-            return Err(TransportError::Unsupported(
-                "amqp: a topic's publisher only writes".into(),
-            ));
-        };
-        match c.next().now_or_never() {
-            None => Ok(None),
-            Some(next) => self.take(next, buf).map(Some),
-        }
-    }
+    reads_in_place!();
 }
 
 #[cfg(test)]

@@ -20,9 +20,9 @@ pub(super) mod proto {
 }
 
 use super::{
-    as_it_is, copy_out, host_of, host_setup, Capabilities, ChannelSpec, DeliveryMap, Endpoint,
-    Exchange, Floor, Opening, Options, Rendezvous, Setup, SetupPlan, Side, Transport,
-    TransportError,
+    as_it_is, host_of, host_setup, reads_in_place, Capabilities, ChannelSpec, DeliveryMap,
+    Endpoint, Exchange, Floor, Opening, Options, Rendezvous, Setup, SetupPlan, Side, Take,
+    Transport, TransportError,
 };
 use crate::deadline::Deadline;
 use crate::delivery::Delivery;
@@ -60,6 +60,7 @@ impl Transport for Grpc {
             // The publisher's one write goes to each subscriber's server stream.
             native_fan_out: 1024,
             allocates_per_message: true,
+            reads_in_place: true,
             exchange: Exchange::Both,
             ..Capabilities::default()
         }
@@ -459,8 +460,13 @@ impl Drop for GrpcEndpoint {
 }
 
 impl GrpcEndpoint {
-    /// The next message, waiting at most `timeout` (zero: only what is there now).
-    fn next(&mut self, buf: &mut [u8], timeout: Duration) -> Result<Option<usize>, TransportError> {
+    /// The next message, handed to `take` where tonic delivered it, waiting at most `timeout`
+    /// (zero: only what is there now).
+    fn next(
+        &mut self,
+        take: &mut Take,
+        timeout: Duration,
+    ) -> Result<Option<usize>, TransportError> {
         let limit = self.timeout;
         if let Some(server) = &mut self.server {
             // What is queued is taken without a timed wait (which costs a timer).
@@ -486,9 +492,9 @@ impl GrpcEndpoint {
             return match got {
                 Some(Incoming::Request(data, reply)) => {
                     self.reply = Some(reply);
-                    copy_out(&data, buf).map(Some)
+                    take(&data).map(Some)
                 }
-                Some(Incoming::Message(data)) => copy_out(&data, buf).map(Some),
+                Some(Incoming::Message(data)) => take(&data).map(Some),
                 None => Err(TransportError::PeerClosed),
             };
         }
@@ -506,12 +512,12 @@ impl GrpcEndpoint {
                 let r = wait(timeout.max(limit), call)?
                     .map_err(|e| TransportError::Unsupported(format!("grpc: a call: {e}")))?
                     .map_err(status)?;
-                copy_out(&r.into_inner().data, buf).map(Some)
+                take(&r.into_inner().data).map(Some)
             }
             Some(ClientEnd::Streams { inbound, .. }) => match wait(timeout, inbound.message()) {
                 Err(TransportError::Timeout(_)) if timeout.is_zero() => Ok(None),
                 Err(e) => Err(e),
-                Ok(Ok(Some(f))) => copy_out(&f.data, buf).map(Some),
+                Ok(Ok(Some(f))) => take(&f.data).map(Some),
                 Ok(Ok(None)) => Err(TransportError::PeerClosed),
                 Ok(Err(s)) => Err(status(s)),
             },
@@ -574,12 +580,5 @@ impl Endpoint for GrpcEndpoint {
         }
     }
 
-    fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {
-        let t = self.timeout;
-        self.next(buf, t)?.ok_or(TransportError::Timeout(t))
-    }
-
-    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, TransportError> {
-        self.next(buf, Duration::ZERO)
-    }
+    reads_in_place!();
 }

@@ -4,7 +4,7 @@
 //! counted as it is read (a stream). Side 1 starts the broker (as a case's set-up does) or uses
 //! `--opt broker`, and makes the topics; side 0 measures.
 
-use super::{create_topics, next, up, Settings, Writer, SERVER};
+use super::{create_topics, read_next, up, Settings, Writer, SERVER};
 use crate::sys;
 use crate::transport::broker;
 use crate::transport::floor::{
@@ -51,7 +51,6 @@ impl Floor for KafkaFloor {
         let notes = Notes::of(ends)?;
         let s = Settings::of(&roles.options);
         let data = vec![7u8; size];
-        let mut buf = vec![0u8; size.max(16)];
         let loop_ns = (roles.warmup + roles.duration).as_nanos() as u64;
         let writer = |url: &str, topic: &str| -> std::io::Result<Writer> {
             Ok(Writer {
@@ -83,7 +82,7 @@ impl Floor for KafkaFloor {
                     notes.put(URL, &at)?;
                     let end = sys::monotonic_ns() + loop_ns + WAIT.as_nanos() as u64;
                     while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
-                        match next(&pings, &mut buf, WAIT).map_err(io)? {
+                        match read_next(&pings, &mut |m| Ok(m.len()), WAIT).map_err(io)? {
                             Some(n) if n > 1 => pongs.send(&data, WAIT).map_err(io)?,
                             _ => break,
                         }
@@ -125,7 +124,8 @@ impl Floor for KafkaFloor {
                 let pongs = s.consumer(url, &pong, WAIT).map_err(io)?;
                 let f = measure_round_trips(roles, stop, || {
                     pings.send(&data, WAIT).is_ok()
-                        && next(&pongs, &mut buf, WAIT).is_ok_and(|n| n == Some(size))
+                        && read_next(&pongs, &mut |m| Ok(m.len()), WAIT)
+                            .is_ok_and(|n| n == Some(size))
                 });
                 let _ = pings.send(&[0u8], WAIT);
                 f?
@@ -140,9 +140,19 @@ impl Floor for KafkaFloor {
                 // duration or at the last one, whichever comes first.
                 let mut window = ReadWindow::new(Duration::ZERO);
                 while !stop.load(Ordering::Relaxed) && !window.lasted(roles.duration) {
-                    match next(&reader, &mut buf, WAIT).map_err(io)? {
+                    // Read where librdkafka keeps it, as the case's reader does.
+                    let mut measured = false;
+                    let got = read_next(
+                        &reader,
+                        &mut |m| {
+                            measured = m.first() == Some(&MEASURED);
+                            Ok(m.len())
+                        },
+                        WAIT,
+                    );
+                    match got.map_err(io)? {
                         Some(len) if len > 1 => {
-                            if buf[0] == MEASURED {
+                            if measured {
                                 window.read();
                             }
                         }

@@ -9,8 +9,9 @@ mod floor;
 use super::broker::{self, Program};
 use super::runtime::{runtime, wait};
 use super::{
-    as_it_is, copy_out, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Opening,
-    OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
+    as_it_is, reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor,
+    Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport,
+    TransportError,
 };
 use crate::delivery::{Delivery, Reliability, Setting};
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
@@ -94,6 +95,7 @@ impl Transport for Mqtt {
             native_fan_out: 1024,
             needs_server: true,
             allocates_per_message: true,
+            reads_in_place: true,
             exchange: Exchange::Both,
             ..Capabilities::default()
         }
@@ -357,9 +359,11 @@ struct MqttEnd {
 }
 
 impl MqttEnd {
-    fn message(
+    /// The next message, handed to `take` where rumqttc delivered it, waiting at most
+    /// `timeout` (zero: only what is there now).
+    fn next(
         &mut self,
-        buf: &mut [u8],
+        take: &mut Take,
         timeout: Duration,
     ) -> Result<Option<usize>, TransportError> {
         let deadline = crate::deadline::Deadline::after(timeout);
@@ -370,7 +374,7 @@ impl MqttEnd {
                 deadline.remaining_nonzero()
             };
             match self.end.next(left)? {
-                Some(Packet::Publish(p)) => return copy_out(&p.payload, buf).map(Some),
+                Some(Packet::Publish(p)) => return take(&p.payload).map(Some),
                 Some(_) => continue,
                 None if timeout.is_zero() => return Ok(None),
                 None => return Err(TransportError::Timeout(timeout)),
@@ -389,12 +393,5 @@ impl Endpoint for MqttEnd {
         self.end.publish(&out, self.qos, msg, self.timeout)
     }
 
-    fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {
-        let t = self.timeout;
-        self.message(buf, t)?.ok_or(TransportError::Timeout(t))
-    }
-
-    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, TransportError> {
-        self.message(buf, Duration::ZERO)
-    }
+    reads_in_place!();
 }

@@ -17,8 +17,9 @@ mod floor;
 use super::broker::{self, Program};
 use super::runtime::{runtime, wait};
 use super::{
-    as_it_is, copy_out, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Opening,
-    OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
+    as_it_is, reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor,
+    Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport,
+    TransportError,
 };
 use crate::delivery::{Delivery, Setting};
 use async_nats::jetstream::{self, consumer::push, context::PublishAckFuture, stream::StorageType};
@@ -116,6 +117,7 @@ impl Transport for Nats {
             native_fan_out: 1024,
             needs_server: true,
             allocates_per_message: true,
+            reads_in_place: true,
             exchange: Exchange::Both,
             ..Capabilities::default()
         }
@@ -452,42 +454,40 @@ impl Endpoint for NatsEnd {
             .map_err(|e| TransportError::Unsupported(format!("nats: JetStream publish: {e}")))
     }
 
-    fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {
-        let timeout = self.timeout;
+    reads_in_place!();
+}
+
+impl NatsEnd {
+    /// The next message's payload, handed to `take` where async-nats keeps it (a JetStream
+    /// message acknowledged after that), waiting at most `timeout` (zero: only what is there
+    /// now).
+    fn next(
+        &mut self,
+        take: &mut Take,
+        timeout: Duration,
+    ) -> Result<Option<usize>, TransportError> {
+        let limit = self.timeout;
         match self.subscriber()? {
             Inbox::Core(sub) => {
                 // What is queued is taken without a timed wait (which costs a timer).
                 let next = match sub.next().now_or_never() {
                     Some(m) => m,
+                    None if timeout.is_zero() => return Ok(None),
                     None => wait(timeout, sub.next())?,
                 };
                 match next {
-                    Some(m) => copy_out(&m.payload, buf),
+                    Some(m) => take(&m.payload).map(Some),
                     None => Err(TransportError::PeerClosed),
                 }
             }
             Inbox::Stream(msgs) => {
                 let next = match polled(msgs) {
                     Some(m) => m,
+                    None if timeout.is_zero() => return Ok(None),
                     None => wait(timeout, msgs.next())?,
                 };
-                stored(next, buf, timeout)
+                stored(next, take, limit).map(Some)
             }
-        }
-    }
-
-    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, TransportError> {
-        let timeout = self.timeout;
-        match self.subscriber()? {
-            Inbox::Core(sub) => match sub.next().now_or_never() {
-                None => Ok(None),
-                Some(Some(m)) => copy_out(&m.payload, buf).map(Some),
-                Some(None) => Err(TransportError::PeerClosed),
-            },
-            Inbox::Stream(msgs) => match polled(msgs) {
-                None => Ok(None),
-                Some(next) => stored(next, buf, timeout).map(Some),
-            },
         }
     }
 }
@@ -501,10 +501,10 @@ fn polled(
     msgs.next().now_or_never()
 }
 
-/// A JetStream message into `buf`, acknowledged.
+/// A JetStream message handed to `take`, then acknowledged.
 fn stored(
     next: Option<Result<jetstream::Message, push::MessagesError>>,
-    buf: &mut [u8],
+    take: &mut Take,
     timeout: Duration,
 ) -> Result<usize, TransportError> {
     let m = match next {
@@ -512,7 +512,7 @@ fn stored(
         Some(Err(e)) => return Err(TransportError::Unsupported(format!("nats: JetStream: {e}"))),
         None => return Err(TransportError::PeerClosed),
     };
-    let n = copy_out(&m.payload, buf);
+    let n = take(&m.payload);
     wait(timeout, m.ack())?.map_err(|e| TransportError::Unsupported(format!("nats: ack: {e}")))?;
     n
 }

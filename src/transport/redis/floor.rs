@@ -53,16 +53,15 @@ impl Reader {
         Ok(Reader::Channel(messages.map_err(io)?, client.clone(), name))
     }
 
-    /// Copies the next message's payload into `into` (as a role copies into its buffer);
-    /// false at the end or after `within`.
+    /// Hands the next message's payload to `take` where redis-rs delivered it (as a role
+    /// reads it); false at the end or after `within`.
     fn next(
         &mut self,
         rt: &Local,
         con: &mut Connection,
         within: Duration,
-        into: &mut Vec<u8>,
+        take: &mut dyn FnMut(&[u8]),
     ) -> bool {
-        into.clear();
         match self {
             Reader::Channel(s, client, name) => {
                 // What the connection has taken already is had without a timer.
@@ -75,7 +74,7 @@ impl Reader {
                 };
                 match m {
                     Some(m) => {
-                        into.extend_from_slice(m.get_payload_bytes());
+                        take(m.get_payload_bytes());
                         true
                     }
                     // The server dropped a subscriber that fell behind (as for the roles'
@@ -102,16 +101,14 @@ impl Reader {
                     else {
                         return false;
                     };
-                    for id in reply.keys.into_iter().flat_map(|k| k.ids) {
-                        if let Some(Value::BulkString(d)) = id.map.get("d") {
-                            got.push_back(d.clone());
+                    for mut id in reply.keys.into_iter().flat_map(|k| k.ids) {
+                        if let Some(Value::BulkString(d)) = id.map.remove("d") {
+                            got.push_back(d);
                         }
                         *last = id.id;
                     }
                 }
-                got.pop_front()
-                    .map(|d| into.extend_from_slice(&d))
-                    .is_some()
+                got.pop_front().map(|d| take(&d)).is_some()
             }
         }
     }
@@ -169,7 +166,12 @@ impl Floor for RedisFloor {
                     let pong = format!("{name}:pong");
                     let mut p = Vec::new();
                     while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
-                        if pings.next(&rt, &mut con, tick, &mut p) {
+                        // The echo needs the ping's bytes: a copy, as a role's responder makes.
+                        let mut copy = |m: &[u8]| {
+                            p.clear();
+                            p.extend_from_slice(m);
+                        };
+                        if pings.next(&rt, &mut con, tick, &mut copy) {
                             if p.len() <= 1 {
                                 break;
                             }
@@ -208,11 +210,11 @@ impl Floor for RedisFloor {
             FloorLoop::PingPong => {
                 let mut pongs = Reader::open(&rt, &client, format!("{name}:pong"), streams)?;
                 let ping = format!("{name}:ping");
-                let mut p = Vec::new();
+                let mut len = 0;
                 let f = measure_round_trips(roles, stop, || {
                     write(&mut con, &ping, &data, streams).is_ok()
-                        && pongs.next(&rt, &mut con, WAIT, &mut p)
-                        && p.len() == size
+                        && pongs.next(&rt, &mut con, WAIT, &mut |m| len = m.len())
+                        && len == size
                 });
                 let _ = write(&mut con, &ping, &[0], streams);
                 f?
@@ -223,10 +225,10 @@ impl Floor for RedisFloor {
                 let mut window = ReadWindow::new(roles.warmup);
                 let deadline =
                     crate::deadline::Deadline::after(Duration::from_nanos(loop_ns) + WAIT);
-                let mut p = Vec::with_capacity(size);
+                let mut len = 0;
                 while !deadline.expired() && !stop.load(Ordering::Relaxed) {
-                    if msgs.next(&rt, &mut con, tick, &mut p) {
-                        if p.len() <= 1 {
+                    if msgs.next(&rt, &mut con, tick, &mut |m| len = m.len()) {
+                        if len <= 1 {
                             break;
                         }
                         window.read();

@@ -16,8 +16,9 @@ mod floor;
 use super::broker::{self, Program};
 use super::runtime::Local;
 use super::{
-    as_it_is, copy_out, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Opening,
-    OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
+    as_it_is, reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor,
+    Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport,
+    TransportError,
 };
 use crate::delivery::{Delivery, Setting};
 use futures_util::{FutureExt, StreamExt};
@@ -131,6 +132,7 @@ impl Transport for Redis {
             native_fan_out: 1024,
             needs_server: true,
             allocates_per_message: true,
+            reads_in_place: true,
             exchange: Exchange::Both,
             ..Capabilities::default()
         }
@@ -271,8 +273,13 @@ fn failed(e: redis::RedisError, timeout: Duration) -> TransportError {
 }
 
 impl RedisEnd {
-    /// The next message, waiting at most `timeout` (zero: only what is there now).
-    fn next(&mut self, buf: &mut [u8], timeout: Duration) -> Result<Option<usize>, TransportError> {
+    /// The next message, handed to `take` where redis-rs delivered it, waiting at most
+    /// `timeout` (zero: only what is there now).
+    fn next(
+        &mut self,
+        take: &mut Take,
+        timeout: Duration,
+    ) -> Result<Option<usize>, TransportError> {
         let Some(inbox) = self.inbox.as_mut() else {
             return Err(TransportError::Unsupported(
                 "redis: a topic's publisher only writes".into(),
@@ -298,7 +305,7 @@ impl RedisEnd {
                         None => rt.wait(timeout, messages.next())?,
                     };
                     match msg {
-                        Some(m) => return copy_out(m.get_payload_bytes(), buf).map(Some),
+                        Some(m) => return take(m.get_payload_bytes()).map(Some),
                         // The server closes a subscriber whose unread output passes its
                         // client-output-buffer-limit (pubsub): at most once, as a slow NATS
                         // consumer is, so subscribe again at once; what was missed is counted
@@ -328,16 +335,16 @@ impl RedisEnd {
                     let reply: Option<StreamReadReply> =
                         read.query(&mut self.con).map_err(|e| failed(e, timeout))?;
                     for s in reply.into_iter().flat_map(|r| r.keys) {
-                        for id in s.ids {
-                            if let Some(Value::BulkString(data)) = id.map.get("d") {
-                                got.push_back(data.clone());
+                        for mut id in s.ids {
+                            if let Some(Value::BulkString(data)) = id.map.remove("d") {
+                                got.push_back(data);
                             }
                             *last = id.id;
                         }
                     }
                 }
                 match got.pop_front() {
-                    Some(data) => copy_out(&data, buf).map(Some),
+                    Some(data) => take(&data).map(Some),
                     None if timeout.is_zero() => Ok(None),
                     None => Err(TransportError::Timeout(timeout)),
                 }
@@ -372,12 +379,5 @@ impl Endpoint for RedisEnd {
         Ok(())
     }
 
-    fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {
-        let t = self.timeout;
-        self.next(buf, t)?.ok_or(TransportError::Timeout(t))
-    }
-
-    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, TransportError> {
-        self.next(buf, Duration::ZERO)
-    }
+    reads_in_place!();
 }

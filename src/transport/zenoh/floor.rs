@@ -103,12 +103,18 @@ impl Floor for ZenohFloor {
         let p = publisher(&session, out, &spec).map_err(io)?;
         wait_matched(&p, WAIT).map_err(io)?;
         let mut buf = vec![7u8; size.max(1)];
-        // The next message (None: the peer is gone or stop was raised).
-        let next = |buf: &mut [u8]| -> Option<usize> {
+        // The next message's length, copied into `buf` for an echo and else read where it lies,
+        // as a case reads it (None: the peer is gone or stop was raised).
+        let next = |buf: Option<&mut [u8]>| -> Option<usize> {
             let deadline = crate::deadline::Deadline::after(WAIT);
             loop {
                 match inbox.recv(Duration::from_millis(100)) {
-                    Ok(Some(s)) => return copy_out(&s, buf).ok(),
+                    Ok(Some(s)) => {
+                        return match buf {
+                            Some(buf) => copy_out(&s, buf).ok(),
+                            None => Some(s.payload().len()),
+                        }
+                    }
                     Ok(None) if deadline.expired() || stop.load(Ordering::Relaxed) => return None,
                     Ok(None) => {}
                     Err(_) => return None,
@@ -125,13 +131,13 @@ impl Floor for ZenohFloor {
         let figure = match (l, side) {
             (FloorLoop::PingPong, 0) => {
                 let f = measure_round_trips(roles, stop, || {
-                    p.put(buf.clone()).wait().is_ok() && next(&mut buf) == Some(size)
+                    p.put(buf.clone()).wait().is_ok() && next(None) == Some(size)
                 });
                 send_end();
                 f.map(Some)
             }
             (FloorLoop::PingPong, _) => {
-                while let Some(n) = next(&mut buf) {
+                while let Some(n) = next(Some(&mut buf)) {
                     if n <= 1 || p.put(buf[..n].to_vec()).wait().is_err() {
                         break;
                     }
@@ -142,7 +148,7 @@ impl Floor for ZenohFloor {
                 let warm = roles.warmup.as_nanos() as u64;
                 let (mut first, mut start, mut last, mut msgs) = (0u64, 0u64, 0u64, 0u64);
                 while !stop.load(Ordering::Relaxed) {
-                    match next(&mut buf) {
+                    match next(None) {
                         Some(n) if n > 1 => {}
                         _ => break,
                     }

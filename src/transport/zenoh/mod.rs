@@ -14,9 +14,9 @@
 mod floor;
 
 use super::{
-    check_flag, dir_of, dir_setup, host_of, host_setup, Capabilities, ChannelSpec, DeliveryMap,
-    Endpoint, Exchange, Floor, Opening, OptionSpec, Options, Place, Rendezvous, Setup, SetupPlan,
-    Side, Transport, TransportError,
+    check_flag, dir_of, dir_setup, host_of, host_setup, reads_in_place, Capabilities, ChannelSpec,
+    DeliveryMap, Endpoint, Exchange, Floor, Opening, OptionSpec, Options, Place, Rendezvous, Setup,
+    SetupPlan, Side, Take, Transport, TransportError,
 };
 use crate::deadline::Deadline;
 use crate::delivery::{Delivery, History, Reliability, Setting};
@@ -56,6 +56,7 @@ impl Transport for Zenoh {
             latest_value: latest,
             native_fan_out: 1024,
             allocates_per_message: true,
+            reads_in_place: true,
             exchange: Exchange::Both,
             ..Capabilities::default()
         }
@@ -503,6 +504,27 @@ impl ZenohEndpoint {
             .as_ref()
             .ok_or_else(|| TransportError::Unsupported("zenoh: this end only writes".into()))
     }
+
+    /// The next sample's payload, handed to `take` where Zenoh keeps it (gathered into one
+    /// piece only if it came in several), waiting at most `timeout` (zero: only what is there
+    /// now).
+    fn next(
+        &mut self,
+        take: &mut Take,
+        timeout: Duration,
+    ) -> Result<Option<usize>, TransportError> {
+        let inbox = self.inbox()?;
+        let got = if timeout.is_zero() {
+            inbox.try_recv()
+        } else {
+            inbox.recv(timeout)
+        };
+        match got {
+            Ok(Some(s)) => take(&s.payload().to_bytes()).map(Some),
+            Ok(None) => Ok(None),
+            Err(e) => Err(zenoh_error("a receive", e)),
+        }
+    }
 }
 
 impl Endpoint for ZenohEndpoint {
@@ -517,19 +539,5 @@ impl Endpoint for ZenohEndpoint {
             .map_err(|e| zenoh_error("a put", e))
     }
 
-    fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {
-        match self.inbox()?.recv(self.timeout) {
-            Ok(Some(s)) => copy_out(&s, buf),
-            Ok(None) => Err(TransportError::Timeout(self.timeout)),
-            Err(e) => Err(zenoh_error("a receive", e)),
-        }
-    }
-
-    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, TransportError> {
-        match self.inbox()?.try_recv() {
-            Ok(Some(s)) => copy_out(&s, buf).map(Some),
-            Ok(None) => Ok(None),
-            Err(e) => Err(zenoh_error("a receive", e)),
-        }
-    }
+    reads_in_place!();
 }
