@@ -103,8 +103,9 @@ impl Floor for ZenohFloor {
         let p = publisher(&session, out, &spec).map_err(io)?;
         wait_matched(&p, WAIT).map_err(io)?;
         let mut buf = vec![7u8; size.max(1)];
-        // The next message's length, copied into `buf` for an echo and else read where it lies,
-        // as a case reads it (None: the peer is gone or stop was raised).
+        // The next message's length, copied into `buf` for an echo and else read where it lies
+        // (gathered into one piece if it came in several), as a case reads it (None: the peer
+        // is gone or stop was raised).
         let next = |buf: Option<&mut [u8]>| -> Option<usize> {
             let deadline = crate::deadline::Deadline::after(WAIT);
             loop {
@@ -112,7 +113,7 @@ impl Floor for ZenohFloor {
                     Ok(Some(s)) => {
                         return match buf {
                             Some(buf) => copy_out(&s, buf).ok(),
-                            None => Some(s.payload().len()),
+                            None => Some(s.payload().to_bytes().len()),
                         }
                     }
                     Ok(None) if deadline.expired() || stop.load(Ordering::Relaxed) => return None,
