@@ -352,7 +352,7 @@ pub trait Endpoint: Send {
     /// transports with [`Capabilities::reads_in_place`] implement it.
     fn recv_with(&mut self, _read: &mut dyn FnMut(&[u8])) -> Result<usize, TransportError> {
         Err(TransportError::Unsupported(
-            "this transport has no zero-copy receive".into(),
+            "this transport hands a reader no buffer of its own to read in place".into(),
         ))
     }
 }

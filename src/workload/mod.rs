@@ -246,7 +246,8 @@ pub(crate) fn receive(
     }
 }
 
-/// Receives one message in place (zero-copy transports), handing it to `read`.
+/// Receives one message in place (zero-copy transports, and libraries that hand a reader their
+/// own buffer), handing it to `read`.
 #[inline(always)]
 pub(crate) fn receive_in_place(
     ep: &mut dyn Endpoint,
