@@ -145,6 +145,11 @@ fn json_and_csv_hold_every_figure_and_the_environment() {
         assert!(!env["clock"][k].is_null(), "clock.{k}");
     }
     assert!(env["clock"]["read_cost_ns"].as_f64().unwrap() > 0.0);
+    let malloc = env["malloc"].as_str().unwrap();
+    assert!(
+        malloc.contains("keeping freed memory") || malloc.contains("GLIBC_TUNABLES"),
+        "the allocator's setting: {malloc}"
+    );
     assert_eq!(v["msgperf_version"], env!("CARGO_PKG_VERSION"));
     let cases = v["cases"].as_array().unwrap();
     assert_eq!(cases.len(), 4);
@@ -388,5 +393,24 @@ fn scenarios_round_trip_and_bad_ones_are_located() {
     usage_error(
         &["run", "stream", "--scenario", file.to_str().unwrap()],
         "not both",
+    );
+}
+
+#[test]
+fn the_users_own_malloc_tunables_are_left_as_they_are() {
+    let out = wait_output(
+        msgperf(&["run", "pingpong", "-t", "uds", "--count", "100"])
+            .env("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=131072")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("memory: glibc malloc as GLIBC_TUNABLES sets it."),
+        "{}",
+        text(&out.stdout)
     );
 }

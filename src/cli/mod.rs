@@ -143,6 +143,7 @@ struct RoleArgs {
 
 /// Parses and runs; returns the exit code.
 pub fn main_with_args(args: Vec<String>) -> i32 {
+    crate::sys::keep_freed_memory();
     let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {

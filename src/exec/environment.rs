@@ -1,4 +1,4 @@
-//! The environment a run records: host, kernel, CPU, clock.
+//! The environment a run records: host, kernel, CPU, clock, allocator.
 
 use crate::measure::clock;
 use crate::result::Environment;
@@ -27,6 +27,7 @@ pub fn probe() -> Environment {
         allowed_cpus: crate::sys::allowed_cpus(),
         started_utc: utc_now(),
         clock: clock::calibrate(),
+        malloc: crate::sys::malloc_setting().into(),
     }
 }
 

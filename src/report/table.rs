@@ -605,6 +605,9 @@ pub fn notes(run: &RunResult, summaries: &[CaseSummary], width: Option<usize>) -
         "clock: {} ({} ns resolution, {:.1} ns a timestamp, {:.1} ns a recorded sample).",
         c.source, c.resolution_ns, c.read_cost_ns, c.record_cost_ns
     ));
+    if !run.environment.malloc.is_empty() {
+        lines.push(format!("memory: {}.", run.environment.malloc));
+    }
     for (i, s) in summaries.iter().enumerate() {
         if let Some(n) = &s.floor_note {
             lines.push(format!(

@@ -41,6 +41,9 @@ pub struct Environment {
     pub allowed_cpus: Vec<usize>,
     pub started_utc: String,
     pub clock: ClockInfo,
+    /// How the processes' allocator was set (msgperf keeps freed memory: `sys::keep_freed_memory`).
+    #[serde(default)]
+    pub malloc: String,
 }
 
 /// The clock every figure was taken with, measured on this machine.
