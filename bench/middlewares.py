@@ -131,7 +131,7 @@ def main():
     against("perftest-rate",
             "\nRabbitMQ: msgperf's stream (ack=auto, no confirms) against PerfTest's producer (-x 1 -y 0) and consumer"
             " (-x 0 -y 1 -a), a JVM each, pinned like msgperf's writer and reader (the consumer's mean rate past"
-            " its first two seconds), messages/s, one broker for both:\n",
+            " its first six seconds, its JVMs' warm-up), messages/s, one broker for both:\n",
             ("placement", "size [B]", "msgperf msgs/s", "PerfTest received msgs/s", "msgperf / PerfTest"),
             "{:.0f}")
     against("perftest-confirm",
@@ -635,6 +635,12 @@ class RabbitMQ:
         self.dir.cleanup()
 
 
+# Seconds of PerfTest's rate left out as its JVMs' warm-up: with each 64 KiB publish confirmed
+# on one CPU, its consumer received 80, 1,317, 2,096, 2,947, 3,386 and then 6,404-7,478 messages
+# in its first nine seconds (2026-11-25); two seconds left out had taken the mean of a rising rate.
+PERFTEST_WARMUP = 6
+
+
 def amqp_tools(msgperf, placement, duration):
     """RabbitMQ's PerfTest and msgperf against one rabbitmq-server that this script starts
     (pinned where msgperf puts its broker), one publisher and one consumer on one classic
@@ -660,7 +666,8 @@ def amqp_tools(msgperf, placement, duration):
         def lines(out, skip):
             """PerfTest's second-by-second (received msgs/s, consumer latency median) once the
             consumer receives, past the first `skip` such seconds (its JVMs' warm-up, which
-            msgperf's warm-up leaves out too: a fresh producer JVM took 2 s to reach its rate)."""
+            msgperf's warm-up leaves out too: a fresh producer JVM took 2 s to reach its rate at
+            64 B, 5 s at 64 KiB with confirms)."""
             got = re.findall(r"time [0-9.]+ s, .*?received: ([0-9.]+) msg/s"
                              r"(?:, min/median/75th/95th/99th consumer latency: [0-9.]+/([0-9.]+)/)?", out)
             got = [(float(r), m and float(m)) for r, m in got if float(r) > 0][skip:]
@@ -671,16 +678,16 @@ def amqp_tools(msgperf, placement, duration):
         def rate(size, queue, extra):
             """The mean rate PerfTest's consumer receives, its consumer and its producer each a
             JVM of its own, pinned where msgperf puts its reader and its writer, the producer
-            for two seconds of warm-up and twice msgperf's length; the consumer starts first and
+            for PERFTEST_WARMUP seconds and twice msgperf's length; the consumer starts first and
             runs two seconds longer."""
             reader = subprocess.Popen(["taskset", "-c", cpus[1]] + java + [
-                "-x", "0", "-y", "1", "-u", queue, "-k", queue, "-a", "-z", str(seconds + 4)],
+                "-x", "0", "-y", "1", "-u", queue, "-k", queue, "-a", "-z", str(seconds + PERFTEST_WARMUP + 2)],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             try:
                 time.sleep(1)  # its queue is declared and consumed
                 sh(["taskset", "-c", cpus[0]] + java + ["-x", "1", "-y", "0", "-u", queue, "-k", queue, "-s", str(size),
-                                                        "-z", str(seconds + 2), *extra])
-                return statistics.mean(r for r, _ in lines(reader.communicate(timeout=60)[0], 2))
+                                                        "-z", str(seconds + PERFTEST_WARMUP), *extra])
+                return statistics.mean(r for r, _ in lines(reader.communicate(timeout=60)[0], PERFTEST_WARMUP))
             finally:
                 reader.kill()
                 reader.wait()
