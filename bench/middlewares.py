@@ -552,9 +552,11 @@ def kafka_tools(msgperf, placement, duration):
                 # says how fast librdkafka queues them); ProducerPerformance counts records the
                 # broker acknowledged.
                 mine = ours("stream", size)["summary"]["msgs_per_s"]
-                # Twice msgperf's length: the last 5 s window it reports is then past its own
-                # JVM's warm-up (its total, the last line, includes it).
-                n = str(max(10000, int(mine * 2 * float(duration))))
+                # Four times msgperf's length: the last 5 s window it reports is then past its
+                # own JVM's warm-up (its total, the last line, includes it). At 64 KiB between
+                # two CPUs its producer's JVM filled its CPU for its first 8 s and half of it
+                # after (2026-11-25), so twice msgperf's length had the last window in the former.
+                n = str(max(10000, int(mine * 4 * float(duration))))
                 out = sh(["taskset", "-c", cpus[0]] + KAFKA_JVM + [
                     "org.apache.kafka.tools.ProducerPerformance", "--topic", f"perf-{size}", "--num-records", n,
                     "--record-size", str(size), "--throughput", "-1", "--producer-props", f"bootstrap.servers={url}",
