@@ -398,15 +398,9 @@ fn scenarios_round_trip_and_bad_ones_are_located() {
 
 #[test]
 fn the_users_own_malloc_tunables_are_left_as_they_are() {
-    let out = wait_output(
-        msgperf(&["run", "pingpong", "-t", "uds", "--count", "100"])
-            .env("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=131072")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap(),
-        Duration::from_secs(60),
-    );
+    let mut command = msgperf(&["run", "pingpong", "-t", "uds", "--count", "100"]);
+    command.env("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=131072");
+    let out = run_command(command, Duration::from_secs(60));
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
         text(&out.stdout).contains("memory: glibc malloc as GLIBC_TUNABLES sets it."),

@@ -19,7 +19,12 @@ pub fn msgperf(args: &[&str]) -> Command {
 
 /// Runs msgperf to completion, killing it if it takes longer than `limit` (then panics).
 pub fn run(args: &[&str], limit: Duration) -> Output {
-    let child = msgperf(args)
+    run_command(msgperf(args), limit)
+}
+
+/// `run` for a command set up further (its environment, say).
+pub fn run_command(mut command: Command, limit: Duration) -> Output {
+    let child = command
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
