@@ -1625,6 +1625,66 @@ mod kafka {
     }
 
     #[test]
+    fn kafka_a_writer_ahead_of_the_broker_waits_for_room_and_loses_nothing() {
+        // librdkafka queues 100,000 messages at most: a writer of 300,000 finds its queue full
+        // and waits for delivery reports to make room.
+        let dir = temp_dir();
+        let r = result_of(
+            &[
+                "run",
+                "stream",
+                "-t",
+                "kafka",
+                "--size",
+                "64",
+                "--count",
+                "300000",
+                "--warmup",
+                "0s",
+                "--checksum",
+                "--no-floor",
+            ],
+            &dir.path().join("full.json"),
+        );
+        let c = &r.cases[0];
+        assert_eq!(c.error, None);
+        assert_eq!(c.roles[0].counters.messages_sent, 300_000);
+        let k = &c.roles[1].counters;
+        assert_eq!(
+            (
+                k.messages_received,
+                k.lost,
+                k.duplicated,
+                k.reordered,
+                k.corrupted
+            ),
+            (300_000, 0, 0, 0, 0)
+        );
+        // A message larger than the whole queue is named at once, not waited on.
+        let out = run(
+            &[
+                "run",
+                "stream",
+                "-t",
+                "kafka",
+                "--size",
+                "2m",
+                "--opt",
+                "queue=1",
+                "--count",
+                "3",
+                "--no-floor",
+                "--timeout",
+                "60s",
+            ],
+            Duration::from_secs(180),
+        );
+        let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert!(!out.status.success(), "{all}");
+        assert!(all.contains("give --opt queue=MiB above it"), "{all}");
+    }
+
+    #[test]
     fn kafka_pubsub_fans_out_without_loss_measures_the_broker_and_counts_best_effort() {
         pubsub_loses_nothing("kafka", &[]);
         // acks=0: the producer does not wait for the broker; the readers count what it did

@@ -4,7 +4,7 @@
 //! counted as it is read (a stream). Side 1 starts the broker (as a case's set-up does) or uses
 //! `--opt broker`, and makes the topics; side 0 measures.
 
-use super::{create_topics, read_next, up, Settings, Writer, SERVER};
+use super::{create_topics, read_next, up, Settings, SERVER};
 use crate::sys;
 use crate::transport::broker;
 use crate::transport::floor::{
@@ -52,14 +52,7 @@ impl Floor for KafkaFloor {
         let s = Settings::of(&roles.options);
         let data = vec![7u8; size];
         let loop_ns = (roles.warmup + roles.duration).as_nanos() as u64;
-        let writer = |url: &str, topic: &str| -> std::io::Result<Writer> {
-            Ok(Writer {
-                producer: s.producer(url).map_err(io)?,
-                topic: topic.into(),
-                sync: s.sync,
-                sent: 0,
-            })
-        };
+        let writer = |url: &str, topic: &str| s.writer(url, topic.into()).map_err(io);
         if side == 1 {
             let (url, broker) = broker::for_floor(&SERVER, "kafka", roles, WAIT)?;
             let name = format!("msgperf-floor-{}", std::process::id());
@@ -134,10 +127,10 @@ impl Floor for KafkaFloor {
                 let reader = s.consumer(url, &stream, WAIT).map_err(io)?;
                 notes.put(READING, "yes")?;
                 // As a case's reader counts: the messages written in the measured window,
-                // from the first one's arrival on. The producer queues up to 1 GiB ahead of
-                // the broker (librdkafka's default: 6 s of 64 KiB messages here), so the first
-                // comes long after the warm-up, and the window closes after the case's
-                // duration or at the last one, whichever comes first.
+                // from the first one's arrival on. The producer may queue far ahead of the
+                // broker (with librdkafka's 1 GiB, `--opt queue=1024`: 6 s of 64 KiB messages
+                // here), so the first may come long after the warm-up, and the window closes
+                // after the case's duration or at the last one, whichever comes first.
                 let mut window = ReadWindow::new(Duration::ZERO);
                 while !stop.load(Ordering::Relaxed) && !window.lasted(roles.duration) {
                     // Read where librdkafka keeps it, as the case's reader does.
