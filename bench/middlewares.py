@@ -10,7 +10,8 @@ and compared (its ping/pong round trip against msgperf's ping-pong, its pub/sub 
 msgperf's stream); ZeroMQ's, Zenoh's and gRPC's own tools print no distribution (or need a server
 of their own), so their floor loops stand for them. The brokered middlewares run through the broker that
 msgperf starts per case. Redis is also compared with redis-benchmark (PUBLISH), and Kafka with
-its own tools from the jars that tools/fetch-kafka fetched (EndToEndLatency, ProducerPerformance),
+its own tools from the jars that tools/fetch-kafka fetched (EndToEndLatency, ProducerPerformance
+with ConsumerPerformance beside it),
 both tools and msgperf against one broker that this script starts; NATS with `nats bench`
 (natscli: `go install github.com/nats-io/natscli/nats@v0.5.0`), its request/reply, core pub/sub
 and JetStream async publish to a consumer beside msgperf's ping-pong, stream and stream with
@@ -28,7 +29,7 @@ KEEP_LAST 1: msgperf with --opt history=keep-last-1).
 Usage: bench/middlewares.py [--transports zmq,dds,zenoh,grpc,nats,redis,mqtt,amqp,kafka] [--duration 2] [--placement cross-cpu,same-cpu]
                             [--repeat 1] [--msgperf PATH] [--ddsperf PATH]
 """
-import argparse, glob, json, os, re, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, datetime, glob, json, os, re, shutil, statistics, subprocess, sys, tempfile, threading, time
 
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(here)
@@ -124,10 +125,36 @@ def main():
             "{:.0f}", " us")
     against("kafka-producer",
             "\nKafka: msgperf's stream (delivered) against ProducerPerformance's last 5 s window (acknowledged; acks=all,"
-            " linger.ms=0, batch.size=1000000), messages/s, one broker for both:\n",
+            " linger.ms=0, batch.size=1000000, the OS's socket buffers), messages/s, one broker for both:\n",
             ("placement", "size [B]", "msgperf msgs/s", "ProducerPerformance records/s",
              "msgperf / ProducerPerformance"),
             "{:.0f}")
+    against("kafka-consumer",
+            "\nKafka: msgperf's stream (delivered) against ConsumerPerformance, run beside that ProducerPerformance"
+            " and pinned where msgperf's reader runs (its rate over the second half of the producer's run),"
+            " messages/s:\n",
+            ("placement", "size [B]", "msgperf msgs/s", "ConsumerPerformance records/s",
+             "msgperf / ConsumerPerformance"),
+            "{:.0f}")
+    def cpu(workloads, title, tools):
+        """msgperf's roles' CPU a message beside the tool's processes', from the same runs."""
+        rows = [i for i, r in enumerate(runs[0]) if r["workload"] in workloads]
+        if not rows:
+            return
+        print(title)
+        head = ("placement", "work", "size [B]", "writer", "reader", "broker", *tools, "broker")
+        print(" | ".join(head))
+        print(" | ".join("---" for _ in head))
+        for i in rows:
+            rs = [run[i] for run in runs]
+            print(" | ".join([rs[0]["placement"], rs[0]["workload"], str(rs[0]["size"])]
+                             + [fig([x["ours_cpu"][k] for x in rs], "{:.2f}") for k in range(3)]
+                             + [fig([x["cpu"][k] for x in rs], "{:.2f}") for k in range(3)]))
+
+    cpu(("kafka-consumer",),
+        "\nKafka: CPU a message (us) of msgperf's writer, reader and broker (--details) and of ProducerPerformance,"
+        " ConsumerPerformance and their broker (over the second half of the producer's run):\n",
+        ("ProducerPerformance", "ConsumerPerformance"))
     against("perftest-rate",
             "\nRabbitMQ: msgperf's stream (ack=auto, no confirms) against PerfTest's producer (-x 1 -y 0) and consumer"
             " (-x 0 -y 1 -a), a JVM each, pinned like msgperf's writer and reader (the consumer's mean rate past"
@@ -139,6 +166,10 @@ def main():
             " the same PerfTest pair with -c 1 (one publish unconfirmed at most), messages/s:\n",
             ("placement", "size [B]", "msgperf msgs/s", "PerfTest received msgs/s", "msgperf / PerfTest"),
             "{:.0f}")
+    cpu(("perftest-rate", "perftest-confirm"),
+        "\nRabbitMQ: CPU a message received (us) of msgperf's writer, reader and broker (--details) and of"
+        " PerfTest's producer and consumer JVMs and their broker (past their warm-up):\n",
+        ("PerfTest producer", "PerfTest consumer"))
     against("perftest-latency",
             "\nRabbitMQ at 1000 messages/s: msgperf's one-way p50 (from the intended send time) against PerfTest"
             " -x 1 -y 1 -a -r 1000's consumer latency (one JVM on the CPUs msgperf's roles use; the median of its"
@@ -368,7 +399,7 @@ def redis_benchmark_rate(placement, size, duration):
 
 
 # Rows that compare msgperf with a middleware's own tool (shown in tables of their own).
-TOOL_ROWS = ("redis-benchmark", "kafka-e2e", "kafka-producer", "nats-request", "nats-sub", "nats-js",
+TOOL_ROWS = ("redis-benchmark", "kafka-e2e", "kafka-producer", "kafka-consumer", "nats-request", "nats-sub", "nats-js",
              "perftest-rate", "perftest-confirm", "perftest-latency")
 
 
@@ -549,22 +580,16 @@ def kafka_tools(msgperf, placement, duration):
                                  ours=half, tool=tool, ratio=half / tool))
             for size in (64, 65536):
                 # Messages delivered per second at msgperf's reader (its writer's own rate only
-                # says how fast librdkafka queues them); ProducerPerformance counts records the
-                # broker acknowledged.
-                mine = ours("stream", size)["summary"]["msgs_per_s"]
-                # Four times msgperf's length: the last 5 s window it reports is then past its
-                # own JVM's warm-up (its total, the last line, includes it). At 64 KiB between
-                # two CPUs its producer's JVM filled its CPU for its first 8 s and half of it
-                # after (2026-11-25), so twice msgperf's length had the last window in the former.
-                n = str(max(10000, int(mine * 4 * float(duration))))
-                out = sh(["taskset", "-c", cpus[0]] + KAFKA_JVM + [
-                    "org.apache.kafka.tools.ProducerPerformance", "--topic", f"perf-{size}", "--num-records", n,
-                    "--record-size", str(size), "--throughput", "-1", "--producer-props", f"bootstrap.servers={url}",
-                    "acks=all", "linger.ms=0", "batch.size=1000000"])
-                rates = [float(r) for r in re.findall(r"([0-9.]+) records/sec", out)]
-                tool = rates[-2] if len(rates) > 1 else rates[-1]
+                # says how fast librdkafka queues them).
+                with CpuSampler([broker.pid]) as broker_cpu:
+                    case = ours("stream", size)
+                mine = case["summary"]["msgs_per_s"]
+                producer, consumer, cpu = kafka_producer_and_consumer(url, cpus, broker.pid, size, mine, duration)
                 rows.append(dict(transport="kafka", placement=placement, workload="kafka-producer", size=size,
-                                 ours=mine, tool=tool, ratio=mine / tool))
+                                 ours=mine, tool=producer, ratio=mine / producer))
+                rows.append(dict(transport="kafka", placement=placement, workload="kafka-consumer", size=size,
+                                 ours=mine, tool=consumer, ratio=mine / consumer, cpu=cpu,
+                                 ours_cpu=role_cpu_per_message(case, broker_cpu)))
         finally:
             broker.terminate()
             try:
@@ -573,6 +598,123 @@ def kafka_tools(msgperf, placement, duration):
                 broker.kill()
                 broker.wait()
     return rows
+
+
+def kafka_producer_and_consumer(url, cpus, broker_pid, size, mine, duration):
+    """ProducerPerformance on msgperf's writer's CPU and ConsumerPerformance on its reader's, on one
+    topic at once, as msgperf's stream runs its writer and reader: the producer's last 5 s window
+    (records the broker acknowledged), and the rate the consumer read at over the second half of
+    the producer's run (both past their JVMs' warm-up). Both clients get librdkafka's settings
+    where Kafka's Java client differs: batches of up to 1 MB (Java: 16 KiB) and the socket buffers
+    the OS sizes (Java: SO_SNDBUF 128 KiB and SO_RCVBUF 32 KiB for a producer, 2 MiB for this
+    tool's consumer, which at 64 KiB held the producer to about 2,900 records a second against
+    3,500-5,800 with the OS's, 2026-11-25)."""
+    topic = f"perf-{size}-{time.monotonic_ns()}"
+    sh(KAFKA_JVM + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", url, "--create", "--topic", topic,
+                    "--partitions", "1", "--replication-factor", "1"])
+    # Four times msgperf's length: the producer's last 5 s window is then past its own JVM's
+    # warm-up (at 64 KiB between two CPUs its JVM filled its CPU for its first 8 s, 2026-11-25).
+    n = str(max(10000, int(mine * 4 * float(duration))))
+    with tempfile.TemporaryFile("w+") as log:
+        consumer = subprocess.Popen(["taskset", "-c", cpus[1]] + KAFKA_JVM + [
+            "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", url, "--topic", topic,
+            "--num-records", n, "--show-detailed-stats", "--reporting-interval", "1000", "--timeout", "30000",
+            "--date-format", "yyyy-MM-dd'T'HH:mm:ss.SSS", "--command-property", "receive.buffer.bytes=-1"],
+            stdout=log, stderr=subprocess.STDOUT, text=True)
+        try:
+            start = time.time()
+            with tempfile.TemporaryFile("w+") as out:
+                producer = subprocess.Popen(["taskset", "-c", cpus[0]] + KAFKA_JVM + [
+                    "org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", n,
+                    "--record-size", str(size), "--throughput", "-1", "--producer-props", f"bootstrap.servers={url}",
+                    "acks=all", "linger.ms=0", "batch.size=1000000", "send.buffer.bytes=-1",
+                    "receive.buffer.bytes=-1"], stdout=out, stderr=subprocess.STDOUT, text=True)
+                with CpuSampler([producer.pid, consumer.pid, broker_pid]) as cpu:
+                    producer.wait()
+                end = time.time()
+                out.seek(0)
+                out = out.read()
+            if producer.returncode != 0:
+                sys.exit(f"ProducerPerformance failed ({producer.returncode}):\n{out[-3000:]}")
+            consumer.wait(60)
+        finally:
+            if consumer.poll() is None:
+                consumer.kill()
+                consumer.wait()
+        log.seek(0)
+        progress = []  # (time, records read so far), one a second
+        for line in log:
+            f = line.strip().split(",")
+            if len(f) > 5 and re.match(r"\d{4}-\d\d-\d\dT", f[0]):
+                t = datetime.datetime.strptime(f[0], "%Y-%m-%dT%H:%M:%S.%f").timestamp()
+                progress.append((t, int(f[4].strip())))
+    rates = [float(r) for r in re.findall(r"([0-9.]+) records/sec", out)]
+    window = [p for p in progress if (start + end) / 2 <= p[0] <= end]
+    if len(window) < 2:
+        sys.exit(f"ConsumerPerformance reported {len(progress)} times, {len(window)} in the second half of"
+                 f" the producer's run ({start:.1f}-{end:.1f})")
+    read = (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
+    produced = rates[-2] if len(rates) > 1 else rates[-1]
+    # CPU a record over the same half: the producer's per record acknowledged, the consumer's
+    # and the broker's per record read.
+    took = cpu.share((start + end) / 2, end)
+    per_record = [took[0] / produced, took[1] / read, took[2] / read]
+    return produced, read, [t * 1e6 for t in per_record]
+
+
+def role_cpu_per_message(case, broker_cpu):
+    """msgperf's writer's and reader's CPU a message (us; every thread of a role's process), as
+    --details prints them, and the broker's (a bench's own, sampled by `broker_cpu` through the
+    whole case) a message written, warm-up included."""
+    roles = {r["role"]: r for r in case["summary"]["roles"]}
+    written = sum(r["sent_total"] for r in case["roles"] if r["role"]["kind"] == "writer")
+    return [(r["cpu_user_ns_per_msg"] + r["cpu_sys_ns_per_msg"] + (r["other_threads_ns_per_msg"] or 0)) / 1e3
+            for r in (roles["writer"], roles["reader"])] + [broker_cpu.total()[0] / written * 1e6]
+
+
+class CpuSampler:
+    """The CPU time (user and system, every thread) of some processes, sampled four times a
+    second while in its `with` block, so that a tool's CPU can be taken over the part of its run
+    that is measured (past its JVM's warm-up)."""
+
+    def __init__(self, pids):
+        self.pids, self.samples, self.done = pids, [], threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_):
+        self.done.set()
+        self.thread.join()
+
+    def run(self):
+        while True:
+            self.samples.append((time.time(), [self.seconds(p) for p in self.pids]))
+            if self.done.wait(0.25):
+                return
+
+    @staticmethod
+    def seconds(pid):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            return float("nan")
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def total(self):
+        """Each process's CPU seconds from the first sample to the last."""
+        return [y - x for x, y in zip(self.samples[0][1], self.samples[-1][1])]
+
+    def share(self, start, end):
+        """Each process's CPU seconds a second between the first and last samples in start..end."""
+        span = [s for s in self.samples if start <= s[0] <= end]
+        if len(span) < 2:
+            sys.exit(f"{len(span)} CPU samples between {start:.1f} and {end:.1f}")
+        (t0, a), (t1, b) = span[0], span[-1]
+        return [(y - x) / (t1 - t0) for x, y in zip(a, b)]
 
 
 PERFTEST = "2.22.1"
@@ -626,6 +768,12 @@ class RabbitMQ:
         self.url = f"amqp://127.0.0.1:{self.port}"
         wait_port(self.port, 60)
 
+    @property
+    def pid(self):
+        """The Erlang VM's process (rabbitmq-server's script starts it), from its pid file."""
+        with open(os.path.join(self.dir.name, "pid")) as f:
+            return int(f.read().split()[0])
+
     def stop(self):
         for p in (self.server, self.epmd):
             p.terminate()
@@ -660,7 +808,7 @@ def amqp_tools(msgperf, placement, duration):
                 sh([msgperf, "run", "stream", "-t", "amqp", "--size", str(size), "--duration", duration + "s",
                     "--placement", placement, "--no-floor", "--opt", f"broker={broker.url}", "--json", f.name,
                     *extra])
-                return json.load(open(f.name))["cases"][0]["summary"]
+                return json.load(open(f.name))["cases"][0]
 
         java = ["java", "-Xmx1G", "-XX:-UsePerfData", "-cp", cp, "com.rabbitmq.perf.PerfTest", "--uri", broker.url]
         seconds = int(float(duration) * 2)
@@ -687,24 +835,37 @@ def amqp_tools(msgperf, placement, duration):
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             try:
                 time.sleep(1)  # its queue is declared and consumed
-                sh(["taskset", "-c", cpus[0]] + java + ["-x", "1", "-y", "0", "-u", queue, "-k", queue, "-s", str(size),
-                                                        "-z", str(seconds + PERFTEST_WARMUP), *extra])
-                return statistics.mean(r for r, _ in lines(reader.communicate(timeout=60)[0], PERFTEST_WARMUP))
+                start = time.time()
+                with tempfile.TemporaryFile("w+") as out:
+                    writer = subprocess.Popen(["taskset", "-c", cpus[0]] + java + [
+                        "-x", "1", "-y", "0", "-u", queue, "-k", queue, "-s", str(size),
+                        "-z", str(seconds + PERFTEST_WARMUP), *extra], stdout=out, stderr=subprocess.STDOUT, text=True)
+                    with CpuSampler([writer.pid, reader.pid, broker.pid]) as cpu:
+                        writer.wait()
+                    end = time.time()
+                    out.seek(0)
+                    if writer.returncode != 0:
+                        sys.exit(f"PerfTest's producer failed ({writer.returncode}):\n{out.read()[-3000:]}")
+                got = statistics.mean(r for r, _ in lines(reader.communicate(timeout=60)[0], PERFTEST_WARMUP))
+                # Each JVM's and the broker's CPU a message received, past the warm-up.
+                took = cpu.share(start + PERFTEST_WARMUP + 1, end)
+                return got, [t / got * 1e6 for t in took]
             finally:
                 reader.kill()
                 reader.wait()
 
         for size in (64, 65536):
-            mine = ours(size, [])["msgs_per_s"]
-            tool = rate(size, f"rate-{size}", [])
-            rows.append(dict(transport="amqp", placement=placement, workload="perftest-rate", size=size,
-                             ours=mine, tool=tool, ratio=mine / tool))
-            mine = ours(size, ["--opt", "confirm=true"])["msgs_per_s"]
-            tool = rate(size, f"confirm-{size}", ["-c", "1"])
-            rows.append(dict(transport="amqp", placement=placement, workload="perftest-confirm", size=size,
-                             ours=mine, tool=tool, ratio=mine / tool))
+            for workload, ours_args, tool_args in (("perftest-rate", [], []),
+                                                   ("perftest-confirm", ["--opt", "confirm=true"], ["-c", "1"])):
+                with CpuSampler([broker.pid]) as broker_cpu:
+                    case = ours(size, ours_args)
+                mine = case["summary"]["msgs_per_s"]
+                tool, cpu = rate(size, f"{workload}-{size}", tool_args)
+                rows.append(dict(transport="amqp", placement=placement, workload=workload, size=size,
+                                 ours=mine, tool=tool, ratio=mine / tool, cpu=cpu,
+                                 ours_cpu=role_cpu_per_message(case, broker_cpu)))
         for size in (64, 4096):
-            mine = ours(size, ["--rate", "1khz"])["latency"]["p50_ns"] / 1e3
+            mine = ours(size, ["--rate", "1khz"])["summary"]["latency"]["p50_ns"] / 1e3
             # Latency needs PerfTest's producer and consumer in one JVM (it compares their
             # nanoTime): that JVM runs on both CPUs, as the broker's reader-side CPU cannot
             # be given to its consumer thread alone.
