@@ -530,9 +530,9 @@ def kafka_tools(msgperf, placement, duration):
     """Kafka's own tools and msgperf against one broker that this script starts (pinned where
     msgperf puts its broker), warmed first: EndToEndLatency (sends one message, waits for the
     broker's acknowledgement, reads it back, repeats; mean in ms) beside half msgperf's mean
-    round trip with each send acknowledged; ProducerPerformance's rate beside the rate msgperf's
-    stream delivers, both acks=all and linger.ms=0, with librdkafka's batches of up to 1 MB (the
-    Java producer's default is 16 KiB)."""
+    round trip with each send acknowledged; ProducerPerformance's and ConsumerPerformance's
+    rates, run together, beside the rate msgperf's stream delivers (kafka_producer_and_consumer),
+    with each process's CPU a message."""
     if not os.path.isdir(KAFKA_LIBS):
         sys.exit(f"Kafka's jars are not in {KAFKA_LIBS}: run tools/fetch-kafka")
     cpus = ("0", "0") if placement == "same-cpu" else ("0", "1")
