@@ -622,20 +622,11 @@ def kafka_producer_and_consumer(url, cpus, broker_pid, size, mine, duration):
             "--date-format", "yyyy-MM-dd'T'HH:mm:ss.SSS", "--command-property", "receive.buffer.bytes=-1"],
             stdout=log, stderr=subprocess.STDOUT, text=True)
         try:
-            start = time.time()
-            with tempfile.TemporaryFile("w+") as out:
-                producer = subprocess.Popen(["taskset", "-c", cpus[0]] + KAFKA_JVM + [
-                    "org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", n,
-                    "--record-size", str(size), "--throughput", "-1", "--producer-props", f"bootstrap.servers={url}",
-                    "acks=all", "linger.ms=0", "batch.size=1000000", "send.buffer.bytes=-1",
-                    "receive.buffer.bytes=-1"], stdout=out, stderr=subprocess.STDOUT, text=True)
-                with CpuSampler([producer.pid, consumer.pid, broker_pid]) as cpu:
-                    producer.wait()
-                end = time.time()
-                out.seek(0)
-                out = out.read()
-            if producer.returncode != 0:
-                sys.exit(f"ProducerPerformance failed ({producer.returncode}):\n{out[-3000:]}")
+            out, start, end, cpu = run_sampled(["taskset", "-c", cpus[0]] + KAFKA_JVM + [
+                "org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", n,
+                "--record-size", str(size), "--throughput", "-1", "--producer-props", f"bootstrap.servers={url}",
+                "acks=all", "linger.ms=0", "batch.size=1000000", "send.buffer.bytes=-1",
+                "receive.buffer.bytes=-1"], [consumer.pid, broker_pid])
             consumer.wait(60)
         finally:
             if consumer.poll() is None:
@@ -670,6 +661,22 @@ def role_cpu_per_message(case, broker_cpu):
     written = sum(r["sent_total"] for r in case["roles"] if r["role"]["kind"] == "writer")
     return [(r["cpu_user_ns_per_msg"] + r["cpu_sys_ns_per_msg"] + (r["other_threads_ns_per_msg"] or 0)) / 1e3
             for r in (roles["writer"], roles["reader"])] + [broker_cpu.total()[0] / written * 1e6]
+
+
+def run_sampled(args, others):
+    """Runs `args` to its end while sampling its CPU and that of the processes `others`: its
+    output, when it started and ended, and the sampler (the command's process first)."""
+    with tempfile.TemporaryFile("w+") as out:
+        start = time.time()
+        p = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, text=True)
+        with CpuSampler([p.pid, *others]) as cpu:
+            p.wait()
+        end = time.time()
+        out.seek(0)
+        text = out.read()
+    if p.returncode != 0:
+        sys.exit(f"{' '.join(args)} failed ({p.returncode}):\n{text[-3000:]}")
+    return text, start, end, cpu
 
 
 class CpuSampler:
@@ -835,17 +842,9 @@ def amqp_tools(msgperf, placement, duration):
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             try:
                 time.sleep(1)  # its queue is declared and consumed
-                start = time.time()
-                with tempfile.TemporaryFile("w+") as out:
-                    writer = subprocess.Popen(["taskset", "-c", cpus[0]] + java + [
-                        "-x", "1", "-y", "0", "-u", queue, "-k", queue, "-s", str(size),
-                        "-z", str(seconds + PERFTEST_WARMUP), *extra], stdout=out, stderr=subprocess.STDOUT, text=True)
-                    with CpuSampler([writer.pid, reader.pid, broker.pid]) as cpu:
-                        writer.wait()
-                    end = time.time()
-                    out.seek(0)
-                    if writer.returncode != 0:
-                        sys.exit(f"PerfTest's producer failed ({writer.returncode}):\n{out.read()[-3000:]}")
+                _, start, end, cpu = run_sampled(["taskset", "-c", cpus[0]] + java + [
+                    "-x", "1", "-y", "0", "-u", queue, "-k", queue, "-s", str(size),
+                    "-z", str(seconds + PERFTEST_WARMUP), *extra], [reader.pid, broker.pid])
                 got = statistics.mean(r for r, _ in lines(reader.communicate(timeout=60)[0], PERFTEST_WARMUP))
                 # Each JVM's and the broker's CPU a message received, past the warm-up.
                 took = cpu.share(start + PERFTEST_WARMUP + 1, end)
