@@ -773,12 +773,14 @@ impl Writer {
         // send took 1.5% of the writer's CPU.
         let mut end = None;
         let mut deadline = || *end.get_or_insert_with(|| Instant::now() + timeout);
-        let reports = self.producer.context().clone();
+        let reports = self.producer.context();
         loop {
-            match self
-                .producer
-                .send(BaseRecord::<(), [u8]>::to(&self.topic).payload(msg))
-            {
+            // Every topic has one partition: naming it spares librdkafka's partitioner (a
+            // random pick and an availability check for every message).
+            let record = BaseRecord::<(), [u8]>::to(&self.topic)
+                .partition(0)
+                .payload(msg);
+            match self.producer.send(record) {
                 Ok(()) => break,
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                     if self.producer.in_flight_count() == 0 {
