@@ -131,8 +131,8 @@ def main():
             "{:.0f}")
     against("kafka-consumer",
             "\nKafka: msgperf's stream (delivered) against ConsumerPerformance, run beside that ProducerPerformance"
-            " and pinned where msgperf's reader runs (its rate over the second half of the producer's run),"
-            " messages/s:\n",
+            " and pinned where msgperf's reader runs (its rate over the second half of the producer's run;"
+            " --fetch-size 16 MiB, the OS's socket buffers), messages/s:\n",
             ("placement", "size [B]", "msgperf msgs/s", "ConsumerPerformance records/s",
              "msgperf / ConsumerPerformance"),
             "{:.0f}")
@@ -522,6 +522,9 @@ def wait_port(port, bound=10):
 
 
 KAFKA_LIBS = os.path.join(os.environ.get("MSGPERF_KAFKA") or os.path.expanduser("~/.cache/msgperf/kafka-4.3.1"), "libs")
+# What msgperf's Kafka reader fetches from a partition at most (fetch.message.max.bytes: twice
+# its largest message through a broker it starts).
+KAFKA_FETCH = 16 << 20
 KAFKA_JVM = ["java", "-Xmx1G", "-Xms1G", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:-UsePerfData",
              "-cp", KAFKA_LIBS + "/*"]
 
@@ -605,10 +608,11 @@ def kafka_producer_and_consumer(url, cpus, broker_pid, size, mine, duration):
     topic at once, as msgperf's stream runs its writer and reader: the producer's last 5 s window
     (records the broker acknowledged), and the rate the consumer read at over the second half of
     the producer's run (both past their JVMs' warm-up). Both clients get librdkafka's settings
-    where Kafka's Java client differs: batches of up to 1 MB (Java: 16 KiB) and the socket buffers
+    where Kafka's Java client differs: batches of up to 1 MB (Java: 16 KiB), the socket buffers
     the OS sizes (Java: SO_SNDBUF 128 KiB and SO_RCVBUF 32 KiB for a producer, 2 MiB for this
     tool's consumer, which at 64 KiB held the producer to about 2,900 records a second against
-    3,500-5,800 with the OS's, 2026-11-25)."""
+    3,500-5,800 with the OS's, 2026-11-25), and fetches of up to msgperf's reader's 16 MiB from
+    the partition (Java: 1 MiB)."""
     topic = f"perf-{size}-{time.monotonic_ns()}"
     sh(KAFKA_JVM + ["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", url, "--create", "--topic", topic,
                     "--partitions", "1", "--replication-factor", "1"])
@@ -619,7 +623,8 @@ def kafka_producer_and_consumer(url, cpus, broker_pid, size, mine, duration):
         consumer = subprocess.Popen(["taskset", "-c", cpus[1]] + KAFKA_JVM + [
             "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", url, "--topic", topic,
             "--num-records", n, "--show-detailed-stats", "--reporting-interval", "1000", "--timeout", "30000",
-            "--date-format", "yyyy-MM-dd'T'HH:mm:ss.SSS", "--command-property", "receive.buffer.bytes=-1"],
+            "--date-format", "yyyy-MM-dd'T'HH:mm:ss.SSS", "--command-property", "receive.buffer.bytes=-1",
+            "--fetch-size", str(KAFKA_FETCH)],
             stdout=log, stderr=subprocess.STDOUT, text=True)
         try:
             out, start, end, cpu = run_sampled(["taskset", "-c", cpus[0]] + KAFKA_JVM + [
