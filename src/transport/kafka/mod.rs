@@ -229,7 +229,6 @@ fn check_broker(v: &str) -> Result<(), String> {
 /// librdkafka's 1 GiB. With 1 GiB a 64 KiB stream's writer ran 16,000 messages (4 s) ahead of
 /// its reader, and spent its CPU faulting in that memory: 213-216 MiB/s at a one-way p50 of
 /// 3.6 s, against 376-384 MiB/s at 88 ms with 32 MiB (2026-11-25).
-const QUEUE_MIB: u32 = 32;
 const QUEUE_DEFAULT: &str = "32";
 
 fn check_queue(v: &str) -> Result<(), String> {
@@ -278,7 +277,7 @@ impl Settings {
             queue_mib: o
                 .get("queue")
                 .and_then(|v| v.parse().ok())
-                .unwrap_or(QUEUE_MIB),
+                .unwrap_or_else(|| QUEUE_DEFAULT.parse().expect("a whole number of MiB")),
             sync: flag("sync"),
             idempotence,
             started: o.get("broker").is_none_or(|b| b == "start"),
