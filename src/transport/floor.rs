@@ -396,9 +396,8 @@ pub fn memcpy_bandwidth(size: usize, roles: &FloorRoles) -> FloorFigure {
     stream_figure(copies, copies * size as u64, ns)
 }
 
-/// A middleware stream floor's reader's window: it opens `warmup` after the first message
+/// A stream floor's reader's window: it opens `warmup` after the first message
 /// arrived, at the first read after that, and closes at the last read.
-#[cfg(feature = "_broker")]
 pub(crate) struct ReadWindow {
     warm: u64,
     first: u64,
@@ -407,7 +406,6 @@ pub(crate) struct ReadWindow {
     reads: u64,
 }
 
-#[cfg(feature = "_broker")]
 impl ReadWindow {
     pub fn new(warmup: std::time::Duration) -> ReadWindow {
         ReadWindow {
@@ -460,21 +458,44 @@ pub(crate) fn io(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(e.to_string())
 }
 
-#[cfg(feature = "_runtime")]
+#[cfg(any(
+    feature = "_runtime",
+    feature = "zmq",
+    feature = "dds",
+    feature = "zenoh"
+))]
 /// A small memory file both sides of a floor share, for what a middleware's floor must tell
 /// its other side before the loop (an address the kernel chose, that a subscription is in
 /// place, that the loop is over): lines written at fixed offsets.
 pub(crate) struct Notes(pub std::fs::File);
 
-#[cfg(feature = "_runtime")]
+#[cfg(any(
+    feature = "_runtime",
+    feature = "zmq",
+    feature = "dds",
+    feature = "zenoh"
+))]
 impl Notes {
+    /// A fresh one, for the runner to write in before it hands out its ends.
+    pub fn new() -> std::io::Result<Notes> {
+        Ok(Notes(std::fs::File::from(sys::memfd(4096)?)))
+    }
+
     /// Two ends of a fresh one.
+    #[cfg_attr(
+        not(any(feature = "_runtime", feature = "zmq", feature = "zenoh")),
+        allow(dead_code)
+    )]
     pub fn make() -> std::io::Result<[FloorEnds; 2]> {
-        let fd = sys::memfd(4096)?;
-        Ok([
-            FloorEnds::Fds(vec![fd.try_clone()?]),
-            FloorEnds::Fds(vec![fd]),
-        ])
+        Notes::new()?.ends()
+    }
+
+    /// Its two ends, one for each side.
+    pub fn ends(&self) -> std::io::Result<[FloorEnds; 2]> {
+        let end = || -> std::io::Result<FloorEnds> {
+            Ok(FloorEnds::Fds(vec![self.0.try_clone()?.into()]))
+        };
+        Ok([end()?, end()?])
     }
 
     /// The one a side was given.
@@ -508,6 +529,10 @@ impl Notes {
     }
 
     /// Line `slot`, waiting for it at most `bound`.
+    #[cfg_attr(
+        not(any(feature = "_runtime", feature = "zmq", feature = "zenoh")),
+        allow(dead_code)
+    )]
     pub fn wait(&self, slot: u64, bound: Duration) -> std::io::Result<String> {
         let deadline = crate::deadline::Deadline::after(bound);
         loop {

@@ -5,7 +5,7 @@
 //! differs. Tokio's channel between tasks of one runtime is `pairs --runtime tokio`.
 
 use super::floor::{
-    measure_round_trips, stream_figure, FloorEnds, FloorFigure, FloorLoop, FloorRoles,
+    measure_round_trips, FloorEnds, FloorFigure, FloorLoop, FloorRoles, ReadWindow,
 };
 use super::{
     channel_of, Capabilities, ChannelSpec, Deferred, Endpoint, Floor, Opening, Options, Place,
@@ -441,27 +441,11 @@ impl<C: Channels> Floor for InprocFloor<C> {
                 Ok(None)
             }
             (FloorLoop::Stream, 0) => {
-                let warm = roles.warmup.as_nanos() as u64;
-                let (mut first, mut start, mut last, mut msgs) = (0u64, 0u64, 0u64, 0u64);
+                let mut window = ReadWindow::new(roles.warmup);
                 while !stop.load(Ordering::Relaxed) && receive(&mut own) {
-                    let now = sys::monotonic_ns();
-                    if first == 0 {
-                        first = now;
-                    }
-                    if now >= first + warm {
-                        if msgs == 0 {
-                            start = now;
-                        }
-                        last = now;
-                        msgs += 1;
-                    }
+                    window.read();
                 }
-                let msgs = msgs.saturating_sub(1);
-                Ok(Some(stream_figure(
-                    msgs,
-                    msgs * size as u64,
-                    last.saturating_sub(start),
-                )))
+                Ok(Some(window.figure(size)))
             }
             (FloorLoop::Stream, _) => {
                 let end = sys::monotonic_ns() + (roles.warmup + roles.duration).as_nanos() as u64;

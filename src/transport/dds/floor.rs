@@ -6,10 +6,9 @@
 use super::cyclone::{self, Participant, Reader, Writer};
 use crate::sys;
 use crate::transport::floor::{
-    measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles,
+    measure_round_trips, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes, ReadWindow,
 };
 use crate::transport::ChannelSpec;
-use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -21,14 +20,9 @@ const WAIT: Duration = Duration::from_secs(10);
 impl Floor for DdsFloor {
     fn make(&self, _: FloorLoop, _: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
         let (id, tag) = super::pick_domain().map_err(std::io::Error::other)?;
-        let fd = sys::memfd(4096)?;
-        let file = std::fs::File::from(fd);
-        file.write_at(format!("{id}/{tag}\n").as_bytes(), 0)?;
-        let fd = std::os::fd::OwnedFd::from(file);
-        Ok([
-            FloorEnds::Fds(vec![fd.try_clone()?]),
-            FloorEnds::Fds(vec![fd]),
-        ])
+        let notes = Notes::new()?;
+        notes.put(0, &format!("{id}/{tag}"))?;
+        notes.ends()
     }
 
     fn run(
@@ -40,15 +34,8 @@ impl Floor for DdsFloor {
         roles: &FloorRoles,
         stop: &AtomicBool,
     ) -> std::io::Result<Option<FloorFigure>> {
-        let FloorEnds::Fds(mut fds) = ends else {
-            return Err(std::io::Error::other("the dds floor shares a memory file"));
-        };
-        let shared = std::fs::File::from(fds.remove(0));
-        let mut got = [0u8; 4096];
-        let n = shared.read_at(&mut got, 0)?;
-        let key = String::from_utf8_lossy(&got[..n]);
+        let key = Notes::of(ends)?.get(0)?.unwrap_or_default();
         let (id, tag) = key
-            .trim_end_matches(['\n', '\0'])
             .split_once('/')
             .and_then(|(id, tag)| Some((id.parse::<u32>().ok()?, tag.to_string())))
             .ok_or_else(|| std::io::Error::other("the dds floor's memory file holds no domain"))?;
@@ -130,32 +117,15 @@ impl Floor for DdsFloor {
                 Ok(None)
             }
             (FloorLoop::Stream, 0) => {
-                let warm = roles.warmup.as_nanos() as u64;
-                let (mut first, mut start, mut last, mut msgs) = (0u64, 0u64, 0u64, 0u64);
+                let mut window = ReadWindow::new(roles.warmup);
                 while !stop.load(Ordering::Relaxed) {
                     match next(&mut reader, &mut buf) {
                         Some(n) if n > 1 => {}
                         _ => break,
                     }
-                    let now = sys::monotonic_ns();
-                    if first == 0 {
-                        first = now;
-                    }
-                    if now >= first + warm {
-                        if msgs == 0 {
-                            start = now;
-                        }
-                        last = now;
-                        msgs += 1;
-                    }
+                    window.read();
                 }
-                // The first measured read opens the window; the ones after it are inside it.
-                let msgs = msgs.saturating_sub(1);
-                Ok(Some(stream_figure(
-                    msgs,
-                    msgs * size as u64,
-                    last.saturating_sub(start),
-                )))
+                Ok(Some(window.figure(size)))
             }
             (FloorLoop::Stream, _) => {
                 let end = sys::monotonic_ns() + (roles.warmup + roles.duration).as_nanos() as u64;

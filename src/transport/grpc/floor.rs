@@ -8,7 +8,7 @@ use super::proto::{Done, Frame, Hello};
 use super::{connect, runtime, serve, wait_on, Local};
 use crate::sys;
 use crate::transport::floor::{
-    measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
+    measure_round_trips, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes, ReadWindow,
 };
 use crate::transport::{ChannelSpec, Exchange};
 use bytes::Bytes;
@@ -43,27 +43,14 @@ impl Bench for Plain {
 
     async fn push(&self, req: Request<Streaming<Frame>>) -> Result<Response<Done>, Status> {
         let mut s = req.into_inner();
-        let warm = self.warmup.as_nanos() as u64;
-        let (mut first, mut start, mut last, mut msgs) = (0u64, 0u64, 0u64, 0u64);
+        let mut window = ReadWindow::new(self.warmup);
         while let Ok(Some(f)) = s.message().await {
             if f.data.len() <= 1 {
                 break;
             }
-            let now = sys::monotonic_ns();
-            if first == 0 {
-                first = now;
-            }
-            if now >= first + warm {
-                if msgs == 0 {
-                    start = now;
-                }
-                last = now;
-                msgs += 1;
-            }
+            window.read();
         }
-        // The first measured read opens the window; the ones after it are inside it.
-        let msgs = msgs.saturating_sub(1);
-        let figure = stream_figure(msgs, msgs * self.size as u64, last.saturating_sub(start));
+        let figure = window.figure(self.size);
         if let Some(tx) = self.figure.lock().unwrap().take() {
             let _ = tx.send(figure);
         }

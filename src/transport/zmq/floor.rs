@@ -6,10 +6,9 @@
 use super::socket;
 use crate::sys;
 use crate::transport::floor::{
-    measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles,
+    measure_round_trips, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes, ReadWindow,
 };
 use crate::transport::ChannelSpec;
-use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -20,11 +19,7 @@ const WAIT: Duration = Duration::from_secs(10);
 
 impl Floor for ZmqFloor {
     fn make(&self, _: FloorLoop, _: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
-        let fd = sys::memfd(4096)?;
-        Ok([
-            FloorEnds::Fds(vec![fd.try_clone()?]),
-            FloorEnds::Fds(vec![fd]),
-        ])
+        Notes::make()
     }
 
     fn run(
@@ -36,10 +31,7 @@ impl Floor for ZmqFloor {
         roles: &FloorRoles,
         stop: &AtomicBool,
     ) -> std::io::Result<Option<FloorFigure>> {
-        let FloorEnds::Fds(mut fds) = ends else {
-            return Err(std::io::Error::other("the zmq floor shares a memory file"));
-        };
-        let shared = std::fs::File::from(fds.remove(0));
+        let notes = Notes::of(ends)?;
         let spec = ChannelSpec {
             options: roles.options.clone(),
             timeout: WAIT,
@@ -70,21 +62,9 @@ impl Floor for ZmqFloor {
                 .get_last_endpoint()
                 .map_err(io)?
                 .map_err(|_| std::io::Error::other("a bound address that is not text"))?;
-            shared.write_at(format!("{bound}\n").as_bytes(), 0)?;
+            notes.put(0, &bound)?;
         } else {
-            let deadline = crate::deadline::Deadline::after(WAIT);
-            let mut got = [0u8; 4096];
-            let at = loop {
-                let n = shared.read_at(&mut got, 0)?;
-                if let Some(end) = got[..n].iter().position(|&b| b == b'\n') {
-                    break String::from_utf8_lossy(&got[..end]).to_string();
-                }
-                if deadline.expired() {
-                    return Err(std::io::Error::other("the floor's side 0 never bound"));
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            };
-            s.connect(&at).map_err(io)?;
+            s.connect(&notes.wait(0, WAIT)?).map_err(io)?;
         }
         let mut buf = vec![7u8; size];
         // A message of no bytes ends a loop.
@@ -106,32 +86,15 @@ impl Floor for ZmqFloor {
                 Ok(None)
             }
             (FloorLoop::Stream, 0) => {
-                let warm = roles.warmup.as_nanos() as u64;
-                let (mut first, mut start, mut last, mut msgs) = (0u64, 0u64, 0u64, 0u64);
+                let mut window = ReadWindow::new(roles.warmup);
                 while !stop.load(Ordering::Relaxed) {
                     match s.recv_into(&mut buf, 0) {
                         Ok(n) if !done(&buf, n) => {}
                         _ => break,
                     }
-                    let now = sys::monotonic_ns();
-                    if first == 0 {
-                        first = now;
-                    }
-                    if now >= first + warm {
-                        if msgs == 0 {
-                            start = now;
-                        }
-                        last = now;
-                        msgs += 1;
-                    }
+                    window.read();
                 }
-                // The first measured read opens the window; the ones after it are inside it.
-                let msgs = msgs.saturating_sub(1);
-                Ok(Some(stream_figure(
-                    msgs,
-                    msgs * size as u64,
-                    last.saturating_sub(start),
-                )))
+                Ok(Some(window.figure(size)))
             }
             (FloorLoop::Stream, _) => {
                 let end = sys::monotonic_ns() + (roles.warmup + roles.duration).as_nanos() as u64;
