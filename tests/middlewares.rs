@@ -151,6 +151,80 @@ fn pubsub_loses_nothing(transport: &str, extra: &[&str]) {
     }
 }
 
+/// A pubsub of 2 subscribers at 1 kHz, 1000 B, `extra` given: the case runs and its result
+/// measures the broker (its process's CPU a message, its role beside the clients').
+fn broker_measured_at_1khz(transport: &str, extra: &[&str]) -> RunResult {
+    let dir = temp_dir();
+    let mut args = vec![
+        "run",
+        "pubsub",
+        "-t",
+        transport,
+        "--subs",
+        "2",
+        "--size",
+        "1000",
+        "--rate",
+        "1khz",
+        "--count",
+        "500",
+        "--warmup",
+        "0s",
+        "--no-floor",
+    ];
+    args.extend_from_slice(extra);
+    let r = result_of(&args, &dir.path().join("measured.json"));
+    broker_is_measured(&r);
+    r
+}
+
+/// Best effort with a subscriber that sleeps 2 ms a message, behind the bound that `extra`
+/// sets: it misses messages, and counts each one it missed (lost, or overwritten in its
+/// reader's history), so that what it got and what it missed add up to what was sent.
+fn slow_subscriber_counts_what_it_missed(
+    transport: &str,
+    size: &str,
+    duration: &str,
+    extra: &[&str],
+) {
+    let dir = temp_dir();
+    let mut args = vec![
+        "run",
+        "pubsub",
+        "-t",
+        transport,
+        "--subs",
+        "2",
+        "--size",
+        size,
+        "--duration",
+        duration,
+        "--warmup",
+        "0s",
+        "--delivery",
+        "best-effort",
+        "--slow-subscriber",
+        "2ms",
+        "--no-floor",
+    ];
+    args.extend_from_slice(extra);
+    let r = result_of(&args, &dir.path().join("best-effort.json"));
+    let c = &r.cases[0];
+    assert_eq!(c.error, None, "{transport}");
+    assert!(!c.config.strict, "{transport}");
+    let sent = c.roles[0].counters.messages_sent;
+    let slow = &c.roles[1].counters;
+    assert!(
+        slow.overwritten + slow.lost > 0,
+        "{transport}: the slow subscriber missed nothing: {slow:?}"
+    );
+    assert_eq!(
+        slow.messages_received + slow.overwritten + slow.lost,
+        sent,
+        "{transport}: {slow:?}"
+    );
+}
+
 /// A responder killed mid-run ends the case within the timeout, naming it, and the
 /// initiator's round trips until then are kept.
 fn killed_peer_ends_the_case(transport: &str, extra: &[&str]) {
@@ -251,38 +325,7 @@ mod zmq {
         pubsub_loses_nothing("zmq", &[]);
         // A slow subscriber behind a small high-water mark: the publisher drops, and every
         // drop is counted by the subscriber that missed it.
-        let dir = temp_dir();
-        let r = result_of(
-            &[
-                "run",
-                "pubsub",
-                "-t",
-                "zmq",
-                "--subs",
-                "2",
-                "--size",
-                "1000",
-                "--duration",
-                "500ms",
-                "--warmup",
-                "0s",
-                "--delivery",
-                "best-effort",
-                "--slow-subscriber",
-                "2ms",
-                "--opt",
-                "hwm=10",
-                "--no-floor",
-            ],
-            &dir.path().join("best-effort.json"),
-        );
-        let c = &r.cases[0];
-        assert_eq!(c.error, None);
-        assert!(!c.config.strict);
-        let sent = c.roles[0].counters.messages_sent;
-        let slow = &c.roles[1].counters;
-        assert!(slow.lost > 0, "the slow subscriber lost nothing: {slow:?}");
-        assert_eq!(slow.messages_received + slow.lost, sent, "{slow:?}");
+        slow_subscriber_counts_what_it_missed("zmq", "1000", "500ms", &["--opt", "hwm=10"]);
     }
 
     #[test]
@@ -367,44 +410,11 @@ mod dds {
         pubsub_loses_nothing("dds", &[]);
         // A slow subscriber whose reader keeps the last 4 samples: the older unread ones are
         // overwritten, and each is counted.
-        let dir = temp_dir();
-        let r = result_of(
-            &[
-                "run",
-                "pubsub",
-                "-t",
-                "dds",
-                "--subs",
-                "2",
-                "--size",
-                "1000",
-                "--duration",
-                "500ms",
-                "--warmup",
-                "0s",
-                "--delivery",
-                "best-effort",
-                "--slow-subscriber",
-                "2ms",
-                "--opt",
-                "history=keep-last-4",
-                "--no-floor",
-            ],
-            &dir.path().join("best-effort.json"),
-        );
-        let c = &r.cases[0];
-        assert_eq!(c.error, None);
-        assert!(!c.config.strict);
-        let sent = c.roles[0].counters.messages_sent;
-        let slow = &c.roles[1].counters;
-        assert!(
-            slow.overwritten + slow.lost > 0,
-            "the slow subscriber missed nothing: {slow:?}"
-        );
-        assert_eq!(
-            slow.messages_received + slow.overwritten + slow.lost,
-            sent,
-            "{slow:?}"
+        slow_subscriber_counts_what_it_missed(
+            "dds",
+            "1000",
+            "500ms",
+            &["--opt", "history=keep-last-4"],
         );
     }
 
@@ -473,38 +483,7 @@ mod zenoh {
         pubsub_loses_nothing("zenoh", &[]);
         // A slow subscriber with a small queue: its link backs up, the publisher's put finds
         // the transmit queue full and drops, and the subscriber counts every drop.
-        let dir = temp_dir();
-        let r = result_of(
-            &[
-                "run",
-                "pubsub",
-                "-t",
-                "zenoh",
-                "--subs",
-                "2",
-                "--size",
-                "16k",
-                "--duration",
-                "1s",
-                "--warmup",
-                "0s",
-                "--delivery",
-                "best-effort",
-                "--slow-subscriber",
-                "2ms",
-                "--opt",
-                "queue=4",
-                "--no-floor",
-            ],
-            &dir.path().join("best-effort.json"),
-        );
-        let c = &r.cases[0];
-        assert_eq!(c.error, None);
-        assert!(!c.config.strict);
-        let sent = c.roles[0].counters.messages_sent;
-        let slow = &c.roles[1].counters;
-        assert!(slow.lost > 0, "the slow subscriber lost nothing: {slow:?}");
-        assert_eq!(slow.messages_received + slow.lost, sent, "{slow:?}");
+        slow_subscriber_counts_what_it_missed("zenoh", "16k", "1s", &["--opt", "queue=4"]);
     }
 
     #[test]
@@ -849,60 +828,10 @@ mod nats {
     #[test]
     fn nats_pubsub_fans_out_without_loss_measures_the_broker_and_counts_slow_consumer_drops() {
         pubsub_loses_nothing("nats", &[]);
-        let dir = temp_dir();
-        let r = result_of(
-            &[
-                "run",
-                "pubsub",
-                "-t",
-                "nats",
-                "--subs",
-                "2",
-                "--size",
-                "1000",
-                "--rate",
-                "1khz",
-                "--count",
-                "500",
-                "--warmup",
-                "0s",
-                "--no-floor",
-            ],
-            &dir.path().join("measured.json"),
-        );
-        broker_is_measured(&r);
+        broker_measured_at_1khz("nats", &[]);
         // A slow subscriber behind a small client queue: the client drops (a slow consumer),
         // and the subscriber counts every message it missed.
-        let r = result_of(
-            &[
-                "run",
-                "pubsub",
-                "-t",
-                "nats",
-                "--subs",
-                "2",
-                "--size",
-                "1000",
-                "--duration",
-                "500ms",
-                "--warmup",
-                "0s",
-                "--delivery",
-                "best-effort",
-                "--slow-subscriber",
-                "2ms",
-                "--opt",
-                "capacity=10",
-                "--no-floor",
-            ],
-            &dir.path().join("best-effort.json"),
-        );
-        let c = &r.cases[0];
-        assert_eq!(c.error, None);
-        let sent = c.roles[0].counters.messages_sent;
-        let slow = &c.roles[1].counters;
-        assert!(slow.lost > 0, "the slow subscriber lost nothing: {slow:?}");
-        assert_eq!(slow.messages_received + slow.lost, sent, "{slow:?}");
+        slow_subscriber_counts_what_it_missed("nats", "1000", "500ms", &["--opt", "capacity=10"]);
     }
 
     #[test]
@@ -957,62 +886,15 @@ mod redis {
     fn redis_pubsub_fans_out_without_loss_measures_the_broker_and_counts_trimmed_entries() {
         pubsub_loses_nothing("redis", &[]);
         pubsub_loses_nothing("redis", &["--opt", "mode=streams"]);
-        let dir = temp_dir();
-        let r = result_of(
-            &[
-                "run",
-                "pubsub",
-                "-t",
-                "redis",
-                "--subs",
-                "2",
-                "--size",
-                "1000",
-                "--rate",
-                "1khz",
-                "--count",
-                "500",
-                "--warmup",
-                "0s",
-                "--no-floor",
-            ],
-            &dir.path().join("measured.json"),
-        );
-        broker_is_measured(&r);
+        broker_measured_at_1khz("redis", &[]);
         // A slow reader of a short stream: entries are trimmed before it reads them, and it
         // counts every one it missed.
-        let r = result_of(
-            &[
-                "run",
-                "pubsub",
-                "-t",
-                "redis",
-                "--subs",
-                "2",
-                "--size",
-                "1000",
-                "--duration",
-                "500ms",
-                "--warmup",
-                "0s",
-                "--delivery",
-                "best-effort",
-                "--slow-subscriber",
-                "2ms",
-                "--opt",
-                "mode=streams",
-                "--opt",
-                "maxlen=10",
-                "--no-floor",
-            ],
-            &dir.path().join("best-effort.json"),
+        slow_subscriber_counts_what_it_missed(
+            "redis",
+            "1000",
+            "500ms",
+            &["--opt", "mode=streams", "--opt", "maxlen=10"],
         );
-        let c = &r.cases[0];
-        assert_eq!(c.error, None);
-        let sent = c.roles[0].counters.messages_sent;
-        let slow = &c.roles[1].counters;
-        assert!(slow.lost > 0, "the slow subscriber lost nothing: {slow:?}");
-        assert_eq!(slow.messages_received + slow.lost, sent, "{slow:?}");
     }
 
     #[test]
@@ -1276,28 +1158,7 @@ mod mqtt {
     #[test]
     fn mqtt_pubsub_fans_out_without_loss_and_measures_the_broker() {
         pubsub_loses_nothing("mqtt", &[]);
-        let dir = temp_dir();
-        let r = result_of(
-            &[
-                "run",
-                "pubsub",
-                "-t",
-                "mqtt",
-                "--subs",
-                "2",
-                "--size",
-                "1000",
-                "--rate",
-                "1khz",
-                "--count",
-                "500",
-                "--warmup",
-                "0s",
-                "--no-floor",
-            ],
-            &dir.path().join("measured.json"),
-        );
-        broker_is_measured(&r);
+        broker_measured_at_1khz("mqtt", &[]);
     }
 
     #[test]
@@ -1467,64 +1328,22 @@ mod amqp {
     #[test]
     fn amqp_pubsub_fans_out_without_loss_measures_the_broker_and_counts_a_bounded_queues_drops() {
         pubsub_loses_nothing("amqp", &[]);
-        let dir = temp_dir();
-        let r = result_of(
-            &[
-                "run",
-                "pubsub",
-                "-t",
-                "amqp",
-                "--subs",
-                "2",
-                "--size",
-                "1000",
-                "--rate",
-                "1khz",
-                "--count",
-                "500",
-                "--warmup",
-                "0s",
-                "--no-floor",
-            ],
-            &dir.path().join("measured.json"),
-        );
-        broker_is_measured(&r);
+        broker_measured_at_1khz("amqp", &[]);
         // A slow reader that takes one message at a time (prefetch 1, acknowledged) from a
         // queue bounded at 10: the broker drops the oldest, and the reader counts each one.
-        let r = result_of(
+        slow_subscriber_counts_what_it_missed(
+            "amqp",
+            "1000",
+            "500ms",
             &[
-                "run",
-                "pubsub",
-                "-t",
-                "amqp",
-                "--subs",
-                "2",
-                "--size",
-                "1000",
-                "--duration",
-                "500ms",
-                "--warmup",
-                "0s",
-                "--delivery",
-                "best-effort",
-                "--slow-subscriber",
-                "2ms",
                 "--opt",
                 "ack=manual",
                 "--opt",
                 "prefetch=1",
                 "--opt",
                 "max-length=10",
-                "--no-floor",
             ],
-            &dir.path().join("best-effort.json"),
         );
-        let c = &r.cases[0];
-        assert_eq!(c.error, None);
-        let sent = c.roles[0].counters.messages_sent;
-        let slow = &c.roles[1].counters;
-        assert!(slow.lost > 0, "the slow subscriber lost nothing: {slow:?}");
-        assert_eq!(slow.messages_received + slow.lost, sent, "{slow:?}");
     }
 
     #[test]
@@ -1689,30 +1508,7 @@ mod kafka {
         pubsub_loses_nothing("kafka", &[]);
         // acks=0: the producer does not wait for the broker; the readers count what it did
         // not take (nothing, on a healthy broker) instead of failing the case.
-        let dir = temp_dir();
-        let r = result_of(
-            &[
-                "run",
-                "pubsub",
-                "-t",
-                "kafka",
-                "--subs",
-                "2",
-                "--size",
-                "1000",
-                "--rate",
-                "1khz",
-                "--count",
-                "500",
-                "--warmup",
-                "0s",
-                "--delivery",
-                "best-effort",
-                "--no-floor",
-            ],
-            &dir.path().join("best-effort.json"),
-        );
-        broker_is_measured(&r);
+        let r = broker_measured_at_1khz("kafka", &["--delivery", "best-effort"]);
         let c = &r.cases[0];
         assert_eq!(c.error, None);
         assert!(!c.config.strict);
