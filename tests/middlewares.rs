@@ -151,36 +151,17 @@ fn pubsub_loses_nothing(transport: &str, extra: &[&str]) {
     }
 }
 
-/// A pubsub of 2 subscribers at 1 kHz, 1000 B, `extra` given: the case runs and its result
-/// measures the broker (its process's CPU a message, its role beside the clients').
-fn broker_measured_at_1khz(transport: &str, extra: &[&str]) -> RunResult {
-    let dir = temp_dir();
-    let mut args = vec![
-        "run",
-        "pubsub",
-        "-t",
-        transport,
-        "--subs",
-        "2",
-        "--size",
-        "1000",
-        "--rate",
-        "1khz",
-        "--count",
-        "500",
-        "--warmup",
-        "0s",
-        "--no-floor",
-    ];
-    args.extend_from_slice(extra);
-    let r = result_of(&args, &dir.path().join("measured.json"));
-    broker_is_measured(&r);
-    r
-}
-
 /// Best effort with a subscriber that sleeps 2 ms a message, behind the bound that `extra`
 /// sets: it misses messages, and counts each one it missed (lost, or overwritten in its
 /// reader's history), so that what it got and what it missed add up to what was sent.
+#[cfg(any(
+    feature = "zmq",
+    feature = "dds",
+    feature = "zenoh",
+    feature = "nats",
+    feature = "redis",
+    feature = "amqp"
+))]
 fn slow_subscriber_counts_what_it_missed(
     transport: &str,
     size: &str,
@@ -732,6 +713,34 @@ fn broker_is_measured(r: &RunResult) {
             assert_eq!(b.cpus_seen, vec![cpu], "pinned with the others");
         }
     }
+}
+
+/// A pubsub of 2 subscribers at 1 kHz, 1000 B, `extra` given: the case runs and its result
+/// measures the broker (its process's CPU a message, its role beside the clients').
+#[cfg(feature = "_broker")]
+fn broker_measured_at_1khz(transport: &str, extra: &[&str]) -> RunResult {
+    let dir = temp_dir();
+    let mut args = vec![
+        "run",
+        "pubsub",
+        "-t",
+        transport,
+        "--subs",
+        "2",
+        "--size",
+        "1000",
+        "--rate",
+        "1khz",
+        "--count",
+        "500",
+        "--warmup",
+        "0s",
+        "--no-floor",
+    ];
+    args.extend_from_slice(extra);
+    let r = result_of(&args, &dir.path().join("measured.json"));
+    broker_is_measured(&r);
+    r
 }
 
 #[cfg(feature = "nats")]
