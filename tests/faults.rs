@@ -12,9 +12,9 @@ use support::*;
 fn killing_the_peer_ends_the_run_with_an_error_and_keeps_what_was_measured() {
     let dir = temp_dir();
     let json = dir.path().join("r.json");
-    let child = long_run("pingpong", "uds", Some(&json));
+    let mut child = long_run("pingpong", "uds", Some(&json));
     let pid = child.id();
-    let peer = wait_for_role(pid, "responder");
+    let peer = wait_for_role(&mut child, "responder");
     std::thread::sleep(Duration::from_millis(800));
     signal(peer, libc::SIGKILL);
     let out = wait_output(child, Duration::from_secs(20));
@@ -124,13 +124,13 @@ fn a_hung_peer_is_killed_by_the_watchdog() {
             "--placement",
             "any",
         ]);
-        let child = spawn(&args);
+        let mut child = spawn(&args);
         let passive = if case[0] == "stream" {
             "reader"
         } else {
             "responder"
         };
-        let peer = wait_for_role(child.id(), passive);
+        let peer = wait_for_role(&mut child, passive);
         std::thread::sleep(Duration::from_millis(100));
         signal(peer, libc::SIGSTOP);
         let start = Instant::now();
@@ -161,7 +161,7 @@ fn a_hung_server_started_by_hand_times_out() {
             assert!(Instant::now() < end, "{transport}: serve never listened");
             std::thread::sleep(Duration::from_millis(10));
         }
-        let child = spawn(&[
+        let mut child = spawn(&[
             "run",
             "pingpong",
             "-t",
@@ -177,7 +177,7 @@ fn a_hung_server_started_by_hand_times_out() {
             "--no-floor",
         ]);
         // Stopped while it measures (or, on a slow machine, while it still gets ready).
-        wait_for_role(child.id(), "initiator");
+        wait_for_role(&mut child, "initiator");
         std::thread::sleep(Duration::from_millis(500));
         signal(server.id(), libc::SIGSTOP);
         let start = Instant::now();

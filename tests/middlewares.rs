@@ -227,8 +227,8 @@ fn killed_peer_ends_the_case(transport: &str, extra: &[&str]) {
         json.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    let child = spawn(&args);
-    let peer = wait_for_role(child.id(), "responder");
+    let mut child = spawn(&args);
+    let peer = wait_for_role(&mut child, "responder");
     exchanging(peer);
     let start = Instant::now();
     signal(peer, libc::SIGKILL);
@@ -592,16 +592,15 @@ mod grpc {
     }
 }
 
-/// The broker msgperf `pid` started for its case: a child (of any of its threads) running
+/// The broker msgperf `child` started for its case: a child (of any of its threads) running
 /// `program`.
 #[cfg(feature = "_broker")]
-fn broker_of(pid: u32, program: &str) -> u32 {
-    let end = Instant::now() + Duration::from_secs(20);
-    loop {
+fn broker_of(child: &mut std::process::Child, program: &str) -> u32 {
+    wait_for(child, program, |pid| {
         let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
             .into_iter()
             .flatten();
-        let found = tasks
+        tasks
             .flatten()
             .flat_map(|t| {
                 std::fs::read_to_string(t.path().join("children"))
@@ -614,13 +613,8 @@ fn broker_of(pid: u32, program: &str) -> u32 {
                 std::fs::read_to_string(format!("/proc/{c}/cmdline"))
                     .unwrap_or_default()
                     .contains(program)
-            });
-        if let Some(c) = found {
-            return c;
-        }
-        assert!(Instant::now() < end, "msgperf never started {program}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+            })
+    })
 }
 
 /// A broker killed (SIGKILL) or stopped (SIGSTOP) mid-run ends the case within the timeout,
@@ -630,7 +624,7 @@ fn broker_of(pid: u32, program: &str) -> u32 {
 fn broker_fault_ends_the_case(transport: &str, program: &str, sig: i32) {
     let dir = temp_dir();
     let json = dir.path().join("r.json");
-    let child = spawn(&[
+    let mut child = spawn(&[
         "run",
         "pingpong",
         "-t",
@@ -646,8 +640,8 @@ fn broker_fault_ends_the_case(transport: &str, program: &str, sig: i32) {
         json.to_str().unwrap(),
     ]);
     let pid = child.id();
-    let broker = broker_of(pid, program);
-    exchanging(wait_for_role(pid, "responder"));
+    let broker = broker_of(&mut child, program);
+    exchanging(wait_for_role(&mut child, "responder"));
     let start = Instant::now();
     signal(broker, sig);
     let out = wait_output(child, Duration::from_secs(60));
@@ -669,7 +663,7 @@ fn broker_fault_ends_the_case(transport: &str, program: &str, sig: i32) {
 /// A broker dies with the msgperf that started it, even one killed with SIGKILL.
 #[cfg(feature = "_broker")]
 fn broker_dies_with_msgperf(transport: &str, program: &str) {
-    let child = spawn(&[
+    let mut child = spawn(&[
         "run",
         "pingpong",
         "-t",
@@ -679,8 +673,8 @@ fn broker_dies_with_msgperf(transport: &str, program: &str) {
         "--no-floor",
     ]);
     let pid = child.id();
-    let broker = broker_of(pid, program);
-    wait_for_role(pid, "responder");
+    let broker = broker_of(&mut child, program);
+    wait_for_role(&mut child, "responder");
     signal(pid, libc::SIGKILL);
     let _ = wait_output(child, Duration::from_secs(30));
     let end = Instant::now() + Duration::from_secs(10);
@@ -1365,7 +1359,7 @@ mod amqp {
 
     #[test]
     fn amqps_port_mapper_goes_with_its_broker() {
-        let child = spawn(&[
+        let mut child = spawn(&[
             "run",
             "pingpong",
             "-t",
@@ -1375,8 +1369,8 @@ mod amqp {
             "--no-floor",
         ]);
         let pid = child.id();
-        let epmd = broker_of(pid, "epmd");
-        wait_for_role(pid, "responder");
+        let epmd = broker_of(&mut child, "epmd");
+        wait_for_role(&mut child, "responder");
         signal(pid, libc::SIGKILL);
         let _ = wait_output(child, Duration::from_secs(30));
         let end = Instant::now() + Duration::from_secs(10);

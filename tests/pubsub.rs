@@ -372,9 +372,9 @@ fn subscriber_fault(t: &str, sig: i32) {
     let before = shm_files();
     let dir = temp_dir();
     let json = dir.path().join("r.json");
-    let (child, kids) = long_pubsub(t, &json, "10s");
+    let (mut child, kids) = long_pubsub(t, &json, "10s");
     let pid = child.id();
-    let sub = wait_for_role(pid, "subscriber 2");
+    let sub = wait_for_role(child.process(), "subscriber 2");
     std::thread::sleep(Duration::from_millis(1500));
     let start = std::time::Instant::now();
     signal(sub, sig);

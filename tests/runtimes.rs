@@ -374,7 +374,7 @@ fn a_killed_or_stopped_receivers_process_ends_pairs_within_the_timeout_with_the_
     for sig in [libc::SIGKILL, libc::SIGSTOP] {
         let dir = temp_dir();
         let json = dir.path().join("r.json");
-        let child = spawn(&[
+        let mut child = spawn(&[
             "run",
             "pairs",
             "-t",
@@ -389,8 +389,8 @@ fn a_killed_or_stopped_receivers_process_ends_pairs_within_the_timeout_with_the_
             json.to_str().unwrap(),
         ]);
         let pid = child.id();
-        let receivers = wait_for_role(pid, "receivers");
-        let senders = wait_for_role(pid, "senders");
+        let receivers = wait_for_role(&mut child, "receivers");
+        let senders = wait_for_role(&mut child, "senders");
         std::thread::sleep(Duration::from_millis(1000));
         let start = std::time::Instant::now();
         signal(receivers, sig);

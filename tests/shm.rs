@@ -252,8 +252,8 @@ fn a_named_server_serves_cases_and_outlives_a_client_killed_mid_run() {
 fn killing_either_side_leaves_no_segment() {
     let before = shm_files();
     // The reader dies: the controller notices, fails the case, and nothing is left.
-    let child = long_run("stream", "shm", None);
-    let peer = wait_for_role(child.id(), "reader") as i32;
+    let mut child = long_run("stream", "shm", None);
+    let peer = wait_for_role(&mut child, "reader") as i32;
     std::thread::sleep(Duration::from_millis(500));
     unsafe { libc::kill(peer, libc::SIGKILL) };
     let out = wait_output(child, Duration::from_secs(20));

@@ -140,8 +140,8 @@ fn sigterm_and_sighup_stop_a_run_like_ctrl_c() {
     for sig in [libc::SIGTERM, libc::SIGHUP] {
         let dir = temp_dir();
         let json = dir.path().join("r.json");
-        let child = long_run("pingpong", "uds", Some(&json));
-        wait_for_role(child.id(), "responder");
+        let mut child = long_run("pingpong", "uds", Some(&json));
+        wait_for_role(&mut child, "responder");
         std::thread::sleep(Duration::from_millis(800));
         signal(child.id(), sig);
         let out = wait_output(child, Duration::from_secs(30));
@@ -169,7 +169,7 @@ fn ctrl_c_during_the_floor_measures_nothing_after_it() {
     let dir = temp_dir();
     let json = dir.path().join("r.json");
     // The floor runs first, for 3 s: the stop comes inside it.
-    let child = spawn(&[
+    let mut child = spawn(&[
         "run",
         "pingpong",
         "-t",
@@ -181,7 +181,7 @@ fn ctrl_c_during_the_floor_measures_nothing_after_it() {
         "--json",
         json.to_str().unwrap(),
     ]);
-    wait_for_role(child.id(), "floor");
+    wait_for_role(&mut child, "floor");
     std::thread::sleep(Duration::from_millis(300));
     signal(child.id(), libc::SIGINT);
     let out = wait_output(child, Duration::from_secs(30));

@@ -118,6 +118,10 @@ impl Server {
     pub fn id(&self) -> u32 {
         self.0.as_ref().expect("running").id()
     }
+    /// The process, still guarded.
+    pub fn process(&mut self) -> &mut Child {
+        self.0.as_mut().expect("running")
+    }
     /// Hands the process over (to wait for its output); the guard no longer kills it.
     pub fn take(mut self) -> Child {
         self.0.take().expect("running")
@@ -157,24 +161,69 @@ pub fn short_request(workload: &str, transport: &str) -> msgperf::plan::RunOptio
     }
 }
 
-/// The role processes msgperf `pid` started whose command line names `role` (`responder`,
-/// `subscriber 2`), once there is one. Roles start once the case's broker answers: in a soak
-/// run an AMQP case's responder had not appeared after 20 s, so the bound is one only a hang
-/// reaches.
-pub fn wait_for_role(pid: u32, role: &str) -> u32 {
-    let end = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(c) = children(pid).into_iter().find(|c| {
+/// How long a test waits for msgperf to start a role or a broker: longer than msgperf's own
+/// bounds on getting a case ready (a Kafka broker's storage format, its boot, its first message
+/// and the case's topics, up to 60 s each), so that a slow start is named by msgperf's error,
+/// not by this bound. In a soak run a Kafka case's responder had not appeared after 60 s.
+pub const STARTS_WITHIN: Duration = Duration::from_secs(300);
+
+/// The role process that msgperf `child` started whose command line names `role`
+/// (`responder`, `subscriber 2`), once there is one. Fails with msgperf's own error when it
+/// ends first.
+pub fn wait_for_role(child: &mut Child, role: &str) -> u32 {
+    wait_for(child, &format!("its {role}"), |pid| {
+        children(pid).into_iter().find(|c| {
             std::fs::read_to_string(format!("/proc/{c}/cmdline"))
                 .unwrap_or_default()
                 .replace('\0', " ")
                 .contains(&format!("role {role} "))
-        }) {
-            return c;
+        })
+    })
+}
+
+/// What `find` finds among msgperf `child`'s processes, once it does (`what` names it). Fails
+/// with msgperf's output when msgperf ends first or `STARTS_WITHIN` passes.
+pub fn wait_for(child: &mut Child, what: &str, find: impl Fn(u32) -> Option<u32>) -> u32 {
+    let end = Instant::now() + STARTS_WITHIN;
+    loop {
+        if let Some(found) = find(child.id()) {
+            return found;
         }
-        assert!(Instant::now() < end, "msgperf never started its {role}");
+        if let Ok(Some(status)) = child.try_wait() {
+            fail_with_output(
+                child,
+                &format!("msgperf ended ({status}) before it started {what}"),
+            );
+        }
+        if Instant::now() > end {
+            fail_with_output(
+                child,
+                &format!("msgperf did not start {what} within {STARTS_WITHIN:?}"),
+            );
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Fails the test with `why` and what msgperf `child` printed. A msgperf still running is
+/// interrupted first, as Ctrl-C would, so that it removes what it made, and killed if it has
+/// not ended 30 s later.
+pub fn fail_with_output(child: &mut Child, why: &str) -> ! {
+    use std::io::Read;
+    if !matches!(child.try_wait(), Ok(Some(_))) {
+        signal(child.id(), libc::SIGINT);
+        let end = Instant::now() + Duration::from_secs(30);
+        while !matches!(child.try_wait(), Ok(Some(_))) && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let mut said = String::new();
+    if let Some(mut err) = child.stderr.take() {
+        let _ = err.read_to_string(&mut said);
+    }
+    panic!("{why}\nmsgperf's stderr: {said}");
 }
 
 /// A 60-second run in processes, to be killed or interrupted by the test; `json` collects
