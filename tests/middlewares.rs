@@ -151,6 +151,30 @@ fn pubsub_loses_nothing(transport: &str, extra: &[&str]) {
     }
 }
 
+/// A pubsub of one publisher and 2 subscribers of messages of `size`, measured from the
+/// start, without a floor: what the helpers below add to.
+#[cfg(any(
+    feature = "zmq",
+    feature = "dds",
+    feature = "zenoh",
+    feature = "_broker"
+))]
+fn two_subscribers<'a>(transport: &'a str, size: &'a str) -> Vec<&'a str> {
+    vec![
+        "run",
+        "pubsub",
+        "-t",
+        transport,
+        "--subs",
+        "2",
+        "--size",
+        size,
+        "--warmup",
+        "0s",
+        "--no-floor",
+    ]
+}
+
 /// Best effort with a subscriber that sleeps 2 ms a message, behind the bound that `extra`
 /// sets: it misses messages, and counts each one it missed (lost, or overwritten in its
 /// reader's history), so that what it got and what it missed add up to what was sent.
@@ -169,25 +193,15 @@ fn slow_subscriber_counts_what_it_missed(
     extra: &[&str],
 ) {
     let dir = temp_dir();
-    let mut args = vec![
-        "run",
-        "pubsub",
-        "-t",
-        transport,
-        "--subs",
-        "2",
-        "--size",
-        size,
+    let mut args = two_subscribers(transport, size);
+    args.extend([
         "--duration",
         duration,
-        "--warmup",
-        "0s",
         "--delivery",
         "best-effort",
         "--slow-subscriber",
         "2ms",
-        "--no-floor",
-    ];
+    ]);
     args.extend_from_slice(extra);
     let r = result_of(&args, &dir.path().join("best-effort.json"));
     let c = &r.cases[0];
@@ -714,23 +728,8 @@ fn broker_is_measured(r: &RunResult) {
 #[cfg(feature = "_broker")]
 fn broker_measured_at_1khz(transport: &str, extra: &[&str]) -> RunResult {
     let dir = temp_dir();
-    let mut args = vec![
-        "run",
-        "pubsub",
-        "-t",
-        transport,
-        "--subs",
-        "2",
-        "--size",
-        "1000",
-        "--rate",
-        "1khz",
-        "--count",
-        "500",
-        "--warmup",
-        "0s",
-        "--no-floor",
-    ];
+    let mut args = two_subscribers(transport, "1000");
+    args.extend(["--rate", "1khz", "--count", "500"]);
     args.extend_from_slice(extra);
     let r = result_of(&args, &dir.path().join("measured.json"));
     broker_is_measured(&r);
