@@ -87,9 +87,9 @@ fn a_busy_address_is_named() {
 fn ctrl_c_stops_cleanly_and_writes_what_was_measured() {
     let dir = temp_dir();
     let json = dir.path().join("r.json");
-    let child = long_run("pingpong", "pipe", Some(&json));
+    let mut child = long_run("pingpong", "pipe", Some(&json));
     let pid = child.id();
-    let peer = wait_for_child(pid);
+    let peer = wait_for_child(&mut child);
     let (out, case) = interrupt(child, &json, Duration::from_secs(20));
     assert!(text(&out.stdout).contains("interrupted"));
     assert_eq!(

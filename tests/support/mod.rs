@@ -78,15 +78,9 @@ pub fn children(pid: u32) -> Vec<u32> {
         .collect()
 }
 
-pub fn wait_for_child(pid: u32) -> u32 {
-    let end = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(&c) = children(pid).first() {
-            return c;
-        }
-        assert!(Instant::now() < end, "msgperf never started its peer");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// The first process msgperf `child` started, once there is one.
+pub fn wait_for_child(child: &mut Child) -> u32 {
+    wait_for(child, "its peer", |pid| children(pid).first().copied())
 }
 
 pub fn alive(pid: u32) -> bool {
