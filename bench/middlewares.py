@@ -550,7 +550,16 @@ def kafka_tools(msgperf, placement, duration):
                     "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n"
                     f"log.dirs={d}/data\nnum.partitions=1\noffsets.topic.replication.factor=1\n"
                     "transaction.state.log.replication.factor=1\ntransaction.state.log.min.isr=1\n"
-                    "group.initial.rebalance.delay.ms=0\n")
+                    "group.initial.rebalance.delay.ms=0\n"
+                    # Each topic's log is held to about 1 GiB, old segments deleted at once, so
+                    # that the Java pair (which writes four times msgperf's messages) and msgperf
+                    # write into memory the broker has freed and reuses. This VM's host takes
+                    # back the pages its guest frees (virtio-balloon free page reporting): a
+                    # write into one it took back ran at about 410 MB/s here against 3 GB/s
+                    # (dd into tmpfs, 2026-11-26), 160 us a 64 KiB record, and with the log
+                    # growing to 4 GiB the Java pair's broker spent that in its log's writes.
+                    "log.segment.bytes=268435456\nlog.retention.bytes=1073741824\n"
+                    "log.retention.check.interval.ms=1000\nlog.segment.delete.delay.ms=0\n")
         uuid = subprocess.run(KAFKA_JVM + ["kafka.tools.StorageTool", "random-uuid"], capture_output=True,
                               text=True).stdout.split()[-1]
         sh(KAFKA_JVM + ["kafka.tools.StorageTool", "format", "-t", uuid, "-c", props])
