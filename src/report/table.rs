@@ -605,8 +605,13 @@ pub fn notes(run: &RunResult, summaries: &[CaseSummary], width: Option<usize>) -
         "clock: {} ({} ns resolution, {:.1} ns a timestamp, {:.1} ns a recorded sample).",
         c.source, c.resolution_ns, c.read_cost_ns, c.record_cost_ns
     ));
-    if !run.environment.malloc.is_empty() {
-        lines.push(format!("memory: {}.", run.environment.malloc));
+    let memory: Vec<&str> = [&run.environment.malloc, &run.environment.host_memory]
+        .into_iter()
+        .filter(|m| !m.is_empty())
+        .map(String::as_str)
+        .collect();
+    if !memory.is_empty() {
+        lines.push(format!("memory: {}.", memory.join("; ")));
     }
     for (i, s) in summaries.iter().enumerate() {
         if let Some(n) = &s.floor_note {

@@ -44,6 +44,10 @@ pub struct Environment {
     /// How the processes' allocator was set (msgperf keeps freed memory: `sys::keep_freed_memory`).
     #[serde(default)]
     pub malloc: String,
+    /// What a VM's host does with the memory its guest frees, where it takes it back (free
+    /// page reporting); empty where msgperf sees no such host.
+    #[serde(default)]
+    pub host_memory: String,
 }
 
 /// The clock every figure was taken with, measured on this machine.
