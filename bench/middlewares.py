@@ -531,8 +531,9 @@ KAFKA_JVM = ["java", "-Xmx1G", "-Xms1G", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=2
 
 def kafka_tools(msgperf, placement, duration):
     """Kafka's own tools and msgperf against one broker that this script starts (pinned where
-    msgperf puts its broker, each topic's log held to about 1 GiB), warmed first: EndToEndLatency (sends one message, waits for the
-    broker's acknowledgement, reads it back, repeats; mean in ms) beside half msgperf's mean
+    msgperf puts its broker, each topic's log held to about 1 GiB), warmed first:
+    EndToEndLatency (sends one message, waits for the broker's acknowledgement, reads it back,
+    repeats; mean in ms) beside half msgperf's mean
     round trip with each send acknowledged; ProducerPerformance's and ConsumerPerformance's
     rates, run together, beside the rate msgperf's stream delivers (kafka_producer_and_consumer),
     with each process's CPU a message."""
