@@ -1506,6 +1506,62 @@ mod kafka {
     }
 
     #[test]
+    fn kafka_a_reader_behind_its_topic_s_retention_fails_naming_it_with_results_kept() {
+        // A 4 MiB log in 1 MiB segments, checked every second; a reader that takes 20 ms a
+        // message falls hundreds of MiB behind a 64 KiB writer in seconds. Its next message
+        // is deleted: it fails, naming the option, instead of jumping ahead.
+        let dir = temp_dir();
+        let json = dir.path().join("behind.json");
+        let out = run(
+            &[
+                "run",
+                "stream",
+                "-t",
+                "kafka",
+                "--size",
+                "64k",
+                "--duration",
+                "4s",
+                "--warmup",
+                "0s",
+                "--slow-subscriber",
+                "20ms",
+                "--opt",
+                "retention=4",
+                "--no-floor",
+                "--json",
+                json.to_str().unwrap(),
+            ],
+            Duration::from_secs(180),
+        );
+        let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert_eq!(out.status.code(), Some(1), "{all}");
+        assert!(
+            all.contains("the broker deleted messages this reader had not read")
+                && all.contains("--opt retention=MiB"),
+            "{all}"
+        );
+        let r: RunResult = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let c = &r.cases[0];
+        assert!(
+            c.error.as_deref().is_some_and(|e| e.contains("retention")),
+            "{:?}",
+            c.error
+        );
+        // What was measured before is kept: the writer's messages, the reader's first ones.
+        assert!(c.roles[0].counters.messages_sent > 0, "{:?}", c.roles[0]);
+        assert!(
+            c.roles[1].counters.messages_received > 0,
+            "{:?}",
+            c.roles[1]
+        );
+        assert_eq!(
+            c.config.options.get("retention").map(String::as_str),
+            Some("4")
+        );
+    }
+
+    #[test]
     fn kafka_pubsub_fans_out_without_loss_measures_the_broker_and_counts_best_effort() {
         pubsub_loses_nothing("kafka", &[]);
         // acks=0: the producer does not wait for the broker; the readers count what it did
@@ -1597,6 +1653,10 @@ mod kafka {
         refused(
             &["run", "stream", "-t", "kafka", "--opt", "linger=soon"],
             "--opt linger=soon",
+        );
+        refused(
+            &["run", "stream", "-t", "kafka", "--opt", "retention=2"],
+            "give whole MiB from 4",
         );
     }
 }

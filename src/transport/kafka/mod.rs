@@ -144,6 +144,8 @@ fn configure(port: u16, dir: &Path) -> std::io::Result<()> {
              group.initial.rebalance.delay.ms=0\n\
              message.max.bytes={max}\n\
              replica.fetch.max.bytes={max}\n\
+             log.retention.check.interval.ms=1000\n\
+             log.initial.task.delay.ms=1000\n\
              socket.request.max.bytes={}\n",
             dir.join("data").display(),
             4 * max,
@@ -238,6 +240,20 @@ fn check_queue(v: &str) -> Result<(), String> {
     }
 }
 
+/// How much of each topic's log the broker keeps by default, in MiB. Without a bound a 64 KiB
+/// stream fills the disk at some 300 MiB/s (a 10-minute run: 180 GB), and on a VM whose host
+/// takes back freed memory a log that only grows writes into pages the host took back: the
+/// broker spent 127-194 us of system time a 64 KiB record on such a log, against 64-80 us on
+/// one held to 512 MiB (2026-11-26).
+const RETENTION_DEFAULT: &str = "1024";
+
+fn check_retention(v: &str) -> Result<(), String> {
+    match v.parse::<u64>() {
+        Ok(n) if (4..=1 << 30).contains(&n) => Ok(()),
+        _ => Err("give whole MiB from 4 to 1073741824".into()),
+    }
+}
+
 fn check_linger(v: &str) -> Result<(), String> {
     match v.parse::<u32>() {
         Ok(n) if n <= 900_000 => Ok(()),
@@ -256,6 +272,8 @@ pub(super) struct Settings {
     /// Each send waits for its delivery report.
     sync: bool,
     idempotence: bool,
+    /// How much of each of the case's topics the broker keeps, in MiB.
+    retention_mib: u64,
     /// The broker is one msgperf started (configured for large messages).
     started: bool,
 }
@@ -280,6 +298,10 @@ impl Settings {
                 .unwrap_or_else(|| QUEUE_DEFAULT.parse().expect("a whole number of MiB")),
             sync: flag("sync"),
             idempotence,
+            retention_mib: o
+                .get("retention")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| RETENTION_DEFAULT.parse().expect("a whole number of MiB")),
             started: o.get("broker").is_none_or(|b| b == "start"),
         }
     }
@@ -349,6 +371,8 @@ impl Settings {
             // A reader whose prefetch queue was full fetches again as soon as it has room
             // (librdkafka waits a second by default).
             .set("fetch.queue.backoff.ms", "1")
+            // A reader whose next message retention deleted fails, instead of jumping ahead.
+            .set("auto.offset.reset", "error")
             .create()
             .map_err(failed)?;
         // Connected before it is assigned: its group coordinator is then found at the first
@@ -442,6 +466,7 @@ impl Transport for Kafka {
             OptionSpec { key: "linger", default: "0", about: "linger.ms: how long the producer waits to fill a batch before it sends; 0 sends each message at once (librdkafka's default is 5, the Java client's 5 since Kafka 4)", values: &[], check: Some(check_linger) },
             OptionSpec { key: "queue", default: QUEUE_DEFAULT, about: "how many MiB the producer queues ahead of the broker (queue.buffering.max.kbytes, and 100,000 messages at most): 32 as the Java client's buffer.memory (librdkafka's own default is 1024); a full queue makes a send wait", values: &[], check: Some(check_queue) },
             OptionSpec { key: "sync", default: "false", about: "each send waits for the broker's acknowledgement (its delivery report); false: a send returns once the client has queued it", values: &["true", "false"], check: None },
+            OptionSpec { key: "retention", default: RETENTION_DEFAULT, about: "how many MiB of each of the case's topics the broker keeps (retention.bytes, in segments of a quarter of it): older messages are deleted, which bounds the disk a long run fills; a reader that falls further behind its writer fails, naming this option", values: &[], check: Some(check_retention) },
             OptionSpec { key: "idempotence", default: "auto", about: "the idempotent producer: no duplicate and no reordering even when a write is retried (needs acks=all); auto: on with acks=all, as the Java client has it since Kafka 3, off otherwise", values: &["auto", "true", "false"], check: None },
         ];
         O
@@ -528,6 +553,11 @@ impl Transport for Kafka {
                 "history",
                 "keep-all",
                 "the log keeps every message until its retention (time, size) deletes it; one partition, in order",
+            ),
+            Setting::new(
+                "retention",
+                &format!("{} MiB", s.retention_mib),
+                "retention.bytes: how much of each topic the broker keeps; a reader further behind its writer fails",
             ),
             Setting::new(
                 "linger",
@@ -644,9 +674,17 @@ pub(super) fn create_topics(
         return Ok(());
     }
     let admin = admin(s, url)?;
+    let retention = (s.retention_mib << 20).to_string();
+    // A segment is deleted whole, once the log without it still holds `retention`.
+    let segment = (s.retention_mib << 18).max(1 << 20).to_string();
     let new: Vec<_> = topics
         .iter()
-        .map(|t| NewTopic::new(t, 1, TopicReplication::Fixed(1)))
+        .map(|t| {
+            NewTopic::new(t, 1, TopicReplication::Fixed(1))
+                .set("retention.bytes", &retention)
+                .set("segment.bytes", &segment)
+                .set("file.delete.delay.ms", "0")
+        })
         .collect();
     let end = Instant::now() + timeout;
     let mut left: Vec<&NewTopic> = new.iter().collect();
@@ -852,6 +890,11 @@ pub(super) fn read_next(
     loop {
         match reader.poll(end.saturating_duration_since(Instant::now())) {
             Some(Ok(m)) => return take(m.payload().unwrap_or(&[])).map(Some),
+            Some(Err(e)) if e.rdkafka_error_code() == Some(RDKafkaErrorCode::AutoOffsetReset) => {
+                return Err(failed(
+                    "the broker deleted messages this reader had not read: it fell further behind its writer than the topic's retention; give a larger --opt retention=MiB",
+                ))
+            }
             // A broker connection that failed and is made again: librdkafka retries; msgperf
             // ends the case if the broker is gone.
             Some(Err(_)) if Instant::now() < end => {}
