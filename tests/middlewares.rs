@@ -1481,7 +1481,9 @@ mod kafka {
             ),
             (300_000, 0, 0, 0, 0)
         );
-        // A message larger than the whole queue is named at once, not waited on.
+        // A message larger than the whole queue is named at once, not waited on; the writer
+        // still ends its stream, so its reader ends on that, not on its own timeout.
+        let json = dir.path().join("too-large.json");
         let out = run(
             &[
                 "run",
@@ -1497,12 +1499,29 @@ mod kafka {
                 "--no-floor",
                 "--timeout",
                 "60s",
+                "--json",
+                json.to_str().unwrap(),
             ],
             Duration::from_secs(180),
         );
         let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
         assert!(!out.status.success(), "{all}");
         assert!(all.contains("give --opt queue=MiB above it"), "{all}");
+        let r: RunResult = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let (writer, reader) = (&r.cases[0].roles[0], &r.cases[0].roles[1]);
+        assert!(
+            writer
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("--opt queue")),
+            "{:?}",
+            writer.error
+        );
+        assert_eq!(
+            reader.error, None,
+            "the reader should end on the writer's END"
+        );
+        assert_eq!(reader.counters.messages_received, 0);
     }
 
     #[test]

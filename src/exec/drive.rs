@@ -263,17 +263,23 @@ impl Driver {
             };
             match ev {
                 Event::Frame(i, FromRole::Result(report)) => {
-                    if let Report::Case(r) = report.as_ref() {
-                        if let Some(e) = &r.error {
-                            self.failed
-                                .get_or_insert_with(|| format!("{}: {e}", roles[i].label));
-                        }
-                    }
+                    let failed = match report.as_ref() {
+                        Report::Case(r) => r.error.clone(),
+                        _ => None,
+                    };
                     self.outcomes[i] = Some(Outcome::Reported(report));
+                    if let Some(e) = failed {
+                        self.failed
+                            .get_or_insert_with(|| format!("{}: {e}", roles[i].label));
+                        // The case has failed: the driving roles end it now rather than at
+                        // its length, and every other role still reports what it measured.
+                        self.stop_drivers(roles);
+                    }
                 }
                 Event::Frame(i, FromRole::Error(e)) => {
                     self.failed.get_or_insert_with(|| e.clone());
                     self.outcomes[i] = Some(Outcome::Failed(e));
+                    self.stop_drivers(roles);
                 }
                 Event::Frame(..) => {}
                 // Gone now (the runner killed it, or its process is dying), though its

@@ -11,7 +11,7 @@ use crate::sys;
 use crate::transport::{
     self, ChannelSpec, Endpoint, FloorEnds, Opening, Rendezvous, Side, TransportError,
 };
-use crate::workload::{self, message, RoleControl, RoleSpec, Sent};
+use crate::workload::{self, message, RoleControl, RoleError, RoleSpec, Sent};
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -251,6 +251,7 @@ fn serve_case(
     );
     let (sent, error) = match run {
         Ok(sent) => (sent, None),
+        Err(RoleError::Ended { sent, cause }) => (Some(sent), Some(cause.to_string())),
         Err(e) => (None, Some(e.to_string())),
     };
     let mut end = [0u8; message::HEADER];

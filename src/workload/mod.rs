@@ -180,6 +180,9 @@ pub enum RoleError {
     Transport(#[from] TransportError),
     #[error("integrity: {0}")]
     Integrity(String),
+    /// A driving role failed after sending `sent`: its END can still tell its readers so.
+    #[error("{cause}")]
+    Ended { sent: Sent, cause: Box<RoleError> },
 }
 
 /// When a driving role stops: after `count` measured messages or at `end_ns`.

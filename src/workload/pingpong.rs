@@ -80,35 +80,32 @@ fn initiate(
     let mut out = Outgoing::new(case.size_bytes, case.checksum);
     let mut buf = receive_buffer(case);
     let mut seq = 0;
+    // An initiator that fails still ends the exchange: its responder then ends at once
+    // instead of waiting out --timeout for a ping (on a broker, which does not close).
+    let ended = |e, first_measured, next| RoleError::Ended {
+        sent: Sent {
+            first_measured,
+            next,
+        },
+        cause: Box::new(e),
+    };
     if !case.warmup.is_zero() {
-        seq = exchange(
-            ep,
-            case,
-            rec,
-            &mut out,
-            &mut buf,
-            seq,
-            StopRule::warmup(case),
-            false,
-            stop,
-        )?;
+        let warmup = StopRule::warmup(case);
+        exchange(
+            ep, case, rec, &mut out, &mut buf, &mut seq, warmup, false, stop,
+        )
+        .map_err(|e| ended(e, seq, seq))?;
     }
     rec.reset();
     let first_measured = seq;
-    let next = exchange(
-        ep,
-        case,
-        rec,
-        &mut out,
-        &mut buf,
-        seq,
-        StopRule::measured(case),
-        true,
-        stop,
-    )?;
+    let measured = StopRule::measured(case);
+    exchange(
+        ep, case, rec, &mut out, &mut buf, &mut seq, measured, true, stop,
+    )
+    .map_err(|e| ended(e, first_measured, seq))?;
     Ok(Sent {
         first_measured,
-        next,
+        next: seq,
     })
 }
 
@@ -165,21 +162,21 @@ fn exchange(
     rec: &mut Recorder,
     out: &mut Outgoing,
     buf: &mut [u8],
-    mut seq: u64,
+    seq: &mut u64,
     rule: StopRule,
     record: bool,
     stop: &AtomicBool,
-) -> Result<u64, RoleError> {
+) -> Result<(), RoleError> {
     let flags = if record { MEASURED } else { 0 };
     let mut done = 0u64;
     loop {
         let t0 = clock::now();
         if case.zero_copy {
             ep.send_with(case.size_bytes, &mut |slot| {
-                message::build_in_place(slot, seq, t0, flags, 0, case.checksum)
+                message::build_in_place(slot, *seq, t0, flags, 0, case.checksum)
             })?;
         } else {
-            ep.send(out.stamp(seq, t0, flags, 0))?;
+            ep.send(out.stamp(*seq, t0, flags, 0))?;
         }
         let t1 = clock::now();
         // Wait for this round trip's reply; on an unreliable transport a lost one is counted
@@ -191,7 +188,7 @@ fn exchange(
                 receive_in_place(ep, rec, &mut |m| {
                     if m.len() < message::HEADER {
                         // No header to read: the length check names it.
-                        (got_seq, check) = (seq, message::verify(m, case.size_bytes, false));
+                        (got_seq, check) = (*seq, message::verify(m, case.size_bytes, false));
                         return;
                     }
                     got_seq = message::seq(m);
@@ -207,11 +204,12 @@ fn exchange(
                     .map(|n| (n, message::seq(&buf[..n]), None))
             };
             match got {
-                Ok((n, s, check)) if s == seq => break Some((n, check)),
-                Ok((_, s, _)) if !case.strict && s < seq => rec.counters.reordered += 1,
+                Ok((n, s, check)) if s == *seq => break Some((n, check)),
+                Ok((_, s, _)) if !case.strict && s < *seq => rec.counters.reordered += 1,
                 Ok((_, s, _)) => {
                     return Err(RoleError::Integrity(format!(
-                        "round trip {seq} got the reply of message {s}"
+                        "round trip {} got the reply of message {s}",
+                        *seq
                     )))
                 }
                 Err(TransportError::Timeout(_)) if !case.strict => break None,
@@ -242,10 +240,10 @@ fn exchange(
                 }
             }
         }
-        seq += 1;
+        *seq += 1;
         done += 1;
         if rule.done(done, t2, stop) {
-            return Ok(seq);
+            return Ok(());
         }
     }
 }

@@ -101,35 +101,32 @@ pub(crate) fn write_stream(
     let mut out = Outgoing::new(case.size_bytes, case.checksum);
     let mut buf = receive_buffer(case);
     let mut seq = 0;
+    // A writer that fails still says where its stream ended: its readers then end at once,
+    // with every message counted, instead of waiting out --timeout on a broker.
+    let ended = |e, first_measured, next| RoleError::Ended {
+        sent: Sent {
+            first_measured,
+            next,
+        },
+        cause: Box::new(e),
+    };
     if !case.warmup.is_zero() {
-        seq = write(
-            ep,
-            case,
-            rec,
-            &mut out,
-            &mut buf,
-            seq,
-            StopRule::warmup(case),
-            false,
-            stop,
-        )?;
+        let warmup = StopRule::warmup(case);
+        write(
+            ep, case, rec, &mut out, &mut buf, &mut seq, warmup, false, stop,
+        )
+        .map_err(|e| ended(e, seq, seq))?;
     }
     rec.reset();
     let first_measured = seq;
-    let next = write(
-        ep,
-        case,
-        rec,
-        &mut out,
-        &mut buf,
-        seq,
-        StopRule::measured(case),
-        true,
-        stop,
-    )?;
+    let measured = StopRule::measured(case);
+    write(
+        ep, case, rec, &mut out, &mut buf, &mut seq, measured, true, stop,
+    )
+    .map_err(|e| ended(e, first_measured, seq))?;
     Ok(Sent {
         first_measured,
-        next,
+        next: seq,
     })
 }
 
@@ -292,11 +289,11 @@ fn write(
     rec: &mut Recorder,
     out: &mut Outgoing,
     buf: &mut [u8],
-    mut seq: u64,
+    seq: &mut u64,
     rule: StopRule,
     record: bool,
     stop: &AtomicBool,
-) -> Result<u64, RoleError> {
+) -> Result<(), RoleError> {
     let flags = if record { MEASURED } else { 0 };
     let mut done = 0u64;
     // Each phase keeps its own open-loop schedule from its start (see measure::pacing).
@@ -312,10 +309,10 @@ fn write(
         };
         let sent = if case.zero_copy {
             ep.send_with(case.size_bytes, &mut |slot| {
-                message::build_in_place(slot, seq, t0, flags, lag, case.checksum)
+                message::build_in_place(slot, *seq, t0, flags, lag, case.checksum)
             })
         } else {
-            ep.send(out.stamp(seq, t0, flags, lag))
+            ep.send(out.stamp(*seq, t0, flags, lag))
         };
         let t1 = clock::now();
         if record && schedule.paced() {
@@ -328,7 +325,7 @@ fn write(
                     let n = receive(ep, buf, case, &mut rec.counters)?;
                     now = clock::now();
                     let m = &buf[..n];
-                    if message::flags(m) & ACK == 0 || message::seq(m) != seq {
+                    if message::flags(m) & ACK == 0 || message::seq(m) != *seq {
                         return Err(RoleError::Integrity(format!(
                             "message {seq} was acknowledged as {}",
                             message::seq(m)
@@ -356,10 +353,10 @@ fn write(
             }
             Err(e) => return Err(e.into()),
         }
-        seq += 1;
+        *seq += 1;
         done += 1;
         if rule.done(done, now, stop) {
-            return Ok(seq);
+            return Ok(());
         }
     }
 }
