@@ -38,17 +38,25 @@ fn exchanging(pid: u32) {
     }
 }
 
-fn result_of(args: &[&str], json: &std::path::Path) -> RunResult {
+/// Runs msgperf with `--json`: what it printed and what it wrote, whether or not it failed.
+fn output_and_result(args: &[&str], json: &std::path::Path) -> (std::process::Output, RunResult) {
     let mut all = args.to_vec();
     all.extend(["--json", json.to_str().unwrap()]);
     let out = run(&all, Duration::from_secs(180));
+    let said = format!("{args:?}: {}{}", text(&out.stdout), text(&out.stderr));
+    let written = std::fs::read(json).unwrap_or_else(|e| panic!("no JSON ({e}): {said}"));
+    (out, serde_json::from_slice(&written).unwrap())
+}
+
+fn result_of(args: &[&str], json: &std::path::Path) -> RunResult {
+    let (out, r) = output_and_result(args, json);
     assert!(
         out.status.success(),
         "{args:?}: {}{}",
         text(&out.stdout),
         text(&out.stderr)
     );
-    serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap()
+    r
 }
 
 /// The value that a case's delivery mapping gives `setting`, if it has it.
@@ -1236,7 +1244,7 @@ mod amqp {
     fn amqp_persistent_messages_are_counted_and_their_mapping_printed() {
         let dir = temp_dir();
         let json = dir.path().join("persistent.json");
-        let out = run(
+        let (out, r) = output_and_result(
             &[
                 "run",
                 "stream",
@@ -1254,10 +1262,8 @@ mod amqp {
                 "persistent=true",
                 "--opt",
                 "confirm=true",
-                "--json",
-                json.to_str().unwrap(),
             ],
-            Duration::from_secs(180),
+            &json,
         );
         let said = text(&out.stdout);
         assert!(out.status.success(), "{said}{}", text(&out.stderr));
@@ -1269,7 +1275,6 @@ mod amqp {
             said.contains("queue = classic: classic queues, durable"),
             "{said}"
         );
-        let r: RunResult = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
         let c = &r.cases[0];
         assert_eq!(c.roles[0].counters.messages_sent, 1000);
         let k = &c.roles[1].counters;
@@ -1484,7 +1489,7 @@ mod kafka {
         // A message larger than the whole queue is named at once, not waited on; the writer
         // still ends its stream, so its reader ends on that, not on its own timeout.
         let json = dir.path().join("too-large.json");
-        let out = run(
+        let (out, r) = output_and_result(
             &[
                 "run",
                 "stream",
@@ -1499,15 +1504,12 @@ mod kafka {
                 "--no-floor",
                 "--timeout",
                 "60s",
-                "--json",
-                json.to_str().unwrap(),
             ],
-            Duration::from_secs(180),
+            &json,
         );
         let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
         assert!(!out.status.success(), "{all}");
         assert!(all.contains("give --opt queue=MiB above it"), "{all}");
-        let r: RunResult = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
         let (writer, reader) = (&r.cases[0].roles[0], &r.cases[0].roles[1]);
         assert!(
             writer
@@ -1531,7 +1533,7 @@ mod kafka {
         // is deleted: it fails, naming the option, instead of jumping ahead.
         let dir = temp_dir();
         let json = dir.path().join("behind.json");
-        let out = run(
+        let (out, r) = output_and_result(
             &[
                 "run",
                 "stream",
@@ -1548,10 +1550,8 @@ mod kafka {
                 "--opt",
                 "retention=4",
                 "--no-floor",
-                "--json",
-                json.to_str().unwrap(),
             ],
-            Duration::from_secs(180),
+            &json,
         );
         let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
         assert_eq!(out.status.code(), Some(1), "{all}");
@@ -1560,7 +1560,6 @@ mod kafka {
                 && all.contains("--opt retention=MiB"),
             "{all}"
         );
-        let r: RunResult = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
         let c = &r.cases[0];
         assert!(
             c.error.as_deref().is_some_and(|e| e.contains("retention")),
