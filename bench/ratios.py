@@ -96,7 +96,9 @@ def sweep(a, binaries, c_loop):
                     if workload == "pingpong":
                         rows[name].update(rtt_us=p50(s) / 1e3, floor_rtt_us=s["floor_p50_ns"] / 1e3)
                     else:
-                        rows[name].update(mbs=s["mb_per_s"], floor_mbs=s["floor_mb_per_s"])
+                        # msgperf reports MiB/s, the C loop MB/s (10^6 B/s): both as MB/s.
+                        mb = 1.048576
+                        rows[name].update(mbs=s["mib_per_s"] * mb, floor_mbs=s["floor_mib_per_s"] * mb)
                 c = dict(kv.split("=") for kv in sh([c_loop, workload, t, str(size), a.duration, str(cpus[0]), str(cpus[1])]).split())
                 for name, _ in binaries:
                     if workload == "pingpong":

@@ -171,13 +171,16 @@ fn exchange(
     let mut done = 0u64;
     loop {
         let t0 = clock::now();
+        let this = *seq;
         if case.zero_copy {
             ep.send_with(case.size_bytes, &mut |slot| {
-                message::build_in_place(slot, *seq, t0, flags, 0, case.checksum)
+                message::build_in_place(slot, this, t0, flags, 0, case.checksum)
             })?;
         } else {
-            ep.send(out.stamp(*seq, t0, flags, 0))?;
+            ep.send(out.stamp(this, t0, flags, 0))?;
         }
+        // It went out: END counts it, whatever its reply does.
+        *seq += 1;
         let t1 = clock::now();
         // Wait for this round trip's reply; on an unreliable transport a lost one is counted
         // and a late one (of a round trip already counted lost) is skipped.
@@ -188,7 +191,7 @@ fn exchange(
                 receive_in_place(ep, rec, &mut |m| {
                     if m.len() < message::HEADER {
                         // No header to read: the length check names it.
-                        (got_seq, check) = (*seq, message::verify(m, case.size_bytes, false));
+                        (got_seq, check) = (this, message::verify(m, case.size_bytes, false));
                         return;
                     }
                     got_seq = message::seq(m);
@@ -204,12 +207,11 @@ fn exchange(
                     .map(|n| (n, message::seq(&buf[..n]), None))
             };
             match got {
-                Ok((n, s, check)) if s == *seq => break Some((n, check)),
-                Ok((_, s, _)) if !case.strict && s < *seq => rec.counters.reordered += 1,
+                Ok((n, s, check)) if s == this => break Some((n, check)),
+                Ok((_, s, _)) if !case.strict && s < this => rec.counters.reordered += 1,
                 Ok((_, s, _)) => {
                     return Err(RoleError::Integrity(format!(
-                        "round trip {} got the reply of message {s}",
-                        *seq
+                        "round trip {this} got the reply of message {s}"
                     )))
                 }
                 Err(TransportError::Timeout(_)) if !case.strict => break None,
@@ -240,7 +242,6 @@ fn exchange(
                 }
             }
         }
-        *seq += 1;
         done += 1;
         if rule.done(done, t2, stop) {
             return Ok(());

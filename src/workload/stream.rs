@@ -307,12 +307,13 @@ fn write(
         } else {
             0
         };
+        let this = *seq;
         let sent = if case.zero_copy {
             ep.send_with(case.size_bytes, &mut |slot| {
-                message::build_in_place(slot, *seq, t0, flags, lag, case.checksum)
+                message::build_in_place(slot, this, t0, flags, lag, case.checksum)
             })
         } else {
-            ep.send(out.stamp(*seq, t0, flags, lag))
+            ep.send(out.stamp(this, t0, flags, lag))
         };
         let t1 = clock::now();
         if record && schedule.paced() {
@@ -321,13 +322,15 @@ fn write(
         let mut now = t1;
         match sent {
             Ok(()) => {
+                // It went out: END counts it, whatever its acknowledgement does.
+                *seq += 1;
                 if case.confirm {
                     let n = receive(ep, buf, case, &mut rec.counters)?;
                     now = clock::now();
                     let m = &buf[..n];
-                    if message::flags(m) & ACK == 0 || message::seq(m) != *seq {
+                    if message::flags(m) & ACK == 0 || message::seq(m) != this {
                         return Err(RoleError::Integrity(format!(
-                            "message {seq} was acknowledged as {}",
+                            "message {this} was acknowledged as {}",
                             message::seq(m)
                         )));
                     }
@@ -347,13 +350,13 @@ fn write(
             }
             // A full queue told not to wait: the message is not sent, and counted.
             Err(TransportError::Full) => {
+                *seq += 1;
                 if record {
                     rec.counters.send_full += 1;
                 }
             }
             Err(e) => return Err(e.into()),
         }
-        *seq += 1;
         done += 1;
         if rule.done(done, now, stop) {
             return Ok(());
