@@ -198,29 +198,10 @@ fn configure(port: u16, dir: &Path) -> std::io::Result<()> {
         let said = std::fs::read_to_string(dir.join("format.log")).unwrap_or_default();
         return Err(std::io::Error::other(format!(
             "Kafka's storage format failed ({status}): {}",
-            java_said(&said)
+            broker::said(&said)
         )));
     }
     Ok(())
-}
-
-/// Why a Java tool failed, from what it printed: its exception and the exception's last cause
-/// (a stack trace ends in `... 8 more`, which says nothing), else its last line.
-fn java_said(log: &str) -> String {
-    let lines: Vec<&str> = log
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    let thrown = lines
-        .iter()
-        .find(|l| !l.starts_with("at ") && (l.contains("Exception") || l.contains("Error")));
-    let cause = lines.iter().rev().find(|l| l.starts_with("Caused by:"));
-    match (thrown, cause) {
-        (Some(t), Some(c)) => format!("{t} ({c})"),
-        (Some(t), None) => t.to_string(),
-        _ => lines.last().unwrap_or(&"it said nothing").to_string(),
-    }
 }
 
 fn check_broker(v: &str) -> Result<(), String> {
@@ -1010,16 +991,5 @@ mod tests {
             .map_delivery(&reliable, &with(&[("acks", "1"), ("idempotence", "true")]))
             .unwrap_err();
         assert!(e.contains("needs acks=all"), "{e}");
-    }
-
-    #[test]
-    fn a_java_failure_is_told_by_its_exception_and_cause_not_by_the_trace_s_end() {
-        let log = "Exception in thread \"main\" java.lang.RuntimeException: bad dir\n\tat a.B.c(B.java:1)\nCaused by: java.io.IOException: no space\n\tat d.E.f(E.java:2)\n\t... 8 more\n";
-        assert_eq!(
-            java_said(log),
-            "Exception in thread \"main\" java.lang.RuntimeException: bad dir (Caused by: java.io.IOException: no space)"
-        );
-        assert_eq!(java_said("formatting\ndone badly\n"), "done badly");
-        assert_eq!(java_said(""), "it said nothing");
     }
 }
