@@ -1529,8 +1529,10 @@ mod kafka {
     #[test]
     fn kafka_a_reader_behind_its_topic_s_retention_fails_naming_it_with_results_kept() {
         // A 4 MiB log in 1 MiB segments, checked every second; a reader that takes 20 ms a
-        // message falls hundreds of MiB behind a 64 KiB writer in seconds. Its next message
-        // is deleted: it fails, naming the option, instead of jumping ahead.
+        // message (its client fetches some 64 MiB ahead of it) falls hundreds of MiB behind
+        // 6,000 messages of 64 KiB (375 MiB), however fast the writer goes. Its next message
+        // is deleted: it fails, naming the option, instead of jumping ahead. (4 s of writing
+        // was too little with one CPU kept busy: the writer wrote 123 MiB.)
         let dir = temp_dir();
         let json = dir.path().join("behind.json");
         let (out, r) = output_and_result(
@@ -1541,8 +1543,8 @@ mod kafka {
                 "kafka",
                 "--size",
                 "64k",
-                "--duration",
-                "4s",
+                "--count",
+                "6000",
                 "--warmup",
                 "0s",
                 "--slow-subscriber",
