@@ -185,6 +185,19 @@ pub enum RoleError {
     Ended { sent: Sent, cause: Box<RoleError> },
 }
 
+impl RoleError {
+    /// `self`, from a driving role that had sent up to `next` (measured from `first_measured`).
+    pub(crate) fn ended(self, first_measured: u64, next: u64) -> RoleError {
+        RoleError::Ended {
+            sent: Sent {
+                first_measured,
+                next,
+            },
+            cause: Box::new(self),
+        }
+    }
+}
+
 /// When a driving role stops: after `count` measured messages or at `end_ns`.
 #[derive(Clone, Copy)]
 pub(crate) struct StopRule {

@@ -82,19 +82,12 @@ fn initiate(
     let mut seq = 0;
     // An initiator that fails still ends the exchange: its responder then ends at once
     // instead of waiting out --timeout for a ping (on a broker, which does not close).
-    let ended = |e, first_measured, next| RoleError::Ended {
-        sent: Sent {
-            first_measured,
-            next,
-        },
-        cause: Box::new(e),
-    };
     if !case.warmup.is_zero() {
         let warmup = StopRule::warmup(case);
         exchange(
             ep, case, rec, &mut out, &mut buf, &mut seq, warmup, false, stop,
         )
-        .map_err(|e| ended(e, seq, seq))?;
+        .map_err(|e| e.ended(seq, seq))?;
     }
     rec.reset();
     let first_measured = seq;
@@ -102,7 +95,7 @@ fn initiate(
     exchange(
         ep, case, rec, &mut out, &mut buf, &mut seq, measured, true, stop,
     )
-    .map_err(|e| ended(e, first_measured, seq))?;
+    .map_err(|e| e.ended(first_measured, seq))?;
     Ok(Sent {
         first_measured,
         next: seq,

@@ -103,19 +103,12 @@ pub(crate) fn write_stream(
     let mut seq = 0;
     // A writer that fails still says where its stream ended: its readers then end at once,
     // with every message counted, instead of waiting out --timeout on a broker.
-    let ended = |e, first_measured, next| RoleError::Ended {
-        sent: Sent {
-            first_measured,
-            next,
-        },
-        cause: Box::new(e),
-    };
     if !case.warmup.is_zero() {
         let warmup = StopRule::warmup(case);
         write(
             ep, case, rec, &mut out, &mut buf, &mut seq, warmup, false, stop,
         )
-        .map_err(|e| ended(e, seq, seq))?;
+        .map_err(|e| e.ended(seq, seq))?;
     }
     rec.reset();
     let first_measured = seq;
@@ -123,7 +116,7 @@ pub(crate) fn write_stream(
     write(
         ep, case, rec, &mut out, &mut buf, &mut seq, measured, true, stop,
     )
-    .map_err(|e| ended(e, first_measured, seq))?;
+    .map_err(|e| e.ended(first_measured, seq))?;
     Ok(Sent {
         first_measured,
         next: seq,
