@@ -7,6 +7,10 @@ Usage: bench/connect.py [--duration 2] [--transports tcp,uds] [--size 64] [--rep
 """
 import argparse, json, os, statistics, subprocess, tempfile
 
+import sys
+
+import benchlib
+
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(here)
 
@@ -54,4 +58,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(benchlib.recorded("connect", main))

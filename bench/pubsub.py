@@ -15,6 +15,8 @@ Usage: bench/pubsub.py [--duration 3]
 """
 import argparse, json, os, subprocess, sys, tempfile, time
 
+import benchlib
+
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -98,4 +100,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(benchlib.recorded("pubsub", main))

@@ -17,6 +17,8 @@ Usage: bench/ratios.py [--duration 2] [--placement cross-cpu,same-cpu] [--repeat
 """
 import argparse, json, os, re, statistics, subprocess, sys, tempfile
 
+import benchlib
+
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(here)
 
@@ -122,4 +124,4 @@ def sweep(a, binaries, c_loop):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(benchlib.recorded("ratios", main))

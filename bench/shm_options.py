@@ -7,11 +7,13 @@ median and p99 round trip, the CPU each round trip costs both roles, and the rat
 floors: the hardware's (`msgperf floor`: cache-line ping-pong for round trips, one CPU's memcpy
 bandwidth for streams) and shm's own plain loop with the same wait strategy (a flag each way for
 round trips, the futex ping-pong for `block`; for streams four slots with one copy in and one out).
-Then shm against iceoryx2 (built with the `iceoryx2` feature), same workload, wait strategy,
-placement and processes, both writing and reading every payload byte, with the ratio.
+shm against its peer among the adapters is `bench/middlewares.py --transports` with that
+adapter's name, which runs the adapter's own benchmark part.
 Usage: bench/shm_options.py [--duration 1]
 """
 import argparse, json, os, re, subprocess, sys, tempfile
+
+import benchlib
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -31,13 +33,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", default="1")
     a = ap.parse_args()
-    sh(["cargo", "build", "--release", "--quiet", "--features", "iceoryx2", "--manifest-path", os.path.join(root, "Cargo.toml")])
+    sh(["cargo", "build", "--release", "--quiet", "--manifest-path", os.path.join(root, "Cargo.toml")])
     msgperf = os.path.join(root, "target", "release", "msgperf")
     floor = sh([msgperf, "floor", "-t", "shm", "--placement", "cross-cpu", "--duration", a.duration + "s"])
     cache_line_us = float(re.search(r"cache-line ping-pong\s+8\s+\S+\s+\S+\s+\d+\s+\S+\s+(\S+)", floor).group(1))
     memcpy_mb = float(re.search(r"memcpy\s+64k\s+.*?(\d+\.\d)\s*$", floor, re.M).group(1))
     print(f"hardware floor: cache-line ping-pong p50 {cache_line_us:.2f} us (cross-cpu), memcpy {memcpy_mb:.0f} MB/s (one CPU)\n")
-    print("| case | cpus | p50 [us] | p99 [us] | msgs/s | MB/s | CPU [us/msg, both roles] | vs shm floor | vs hardware |")
+    print("| case | cpus | p50 [us] | p99 [us] | msgs/s | MiB/s | CPU [us/msg, both roles] | vs shm floor | vs hardware |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for placement in ("cross-cpu", "same-cpu"):
         waits = "spin,spin-yield,block" if placement == "cross-cpu" else "spin-yield,block"
@@ -48,32 +50,20 @@ def main():
             row(c, None, memcpy_mb)
     print("\nround trips: p50 / floor p50 (lower is better), the hardware's being the cache-line ping-pong;"
           " streams: MB/s / floor MB/s (higher is better), the hardware's being one CPU's memcpy.")
-    print("\n| shm vs iceoryx2 | shm p50 [us] | iceoryx2 p50 [us] | shm / iceoryx2 | shm msgs/s | iceoryx2 msgs/s | shm / iceoryx2 |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for wait in ("spin", "spin-yield", "block"):
-        shm = run(msgperf, "pingpong", 64, "cross-cpu", ["wait=" + wait, "zero-copy=true"], a.duration)[0]["summary"]
-        iox = run(msgperf, "pingpong", 64, "cross-cpu", ["wait=" + wait], a.duration, "iceoryx2")[0]["summary"]
-        ps, pi = shm["latency"]["percentiles_ns"][0] / 1e3, iox["latency"]["percentiles_ns"][0] / 1e3
-        print(f'| pingpong 64 B wait={wait} | {ps:.2f} | {pi:.2f} | {ps / pi:.2f}x | {shm["msgs_per_s"]:.0f} | {iox["msgs_per_s"]:.0f} | {shm["msgs_per_s"] / iox["msgs_per_s"]:.2f}x |')
-    for size in (64, 65536):
-        shm = run(msgperf, "stream", size, "cross-cpu", ["zero-copy=true"], a.duration)[0]["summary"]
-        iox = run(msgperf, "stream", size, "cross-cpu", [], a.duration, "iceoryx2")[0]["summary"]
-        print(f'| stream {size} B (spin-yield) | - | - | - | {shm["msgs_per_s"]:.0f} | {iox["msgs_per_s"]:.0f} | {shm["msgs_per_s"] / iox["msgs_per_s"]:.2f}x |')
-    print("\nBoth zero-copy, both processes, both writing and checking every payload byte; p50 lower is better, msgs/s higher.")
 
 def row(c, cache_line_us, memcpy_mb):
     s = c["summary"]
     d = s["latency"]
     cpu = sum(r["cpu_user_ns_per_msg"] + r["cpu_sys_ns_per_msg"] for r in s["roles"]) / 1e3
-    p = d["percentiles_ns"]
+    p = [d["p50_ns"], d["p90_ns"], d["p99_ns"]]
     rtt = s["latency_kind"] == "round trip"
     name = f'{c["config"]["workload"]} {s["size_bytes"]} B {s["options"]}'
     if rtt:
         vs_cl = f'{p[0] / 1e3 / cache_line_us:.2f}x' if cache_line_us and s["cpus"] != "0/0" else "-"
     else:
-        vs_cl = f'{s["mb_per_s"] / memcpy_mb:.2f}x' 
-    print(f'| {name} | {s["cpus"]} | {p[0] / 1e3:.2f} | {(p[2] or 0) / 1e3:.2f} | {s["msgs_per_s"]:.0f} | {s["mb_per_s"]:.0f} | '
+        vs_cl = f'{s["mib_per_s"] * 1.048576 / memcpy_mb:.2f}x' 
+    print(f'| {name} | {s["cpus"]} | {p[0] / 1e3:.2f} | {(p[2] or 0) / 1e3:.2f} | {s["msgs_per_s"]:.0f} | {s["mib_per_s"]:.0f} | '
           f'{cpu:.2f} | {s["vs_floor"]:.2f}x | {vs_cl} |')
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(benchlib.recorded("shm_options", main))

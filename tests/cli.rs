@@ -161,8 +161,14 @@ fn json_and_csv_hold_every_figure_and_the_environment() {
     assert_eq!(cases.len(), 4);
     for c in cases {
         let s = &c["summary"];
-        assert_eq!(s["latency_kind"], "round-trip");
-        assert_eq!(c["latency_kind"], "round-trip", "recorded, not guessed");
+        assert_eq!(s["latency_kind"], "round trip");
+        assert_eq!(
+            c["latency_kind"]["label"], "round trip",
+            "recorded, not guessed"
+        );
+        assert!(c["latency_kind"]["meaning"]
+            .as_str()
+            .is_some_and(|m| m.contains("reply")));
         let l = &s["latency"];
         for p in ["p50_ns", "p90_ns", "p99_ns", "p99_9_ns", "p99_99_ns"] {
             assert!(l.get(p).is_some(), "labelled percentile {p}");
@@ -310,10 +316,17 @@ fn readme_opens_with_the_survey_and_the_tests() {
         .filter(|l| l.contains("pingpong") || l.contains("stream"))
         .count();
     assert!(rows >= 18, "survey rows: {rows}");
-    // Only what was named: no middleware, although this binary has them all.
-    for t in ["zmq", "nats", "kafka"] {
-        assert!(!stdout.contains(t), "survey has {t}, not named");
-    }
+    // Only what was named, although this binary may have more.
+    let named: Vec<&str> = BUILT_IN.split(',').collect();
+    let ran: std::collections::BTreeSet<&str> = stdout
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .filter(|t| msgperf::transport::find(t).is_ok())
+        .collect();
+    assert!(
+        ran.iter().all(|t| named.contains(t)),
+        "survey ran {ran:?}, not only {named:?}"
+    );
     let bad = run(&["survey", "-t", "tcp,nosuch"], Duration::from_secs(30));
     assert_eq!(bad.status.code(), Some(2), "{}", text(&bad.stderr));
     assert!(
@@ -413,4 +426,67 @@ fn the_users_own_malloc_tunables_are_left_as_they_are() {
         "{}",
         text(&out.stdout)
     );
+}
+
+/// Completions and the manual page come from the parser's own definition: every command and
+/// every workload's parameter is in them.
+#[test]
+fn completions_and_the_manual_page_cover_every_command_and_parameter() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = run(&["completions", shell], Duration::from_secs(20));
+        assert!(out.status.success(), "{shell}: {}", text(&out.stderr));
+        let script = text(&out.stdout);
+        for word in ["survey", "transports", "floor"] {
+            assert!(script.contains(word), "{shell} completions lack {word}");
+        }
+        for flag in ["opt", "runtime", "hold"] {
+            // fish names a long flag `-l opt`, the others `--opt`.
+            let named = [format!("--{flag}"), format!("-l {flag}")];
+            assert!(
+                named.iter().any(|n| script.contains(n.as_str())),
+                "{shell} completions lack --{flag}"
+            );
+        }
+    }
+    let out = run(&["completions", "tcsh"], Duration::from_secs(20));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "an unknown shell is a usage error"
+    );
+    let out = run(&["man"], Duration::from_secs(20));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let page = text(&out.stdout);
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH msgperf"),
+        "roff: {page:.200}"
+    );
+    assert!(page.contains("survey") && page.contains("completions"));
+}
+
+/// `msgperf transports --needs` says, a line each, what this machine lacks for the transports
+/// built in: Debian packages, then the scripts that use them (what `.ci/run` installs).
+#[test]
+fn needs_are_packages_then_scripts_one_a_line() {
+    let out = run(&["transports", "--needs"], Duration::from_secs(20));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines: Vec<String> = text(&out.stdout).lines().map(str::to_string).collect();
+    let kinds: Vec<&str> = lines
+        .iter()
+        .map(|l| l.split_once(' ').map_or("", |(k, _)| k))
+        .collect();
+    assert!(
+        kinds.iter().all(|k| *k == "debian" || *k == "script"),
+        "{lines:?}"
+    );
+    assert!(
+        kinds
+            .windows(2)
+            .all(|w| !(w[0] == "script" && w[1] == "debian")),
+        "packages first: {lines:?}"
+    );
+    for l in lines.iter().filter(|l| l.starts_with("script ")) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(&l[7..]);
+        assert!(path.is_file(), "{l}: the script is in the repository");
+    }
 }

@@ -36,7 +36,7 @@ fn check_exact(c: &CaseResult, pubs: usize, subs: usize, count: u64) {
     let brokers = c
         .roles
         .iter()
-        .filter(|r| r.role.kind == msgperf::result::RoleKind::Broker)
+        .filter(|r| r.role.kind == msgperf::result::RoleKind::BROKER)
         .count();
     assert_eq!(
         c.roles.len() - brokers,
@@ -65,7 +65,7 @@ fn check_exact(c: &CaseResult, pubs: usize, subs: usize, count: u64) {
             "{what}: subscriber {i}"
         );
         assert_eq!(
-            r.histogram(Metric::OneWay).unwrap().len(),
+            r.histogram(Metric::ONE_WAY).unwrap().len(),
             n,
             "{what}: subscriber {i}'s own histogram"
         );
@@ -82,7 +82,7 @@ fn check_exact(c: &CaseResult, pubs: usize, subs: usize, count: u64) {
     let max = c
         .roles
         .iter()
-        .filter_map(|r| r.histogram(Metric::OneWay))
+        .filter_map(|r| r.histogram(Metric::ONE_WAY))
         .map(|h| h.max())
         .max()
         .unwrap();
@@ -201,7 +201,7 @@ fn a_slow_subscriber_loses_messages_in_best_effort_and_they_are_counted() {
         r.count = None;
         r.duration = Some("400ms".into());
         r.delivery = Some(DeliveryArg::BestEffort);
-        r.slow_subscriber = Some("2ms".into());
+        r.params.0.insert("slow-subscriber".into(), "2ms".into());
         if t == "shm" {
             r.opts.push(("capacity".into(), "64k".into()));
         }
@@ -251,7 +251,7 @@ fn a_slow_subscriber_pushes_back_in_reliable_mode_and_loses_nothing() {
         r.size = Some("200".into());
         r.count = Some(300);
         r.delivery = Some(DeliveryArg::Reliable);
-        r.slow_subscriber = Some("500us".into());
+        r.params.0.insert("slow-subscriber".into(), "500us".into());
         if t == "shm" {
             r.opts.push(("capacity".into(), "64k".into()));
         }
@@ -290,7 +290,7 @@ fn pubsub_refuses_what_a_transport_cannot_do_with_the_fix() {
         "reliable"
     ])
     .contains("--delivery best-effort"));
-    assert!(e(&["pubsub", "-t", "uds", "--confirm"]).contains("stream --confirm"));
+    assert!(e(&["pubsub", "-t", "uds", "--confirm"]).contains("--confirm is for stream"));
     assert!(e(&["pubsub", "-t", "shm", "--subs", "9"]).contains("--opt fan-out=copy"));
     assert!(e(&["pubsub", "-t", "uds", "--subs", "0"]).contains("1 or more"));
     assert!(e(&[

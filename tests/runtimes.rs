@@ -58,7 +58,7 @@ fn pairs_deliver_every_message_of_every_pair_on_each_channel_crate() {
             "--checksum",
         ]);
         for c in &cases {
-            let n = c.config.n.unwrap();
+            let n = n_of(c);
             let what = format!("{} n={n}", c.config.transport);
             assert_eq!(c.error, None, "{what}");
             let (senders, receivers) = (&c.roles[0], &c.roles[1]);
@@ -70,7 +70,7 @@ fn pairs_deliver_every_message_of_every_pair_on_each_channel_crate() {
                 "{what}"
             );
             assert_eq!(
-                samples(c, Metric::OneWay),
+                samples(c, Metric::ONE_WAY),
                 7 * n,
                 "{what}: a delay per message"
             );
@@ -97,8 +97,8 @@ fn pairs_on_tokio_tasks_deliver_every_message_on_both_runtimes() {
     ]);
     assert_eq!(cases.len(), 4, "a row per runtime and n");
     for c in &cases {
-        let n = c.config.n.unwrap();
-        let what = format!("{} n={n}", c.config.runtime.label());
+        let n = n_of(c);
+        let what = format!("{} n={n}", runtime_of(c));
         assert_eq!(c.error, None, "{what}");
         assert_eq!(
             c.config.transport, "tokio-mpsc",
@@ -113,12 +113,12 @@ fn pairs_on_tokio_tasks_deliver_every_message_on_both_runtimes() {
         );
         assert_eq!((k.lost, k.duplicated, k.corrupted), (0, 0, 0), "{what}");
         assert_eq!(
-            samples(c, Metric::OneWay),
+            samples(c, Metric::ONE_WAY),
             5 * n,
             "{what}: a delay per message"
         );
         assert_eq!(
-            samples(c, Metric::SendCall),
+            samples(c, Metric::SEND_CALL),
             5 * n,
             "{what}: a time per send"
         );
@@ -140,8 +140,8 @@ fn spawn_starts_exactly_n_threads_or_tasks_and_measures_each() {
     ]);
     assert_eq!(cases.len(), 6, "a row per N and runtime");
     for c in &cases {
-        let n = c.config.n.unwrap();
-        let what = format!("{:?} n={n}", c.config.runtime);
+        let n = n_of(c);
+        let what = format!("{} n={n}", runtime_of(c));
         assert_eq!(c.error, None, "{what}");
         let r = &c.roles[0];
         assert_eq!(
@@ -149,9 +149,9 @@ fn spawn_starts_exactly_n_threads_or_tasks_and_measures_each() {
             (n, n),
             "{what}"
         );
-        assert_eq!(samples(c, Metric::SpawnCall), n, "{what}");
-        assert_eq!(samples(c, Metric::StartDelay), n, "{what}");
-        let unit = if c.config.runtime == msgperf::result::Runtime::Threads {
+        assert_eq!(samples(c, key("spawn_call_ns")), n, "{what}");
+        assert_eq!(samples(c, key("start_delay_ns")), n, "{what}");
+        let unit = if runtime_of(c) == "threads" {
             "thread"
         } else {
             "task"
@@ -180,22 +180,22 @@ fn timers_wake_every_waiter_once_for_a_shared_and_for_distinct_deadlines() {
     ]);
     assert_eq!(cases.len(), 4);
     for c in &cases {
-        let n = c.config.n.unwrap();
-        let what = format!("{:?} n={n}", c.config.runtime);
+        let n = n_of(c);
+        let what = format!("{} n={n}", runtime_of(c));
         assert_eq!(c.error, None, "{what}");
         assert_eq!(
             c.roles[0].counters.messages_received,
             2 * n,
             "{what}: every waiter woke"
         );
-        assert_eq!(samples(c, Metric::TimerLate), n, "{what}");
-        assert_eq!(samples(c, Metric::TimerLateDistinct), n, "{what}");
+        assert_eq!(samples(c, key("timer_late_ns")), n, "{what}");
+        assert_eq!(samples(c, key("timer_late_distinct_ns")), n, "{what}");
         // A waiter's lateness is measured from its deadline, which lies after the release.
-        let late = c.roles[0].histogram(Metric::TimerLate).unwrap();
+        let late = c.roles[0].histogram(key("timer_late_ns")).unwrap();
         assert!(late.max() < 60_000_000_000, "{what}: sane");
-        if c.config.runtime != msgperf::result::Runtime::Threads {
+        if runtime_of(c) != "threads" {
             assert_eq!(
-                samples(c, Metric::TimerRegister),
+                samples(c, key("timer_register_ns")),
                 2 * n,
                 "{what}: registrations"
             );
@@ -221,15 +221,15 @@ fn connect_times_every_step_of_every_connection() {
             "{what}: every exchange echoed"
         );
         for m in [
-            Metric::Connection,
-            Metric::ConnectCall,
-            Metric::Rtt,
-            Metric::CloseCall,
+            key("connection_ns"),
+            key("connect_call_ns"),
+            Metric::RTT,
+            key("close_call_ns"),
         ] {
             assert_eq!(samples(c, m), 500, "{what} {m:?}");
         }
         // Every measured connection was accepted (the warm-up's are not timed).
-        assert!(samples(c, Metric::AcceptCall) >= 500, "{what}");
+        assert!(samples(c, key("accept_call_ns")) >= 500, "{what}");
     }
 }
 
@@ -344,7 +344,7 @@ fn runtime_workloads_refuse_what_does_not_apply_with_the_fix() {
         ),
         (
             vec!["run", "stream", "-t", "uds", "--runtime", "tokio"],
-            "stream runs on threads",
+            "--runtime is for pairs, spawn, timers, not stream",
         ),
         (vec!["run", "connect", "-t", "shm"], "-t tcp,uds"),
         (
@@ -481,4 +481,19 @@ fn split_gathered_and_text_writes_deliver_every_byte_and_a_slow_reader_leaves_no
         err.contains("needs a reply"),
         "a buffered writer is one-way: {err}"
     );
+}
+
+/// A workload's metric, by its key in results.
+fn key(k: &'static str) -> Metric {
+    Metric::new(k, 0)
+}
+
+/// A case's `--n`.
+fn n_of(c: &msgperf::result::CaseResult) -> u64 {
+    c.config.param("n").unwrap().parse().unwrap()
+}
+
+/// A case's `--runtime`.
+fn runtime_of(c: &msgperf::result::CaseResult) -> &str {
+    c.config.param("runtime").unwrap()
 }

@@ -14,7 +14,7 @@ use crate::result::{CaseConfig, RunResult, Wait, SCHEMA_VERSION};
 use crate::transport;
 use crate::units::{format_duration, format_size, parse_duration};
 use crate::workload;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -57,20 +57,18 @@ enum Command {
     Transports(TransportsArgs),
     /// Render a saved JSON result again.
     Report(ReportArgs),
+    /// Print shell completions, made from the same definition as the parser (e.g. `msgperf
+    /// completions bash > /etc/bash_completion.d/msgperf`).
+    Completions(CompletionsArgs),
+    /// Print msgperf's manual page in roff (`msgperf man > msgperf.1; man ./msgperf.1`).
+    Man,
     /// A role process, started by msgperf itself (`msgperf role subscriber 2 ...`).
     #[command(hide = true)]
     Role(RoleArgs),
 }
 
-const RUN_EXAMPLES: &str = "Examples:
-  msgperf run pingpong -t uds,tcp,shm --size 64,4k          round trips, one row per transport and size
-  msgperf run stream -t tcp --size 64k --duration 5s         throughput at the reader
-  msgperf run stream -t uds --size 200 --rate 1khz,10khz,max paced: latency from the intended send time
-  msgperf run pubsub -t uds,shm --pubs 1 --subs 5 --rate 1khz  5 subscribers, each a process
-  msgperf run pingpong -t shm --opt wait=spin,block          sweep a transport option
-  msgperf run pingpong -t tcp --connect 10.0.0.2:7000        the responder at a `msgperf serve`
-  msgperf run stream -t uds --json r.json --csv r.csv        every figure, the setup and the machine
-  msgperf run stream -t uds --rate sweep --print-scenario > t.toml; msgperf run --scenario t.toml";
+/// Examples of `msgperf run`: documentation, kept as text.
+const RUN_EXAMPLES: &str = include_str!("examples.txt");
 
 #[derive(Args, Debug)]
 struct SurveyArgs {
@@ -124,6 +122,10 @@ struct TransportsArgs {
     /// Print the table as Markdown (the README's table is this output).
     #[arg(long)]
     markdown: bool,
+    /// Print what the transports built in need and this machine lacks, a line each:
+    /// `debian PACKAGE` (for apt-get), then `script PATH` (run from the repository's top).
+    #[arg(long, conflicts_with = "markdown")]
+    needs: bool,
 }
 
 #[derive(Args, Debug)]
@@ -132,6 +134,13 @@ struct ReportArgs {
     file: PathBuf,
     #[command(flatten)]
     out: OutputOptions,
+}
+
+#[derive(Args, Debug)]
+struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    shell: clap_complete::Shell,
 }
 
 #[derive(Args, Debug)]
@@ -195,10 +204,29 @@ fn dispatch(cli: Cli, args: &[String]) -> Exit {
                 Some(n) => Some(transport::find(n).map_err(CliError::Usage)?),
                 None => None,
             };
-            print_out(&transports_table(a.markdown, only))?;
+            let text = if a.needs {
+                missing_needs(only)
+            } else {
+                transports_table(a.markdown, only)
+            };
+            print_out(&text)?;
             Ok(0)
         }
         Some(Command::Report(a)) => report_file(a),
+        Some(Command::Completions(a)) => {
+            let mut out = Vec::new();
+            clap_complete::generate(a.shell, &mut Cli::command(), "msgperf", &mut out);
+            print_out(&String::from_utf8_lossy(&out))?;
+            Ok(0)
+        }
+        Some(Command::Man) => {
+            let mut out = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut out)
+                .map_err(|e| CliError::Run(format!("cannot render the manual page: {e}")))?;
+            print_out(&String::from_utf8_lossy(&out))?;
+            Ok(0)
+        }
         Some(Command::Role(_)) => unreachable!("handled above"),
     }
 }
@@ -501,6 +529,26 @@ fn serve(a: ServeArgs) -> Exit {
     }
 }
 
+/// What the transports need and this machine lacks: packages first, as the scripts use them.
+fn missing_needs(only: Option<&'static dyn transport::Transport>) -> String {
+    let list: Vec<&dyn transport::Transport> = match only {
+        Some(t) => vec![t],
+        None => transport::REGISTRY.to_vec(),
+    };
+    let mut lines: Vec<String> = Vec::new();
+    for need in list.iter().flat_map(|t| t.needs()).filter(|n| !n.present) {
+        let line = match need.get {
+            transport::Get::Debian(p) => format!("debian {p}"),
+            transport::Get::Script(s) => format!("script {s}"),
+        };
+        if !lines.contains(&line) {
+            lines.push(line);
+        }
+    }
+    lines.sort_by_key(|l| l.starts_with("script"));
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
 fn transports_table(markdown: bool, only: Option<&'static dyn transport::Transport>) -> String {
     let list: Vec<&dyn transport::Transport> = match only {
         Some(t) => vec![t],
@@ -537,7 +585,12 @@ fn transports_table(markdown: bool, only: Option<&'static dyn transport::Transpo
         s.push('\n');
         for t in &list {
             let f = facts(*t);
-            let o = options(*t);
+            // Keys and defaults: what each means is `msgperf transports NAME`.
+            let o: Vec<String> = t
+                .options()
+                .iter()
+                .map(|o| format!("`{}={}`", o.key, o.default))
+                .collect();
             s.push_str(&format!(
                 "| {} | {} | {} | {} | {} | {} | {} |\n",
                 f[0],
@@ -549,7 +602,7 @@ fn transports_table(markdown: bool, only: Option<&'static dyn transport::Transpo
                 if o.is_empty() {
                     "-".into()
                 } else {
-                    o.join("; ")
+                    o.join(", ")
                 }
             ));
         }
@@ -588,6 +641,14 @@ fn transports_table(markdown: bool, only: Option<&'static dyn transport::Transpo
         out.push_str(&wrap(&format!("{}: {}", tr.name(), tr.about())));
         for o in options(*tr) {
             out.push_str(&wrap(&format!("  --opt {o}")));
+        }
+        for n in tr.needs() {
+            let state = if n.present { "here" } else { "missing" };
+            out.push_str(&wrap(&format!(
+                "  needs {} ({state}: {})",
+                n.what,
+                n.get.command()
+            )));
         }
     }
     if only.is_none() {

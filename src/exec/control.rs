@@ -373,7 +373,7 @@ mod tests {
 
     #[test]
     fn a_result_of_ten_megabytes_passes() {
-        let mut r = RoleResult::missing(RoleId::one(RoleKind::Reader), 1, String::new());
+        let mut r = RoleResult::missing(RoleId::one(RoleKind::new("reader")), 1, String::new());
         r.interval_means_ns = (0..1_500_000u64).map(|i| i * 7_919).collect();
         let bytes = frame(&FromRole::Result(Box::new(Report::Case(r.clone()))));
         assert!(bytes.len() > 10 << 20, "{} B", bytes.len());

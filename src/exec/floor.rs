@@ -94,9 +94,11 @@ pub fn measure(
             cpu,
         });
     }
+    // A side that starts a broker may wait for it to boot, beyond --timeout.
+    let startup = t.capabilities(&roles.options).startup;
     let bounds = Bounds {
         phase: SLACK,
-        run: Some(roles.warmup + roles.duration + roles.timeout * 3),
+        run: Some(roles.warmup + roles.duration + roles.timeout * 3 + startup),
     };
     let mut driven = drive(&mut started, orders, &events, None, bounds, &mut || {});
     let measured = match driven.outcomes.swap_remove(0) {

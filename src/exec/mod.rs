@@ -129,11 +129,11 @@ impl Runner {
 
     /// The transport's plain loop at this case's size and placement, where one compares like
     /// with like (see `Workload::floor_kind`).
-    pub fn floor(&mut self, case: &CaseConfig) -> Option<FloorResult> {
-        self.measure_floor_of(case).ok().flatten()
+    pub fn floor(&mut self, case: &CaseConfig) -> Result<Option<FloorResult>, String> {
+        self.measure_floor_of(case)
     }
 
-    /// As [`Runner::floor`], saying why a floor that applies could not be measured.
+    /// As [`Runner::floor`].
     fn measure_floor_of(&mut self, case: &CaseConfig) -> Result<Option<FloorResult>, String> {
         let t = transport::find(&case.transport)?;
         let w = workload::find(&case.workload)?;

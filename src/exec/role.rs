@@ -236,7 +236,7 @@ fn serve_case(
         }
     }
     let mut ends: Vec<Box<dyn Endpoint>> = ends.into_iter().flatten().collect();
-    let mut rec = Recorder::new();
+    let mut rec = Recorder::new(w.metrics());
     send(link, &FromRole::Ready)?;
     if !wait_go(link, bound)? {
         return Ok(None);
@@ -261,6 +261,7 @@ fn serve_case(
     }
     let mut result = rec.finish(role.id, error);
     result.sent_total = sent.map_or(0, |s: Sent| s.next);
+    result.pinned_cpu = role.cpu;
     send(
         link,
         &FromRole::Result(Box::new(Report::Case(result.clone()))),

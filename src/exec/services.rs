@@ -106,7 +106,7 @@ pub fn results(
         .iter()
         .zip(from.iter().zip(to))
         .map(|(s, (a, b))| {
-            let mut r = RoleResult::missing(RoleId::one(RoleKind::Broker), s.pid, String::new());
+            let mut r = RoleResult::missing(RoleId::one(RoleKind::BROKER), s.pid, String::new());
             r.error = None;
             match (a.usage, b.usage) {
                 (Some((u0, c0)), Some((u1, c1))) => {

@@ -27,10 +27,10 @@ pub fn calibrate() -> ClockInfo {
     }
     let read_cost_ns = (last - start) as f64 / READS as f64;
 
-    let mut rec = super::Recorder::new();
+    let mut rec = super::Recorder::new(&[super::Metric::RTT]);
     let t0 = now();
     for i in 0..READS {
-        rec.record(super::Metric::Rtt, 1_000 + (i & 0xFFFF));
+        rec.record(super::Metric::RTT, 1_000 + (i & 0xFFFF));
     }
     let record_cost_ns = (now() - t0) as f64 / READS as f64;
     ClockInfo {

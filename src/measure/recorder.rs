@@ -13,7 +13,9 @@ const INTERVAL_NS: u64 = 100_000_000;
 const MAX_INTERVALS: usize = 36_000;
 
 pub struct Recorder {
-    hists: [Histogram<u64>; Metric::ALL.len()],
+    /// The role's metrics, and a histogram for each at its metric's slot.
+    metrics: &'static [Metric],
+    hists: Vec<Histogram<u64>>,
     figures: Vec<crate::result::Figure>,
     stopped_by: Option<String>,
     pub counters: Counters,
@@ -30,18 +32,16 @@ pub struct Recorder {
     absorbed: Option<RoleResult>,
 }
 
-impl Default for Recorder {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Recorder {
-    pub fn new() -> Self {
+    /// A recorder for a role that records `metrics` (a workload's, with distinct slots).
+    pub fn new(metrics: &'static [Metric]) -> Self {
         let h =
             || Histogram::<u64>::new_with_bounds(1, HIGHEST_NS, 3).expect("valid histogram bounds");
+        let slots = metrics.iter().map(|m| m.slot() + 1).max().unwrap_or(0);
+        debug_assert_eq!(slots, metrics.len(), "a workload's metrics fill slots 0..n");
         let mut r = Recorder {
-            hists: std::array::from_fn(|_| h()),
+            metrics,
+            hists: (0..slots).map(|_| h()).collect(),
             figures: Vec::new(),
             stopped_by: None,
             counters: Counters::default(),
@@ -90,7 +90,7 @@ impl Recorder {
 
     #[inline(always)]
     pub fn record(&mut self, m: Metric, ns: u64) {
-        let h = &mut self.hists[m as usize];
+        let h = &mut self.hists[m.slot()];
         if h.record(ns.max(1)).is_err() {
             self.counters.out_of_range += 1;
             h.saturating_record(ns);
@@ -116,7 +116,7 @@ impl Recorder {
 
     /// All the time recorded in metric `m` (its samples' sum, within the histogram's 0.1%).
     pub fn total_ns(&self, m: Metric) -> u64 {
-        let h = &self.hists[m as usize];
+        let h = &self.hists[m.slot()];
         (h.mean() * h.len() as f64) as u64
     }
 
@@ -171,12 +171,14 @@ impl Recorder {
             role,
             pid: std::process::id(),
             cpus_seen: self.cpus.clone(),
+            pinned_cpu: None,
             measured_ns: self.end_ns.saturating_sub(self.start_ns),
             sent_total: 0,
-            histograms: Metric::ALL
+            histograms: self
+                .metrics
                 .iter()
-                .filter(|m| !self.hists[**m as usize].is_empty())
-                .map(|m| (*m, EncodedHistogram::encode(&self.hists[*m as usize])))
+                .filter(|m| !self.hists[m.slot()].is_empty())
+                .map(|m| (*m, EncodedHistogram::encode(&self.hists[m.slot()])))
                 .collect(),
             counters: self.counters.clone(),
             cpu: CpuUsage {

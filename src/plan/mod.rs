@@ -109,40 +109,26 @@ fn delivery_of(o: &RunOptions) -> Delivery {
     }
 }
 
-/// Validates a run into cases: one per transport, option set, size and rate, in that order.
+/// Validates a run into cases: one per transport, option set, size, rate and swept parameter,
+/// in that order.
 pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
     let name = o.workload.as_deref().ok_or(
-        "no workload given: write e.g. `msgperf run pingpong -t uds`, or give --scenario FILE",
+        "no workload given: write `msgperf run WORKLOAD -t TRANSPORT` (see `msgperf transports` for both), or give --scenario FILE",
     )?;
     let w = workload::find(name)?;
-    let subject = w.subject();
-    let runtimes = o.runtimes()?;
-    if let Some(r) = runtimes.iter().find(|r| !subject.runtimes().contains(r)) {
-        let can: Vec<&str> = subject.runtimes().iter().map(|r| r.label()).collect();
-        return Err(format!(
-            "{} runs on {}, not --runtime {}: drop it or pick one of those",
-            w.name(),
-            can.join(", "),
-            r.label()
-        ));
-    }
-    // Without -t, each runtime runs over its own default transport.
+    let param_sets = param_sets(w, &o.params.0)?;
+    // Without -t, each set of parameters runs over the workload's default transport for it.
     let defaulted = o.transports.is_empty();
     let mut transports = o.transports.clone();
     if defaulted {
-        for &r in &runtimes {
-            if let Some(t) = subject.default_transport(r) {
-                if !transports.iter().any(|x| x == t) {
-                    transports.push(t.to_string());
-                }
+        for t in param_sets.iter().filter_map(|p| w.default_transport(p)) {
+            if !transports.iter().any(|x| x == t) {
+                transports.push(t.to_string());
             }
         }
     }
     if transports.is_empty() {
-        return Err(
-            "no transport given: add --transport, e.g. --transport uds (see `msgperf transports`)"
-                .into(),
-        );
+        return Err("no transport given: add --transport NAME (see `msgperf transports`)".into());
     }
     if o.count == Some(0) {
         return Err("--count 0 measures nothing: give at least 1".into());
@@ -158,51 +144,33 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
     if let Some(crate::plan::ControlTarget::Name(n)) = o.connect() {
         check_name(&n)?;
     }
-    let (sizes, rates) = (o.sizes()?, o.rates()?);
-    let (warmup, slow) = (o.warmup()?, o.slow_subscriber()?);
+    let (sizes, rates, warmup) = (o.sizes()?, o.rates()?, o.warmup()?);
     let remote = o.connect().is_some();
     let (placement, cpus) = resolve_placement(o.placement(), o.pin.as_deref(), remote)?;
     let delivery = delivery_of(o);
-    let mut out = Vec::new();
-    let ns: Vec<Option<u64>> = match o.ns()? {
-        Some(v) if subject.takes_n() => v.into_iter().map(Some).collect(),
-        Some(_) => {
-            return Err(format!(
-                "--n is for pairs, spawn, timers and connect, not {}: drop it",
-                w.name()
-            ))
-        }
-        None => vec![subject.default_n()],
-    };
-    if subject != workload::Subject::Connections {
-        for (given, flag) in [
-            (o.hold == Some(true), "--hold"),
-            (o.backlog.is_some(), "--backlog"),
-            (o.no_accept == Some(true), "--no-accept"),
-        ] {
-            if given {
-                return Err(format!("{flag} is for connect, not {}: drop it", w.name()));
-            }
-        }
-    }
-    if o.no_accept == Some(true) && o.hold != Some(true) {
-        return Err(
-            "--no-accept stalls the listener, which only --hold measures: add --hold".into(),
-        );
-    }
-    if o.backlog == Some(0) {
-        return Err("--backlog 0 queues no connection: give at least 1".into());
-    }
-    let fixed = subject.fixed_work();
+    let fixed = w.fixed_work();
     if fixed && duration.is_some() {
         return Err(format!(
             "{} does a fixed amount of work (--n, and --count per pair for pairs): drop --duration",
             w.name()
         ));
     }
-    for name in &transports {
-        let t = transport::find(name)?;
-        for given in option_sets(&o.options()) {
+    let wait = if o.poll == Some(true) {
+        Wait::Poll
+    } else {
+        Wait::Block
+    };
+    let run: Vec<&'static dyn transport::Transport> = transports
+        .iter()
+        .map(|name| transport::find(name))
+        .collect::<Result<_, _>>()?;
+    let mut out = Vec::new();
+    for (t, options) in run
+        .iter()
+        .copied()
+        .zip(transport::options_for_each(&run, &o.options())?)
+    {
+        for given in option_sets(&options) {
             transport::validate_options(t, &given)?;
             let mapping = t.map_delivery(&delivery, &given)?;
             let mut options = given.clone();
@@ -225,81 +193,123 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
                     t.name()
                 ));
             }
-            let mut grid = Vec::new();
             for &size in &sizes {
-                for &rate in &rates {
-                    for &n in &ns {
-                        grid.extend(
-                            runtimes
-                                .iter()
-                                .filter(|&&rt| {
-                                    !defaulted || subject.default_transport(rt) == Some(t.name())
-                                })
-                                .map(|&rt| (size, rate, n, rt)),
-                        );
+                for &rate_hz in &rates {
+                    for params in param_sets
+                        .iter()
+                        .filter(|p| !defaulted || w.default_transport(p) == Some(t.name()))
+                    {
+                        let case = CaseConfig {
+                            workload: w.name().to_string(),
+                            transport: t.name().to_string(),
+                            options: options.clone(),
+                            effective_options: effective.clone(),
+                            transport_note: t.note().map(str::to_string),
+                            delivery,
+                            delivery_mapping: mapping.settings.clone(),
+                            size_bytes: size,
+                            count: o.count,
+                            duration: if o.count.is_some() || fixed {
+                                duration
+                            } else {
+                                Some(duration.unwrap_or(DEFAULT_DURATION))
+                            },
+                            warmup: if fixed {
+                                Duration::ZERO
+                            } else {
+                                warmup_of(warmup, &caps)
+                            },
+                            wait,
+                            checksum: o.checksum == Some(true),
+                            timeout,
+                            placement,
+                            cpus,
+                            threads: o.threads == Some(true) || !caps.cross_process,
+                            strict: mapping.strict,
+                            zero_copy: caps.zero_copy,
+                            // A zero-copy transport's in-place read waits as `--opt wait` says; a
+                            // library's waits only blocking.
+                            read_in_place: caps.zero_copy
+                                || (caps.reads_in_place && wait == Wait::Block),
+                            latest: mapping.latest,
+                            rate_hz,
+                            pubs: o.pubs(),
+                            subs: o.subs(),
+                            params: shown_params(w, &o.params.0, params),
+                            effective_params: params.clone(),
+                        };
+                        w.check(&case, &caps)?;
+                        if remote {
+                            check_remote(w, &case, &caps)?;
+                        }
+                        out.push(case);
                     }
-                }
-            }
-            let wait = if o.poll == Some(true) {
-                Wait::Poll
-            } else {
-                Wait::Block
-            };
-            for (size, rate_hz, n, runtime) in grid {
-                {
-                    let case = CaseConfig {
-                        workload: w.name().to_string(),
-                        transport: t.name().to_string(),
-                        options: options.clone(),
-                        effective_options: effective.clone(),
-                        delivery,
-                        delivery_mapping: mapping.settings.clone(),
-                        size_bytes: size,
-                        count: o.count,
-                        duration: if o.count.is_some() || fixed {
-                            duration
-                        } else {
-                            Some(duration.unwrap_or(DEFAULT_DURATION))
-                        },
-                        warmup: if fixed {
-                            Duration::ZERO
-                        } else {
-                            warmup_of(warmup, &caps)
-                        },
-                        wait,
-                        confirm: o.confirm == Some(true),
-                        checksum: o.checksum == Some(true),
-                        timeout,
-                        placement,
-                        cpus,
-                        threads: o.threads == Some(true) || !caps.cross_process,
-                        strict: mapping.strict,
-                        zero_copy: caps.zero_copy,
-                        // A zero-copy transport's in-place read waits as `--opt wait` says; a
-                        // library's waits only blocking.
-                        read_in_place: caps.zero_copy
-                            || (caps.reads_in_place && wait == Wait::Block),
-                        latest: mapping.latest,
-                        rate_hz,
-                        pubs: o.pubs(),
-                        subs: o.subs(),
-                        slow_subscriber: slow,
-                        n,
-                        runtime,
-                        hold: o.hold == Some(true),
-                        backlog: o.backlog,
-                        no_accept: o.no_accept == Some(true),
-                    };
-                    w.check(&case, &caps)?;
-                    if remote {
-                        check_remote(w, &case, &caps)?;
-                    }
-                    out.push(case);
                 }
             }
         }
     }
     Ok(out)
+}
+
+/// The workload's parameters for each of its cases: the values given (a swept one's, one per
+/// case, in order) over the declared defaults. A parameter the workload does not take, or a
+/// value its declaration refuses, is refused here.
+fn param_sets(
+    w: &dyn workload::Workload,
+    given: &workload::Params,
+) -> Result<Vec<workload::Params>, String> {
+    for key in given.keys() {
+        if !w.params().iter().any(|p| p.key == key) {
+            let takes = workload::declaring(key);
+            return Err(format!(
+                "--{key} is for {}, not {}: drop it",
+                takes.join(", "),
+                w.name()
+            ));
+        }
+    }
+    let mut sets = vec![workload::Params::new()];
+    for p in w.params() {
+        let values: Vec<String> = match given.get(p.key) {
+            Some(v) => p.values(v),
+            None => p.default.map(str::to_string).into_iter().collect(),
+        };
+        for v in &values {
+            p.check(v)?;
+        }
+        if values.is_empty() {
+            continue;
+        }
+        sets = sets
+            .into_iter()
+            .flat_map(|set| {
+                values.iter().map(move |v| {
+                    let mut s = set.clone();
+                    s.insert(p.key.to_string(), v.clone());
+                    s
+                })
+            })
+            .collect();
+    }
+    Ok(sets)
+}
+
+/// The parameters a case's tables name: those given, and those its workload always names.
+fn shown_params(
+    w: &dyn workload::Workload,
+    given: &workload::Params,
+    params: &workload::Params,
+) -> workload::Params {
+    params
+        .iter()
+        .filter(|(k, _)| {
+            given.contains_key(*k)
+                || w.params()
+                    .iter()
+                    .any(|p| p.key == k.as_str() && p.always_shown)
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 /// The bound on every wait when `--timeout` is not given.
@@ -361,10 +371,9 @@ pub fn option_sets(options: &BTreeMap<String, String>) -> Vec<BTreeMap<String, S
     sets
 }
 
-/// The survey: every built-in transport, ping-pong at 64 B and 4 KiB and a 64 KiB stream, in
-/// both pinned placements (one if the machine has one CPU).
-/// The survey: ping-pong at 64 B and 4 KiB and a 64 KiB stream on each of `transports` (every
-/// one built in if none is named), at every placement this machine allows.
+/// The survey: each workload's survey sizes (ping-pong at 64 B and 4 KiB, a 64 KiB stream) on
+/// each of `transports` (every one built in if none is named), at every placement this machine
+/// allows.
 pub fn survey(
     transports: &[String],
     duration: Duration,
@@ -386,7 +395,10 @@ pub fn survey(
             .filter(|t| transports.is_empty() || transports.iter().any(|n| n == t.name()))
         {
             let max = t.capabilities(&BTreeMap::new()).max_message_bytes;
-            for (workload, size) in [("pingpong", 64usize), ("pingpong", 4096), ("stream", 65536)] {
+            let points = workload::REGISTRY
+                .iter()
+                .flat_map(|w| w.survey_sizes().iter().map(move |&s| (w.name(), s)));
+            for (workload, size) in points {
                 let o = RunOptions {
                     workload: Some(workload.into()),
                     transports: vec![t.name().into()],
@@ -459,14 +471,6 @@ mod tests {
         assert!(!read_in_place("shm", false, false));
         // A zero-copy reader waits its own way (--opt wait), polling or not.
         assert!(read_in_place("shm", true, false) && read_in_place("shm", true, true));
-        #[cfg(feature = "nats")]
-        {
-            assert!(read_in_place("nats", false, false));
-            assert!(
-                !read_in_place("nats", false, true),
-                "a polling reader copies"
-            );
-        }
     }
 
     #[test]
@@ -482,14 +486,35 @@ mod tests {
             o.size = Some("100000".into());
         })
         .contains("smaller --size"));
-        assert!(with(&|o| o.opts = vec![("nodelay".into(), "maybe".into())])
-            .contains("has no option `nodelay`"));
+        assert!(with(&|o| {
+            o.transports = vec!["uds".into()];
+            o.opts = vec![("nodelay".into(), "maybe".into())];
+        })
+        .contains("has no option `nodelay`"));
+        assert!(with(&|o| o.opts = vec![("capacity".into(), "1M".into())])
+            .contains("no transport of this run (uds, tcp) has an option `capacity`"));
+        assert!(with(&|o| o.opts = vec![("shm.wait".into(), "spin".into())])
+            .contains("transport `shm` is not in this run (uds, tcp)"));
+        assert!(with(&|o| o.opts = vec![("tcp.wait".into(), "spin".into())])
+            .contains("transport `tcp` has no option `wait`"));
         assert!(with(&|o| {
             o.transports = vec!["tcp".into()];
             o.opts = vec![("nodelay".into(), "maybe".into())];
         })
         .contains("use one of true, false"));
-        assert!(with(&|o| o.confirm = Some(true)).contains("--confirm"));
+        assert!(
+            with(&|o| {
+                o.params.0.insert("confirm".into(), "true".into());
+            })
+            .contains("--confirm is for stream, not pingpong: drop it"),
+            "a parameter of another workload"
+        );
+        assert!(with(&|o| {
+            o.workload = Some("spawn".into());
+            o.transports = vec![];
+            o.params.0.insert("n".into(), "10,x".into());
+        })
+        .contains("--n `x` is not a count"));
         assert!(
             with(&|o| o.transports = vec!["carrier-pigeon".into()]).contains("unknown transport")
         );
@@ -507,6 +532,37 @@ mod tests {
             let e = with(&|o| o.name = Some(bad.to_string()));
             assert!(e.contains("not a server name"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn an_option_goes_to_the_transports_that_have_it_or_to_the_one_it_names() {
+        let mut o = opts();
+        o.transports = vec!["uds".into(), "tcp".into(), "shm".into()];
+        o.size = Some("64".into());
+        o.opts = vec![
+            ("nodelay".into(), "false".into()),
+            ("wait".into(), "spin,block".into()),
+            ("shm.wait".into(), "spin-yield".into()),
+        ];
+        let c = cases(&o).unwrap();
+        let got: Vec<_> = c
+            .iter()
+            .map(|c| (c.transport.as_str(), c.options.clone()))
+            .collect();
+        let opt = |kv: &[(&str, &str)]| -> BTreeMap<String, String> {
+            kv.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            got,
+            [
+                ("uds", opt(&[])),
+                ("tcp", opt(&[("nodelay", "false")])),
+                // The qualified key wins, so shm runs one case, not a sweep.
+                ("shm", opt(&[("wait", "spin-yield")])),
+            ]
+        );
     }
 
     #[test]

@@ -43,10 +43,6 @@ pub struct RunOptions {
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poll: Option<bool>,
-    /// The writer waits for an acknowledgement of every message (stream).
-    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub confirm: Option<bool>,
     /// Every message carries a CRC32 of its payload, checked by the receiver.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -77,35 +73,6 @@ pub struct RunOptions {
     #[arg(long, value_enum)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<HistoryArg>,
-    /// The first subscriber (reader) spends this long on every message: a slow consumer.
-    #[arg(long)]
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slow_subscriber: Option<String>,
-    /// pairs, spawn, timers, connect: how many channel pairs, threads or tasks, waiters or
-    /// connections; a list runs a case for each, e.g. 1,100,1000,10000 [default: 100].
-    #[arg(long = "n", value_name = "N[,N...]")]
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub n: Option<String>,
-    /// pairs, spawn, timers: what runs their concurrent parts: threads, tokio (a
-    /// current-thread runtime) or tokio-multi; a list runs a case for each [default: threads].
-    #[arg(long, value_name = "RUNTIME[,RUNTIME...]")]
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub runtime: Option<String>,
-    /// connect: open connections and hold them until the first failure (or --n, or
-    /// --duration), then report how many were held and what stopped it.
-    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hold: Option<bool>,
-    /// connect: the listener's backlog, the connections the kernel queues for it [default:
-    /// net.core.somaxconn, the most it allows].
-    #[arg(long, value_name = "N")]
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backlog: Option<u32>,
-    /// connect --hold: the listener never accepts, as a stalled server: connections queue in
-    /// its backlog until one times out, which is counted.
-    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub no_accept: Option<bool>,
     /// Run the roles as threads of one process instead of processes.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -119,7 +86,8 @@ pub struct RunOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pin: Option<Vec<usize>>,
     /// A transport option, key=value (repeatable; a comma list sweeps it; see `msgperf
-    /// transports`).
+    /// transports`). It goes to every transport of the run that has the key; NAME.key=value
+    /// to one transport only (e.g. shm.wait=block).
     #[arg(long = "opt", value_name = "KEY=VALUE", value_parser = parse_opt)]
     #[serde(
         rename = "options",
@@ -145,6 +113,10 @@ pub struct RunOptions {
     #[arg(long)]
     #[serde(skip)]
     pub name: Option<String>,
+    /// The workloads' own parameters (`--n`, `--hold`, ...), made from their declarations.
+    #[command(flatten)]
+    #[serde(skip)]
+    pub params: ParamArgs,
     #[command(flatten)]
     #[serde(default, skip_serializing_if = "OutputOptions::is_empty")]
     pub output: OutputOptions,
@@ -157,6 +129,59 @@ pub struct RunOptions {
     #[arg(long)]
     #[serde(skip)]
     pub print_scenario: bool,
+}
+
+/// The workloads' own parameters as given (`--n 100`, or `hold = true` in a scenario), by key.
+/// Their flags and scenario keys are made from the workloads' declarations
+/// ([`crate::workload::Param`]), so a workload adds one without touching this room.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ParamArgs(pub BTreeMap<String, String>);
+
+impl clap::FromArgMatches for ParamArgs {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut out = ParamArgs::default();
+        out.update_from_arg_matches(m)?;
+        Ok(out)
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        for p in crate::workload::all_params() {
+            if let Some(v) = m.get_one::<String>(p.key) {
+                self.0.insert(p.key.to_string(), v.clone());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl clap::Args for ParamArgs {
+    fn augment_args(mut cmd: clap::Command) -> clap::Command {
+        use crate::workload::ParamKind;
+        for p in crate::workload::all_params() {
+            let for_whom = crate::workload::declaring(p.key).join(", ");
+            let default = match p.default {
+                Some(d) if !matches!(p.kind, ParamKind::Flag) => format!(" [default: {d}]"),
+                _ => String::new(),
+            };
+            let mut arg = clap::Arg::new(p.key)
+                .long(p.key)
+                .help(format!("{for_whom}: {}{default}", p.about));
+            arg = match p.kind {
+                ParamKind::Flag => arg
+                    .num_args(0..=1)
+                    .default_missing_value("true")
+                    .require_equals(true)
+                    .value_parser(["true", "false"]),
+                _ => arg.value_name(p.value_name),
+            };
+            cmd = cmd.arg(arg);
+        }
+        cmd
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
 }
 
 /// Where results go.
@@ -269,38 +294,6 @@ impl RunOptions {
             None => crate::plan::DEFAULT_TIMEOUT,
         })
     }
-    pub fn slow_subscriber(&self) -> Result<Option<Duration>, String> {
-        self.slow_subscriber
-            .as_deref()
-            .map(|d| parse_duration(d).map_err(|e| format!("--slow-subscriber: {e}")))
-            .transpose()
-    }
-    /// `--n`: None where not given (the workload picks its default).
-    pub fn ns(&self) -> Result<Option<Vec<u64>>, String> {
-        let Some(text) = &self.n else { return Ok(None) };
-        text.split(',')
-            .map(|v| match v.trim().replace('_', "").parse::<u64>() {
-                Ok(n) if n > 0 => Ok(n),
-                _ => Err(format!(
-                    "--n `{v}` is not a count: give whole numbers from 1, e.g. --n 1,100,1000"
-                )),
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map(Some)
-    }
-    pub fn runtimes(&self) -> Result<Vec<crate::result::Runtime>, String> {
-        use crate::result::Runtime;
-        self.runtime
-            .as_deref()
-            .unwrap_or("threads")
-            .split(',')
-            .map(|r| {
-                Runtime::parse(r.trim()).ok_or_else(|| {
-                    format!("--runtime `{r}` is not a runtime: use threads, tokio or tokio-multi")
-                })
-            })
-            .collect()
-    }
     pub fn pubs(&self) -> usize {
         self.pubs.unwrap_or(1)
     }
@@ -348,6 +341,8 @@ impl RunOptions {
         let mut out: RunOptions = merged
             .try_into()
             .map_err(|e: toml::de::Error| e.to_string())?;
+        out.params = base.params.clone();
+        out.params.0.extend(self.params.0.clone());
         out.name = self.name.clone().or(base.name.clone());
         out.scenario = self.scenario.clone();
         out.print_scenario = self.print_scenario;
@@ -355,15 +350,49 @@ impl RunOptions {
     }
 
     /// A scenario file's options; errors carry the line, the column and what was expected.
+    /// The workloads' parameters are top-level keys too: they are taken out first, and the
+    /// rest is read as [`RunOptions`].
     pub fn parse_scenario(text: &str, origin: &str) -> Result<RunOptions, String> {
-        toml::from_str(text).map_err(|e| format!("{origin}: {}", e.to_string().trim_end()))
+        let located = |mut e: toml::de::Error| {
+            e.set_input(Some(text));
+            format!("{origin}: {}", e.to_string().trim_end())
+        };
+        let mut root = toml::de::DeTable::parse(text).map_err(located)?;
+        let mut params = ParamArgs::default();
+        for p in crate::workload::all_params() {
+            let Some(v) = root.get_mut().remove(p.scenario_key().as_str()) else {
+                continue;
+            };
+            let v = v.into_inner();
+            let text = match (v.as_str(), v.as_integer(), v.as_bool()) {
+                (Some(s), _, _) => s.to_string(),
+                (_, Some(i), _) => i.as_str().to_string(),
+                (_, _, Some(b)) => b.to_string(),
+                _ => {
+                    return Err(format!(
+                        "{origin}: `{}` takes a string, a number or true/false, e.g. {} = \"{}\"",
+                        p.scenario_key(),
+                        p.scenario_key(),
+                        p.default.unwrap_or("...")
+                    ))
+                }
+            };
+            params.0.insert(p.key.to_string(), text);
+        }
+        let mut o = RunOptions::deserialize(toml::de::Deserializer::from(root)).map_err(located)?;
+        o.params = params;
+        Ok(o)
     }
 
     /// These options as a scenario file.
     pub fn to_scenario(&self) -> String {
+        let mut table = toml::Table::try_from(self).expect("options serialize");
+        for (k, v) in &self.params.0 {
+            table.insert(k.replace('-', "_"), toml::Value::String(v.clone()));
+        }
         format!(
             "# msgperf scenario: run it with `msgperf run --scenario FILE`\n{}",
-            toml::to_string(self).expect("options serialize")
+            toml::to_string(&table).expect("options serialize")
         )
     }
 }
@@ -383,12 +412,12 @@ mod tests {
             count = 1000
             placement = "any"
             [options]
-            nodelay = "true"
+            nodelay = "maybe"
         "#;
         let o = RunOptions::parse_scenario(text, "t.toml").unwrap();
-        // uds takes no nodelay: the template is checked exactly like a command line.
-        assert!(cases(&o).unwrap_err().contains("has no option `nodelay`"));
-        let text = text.replace("[options]\n            nodelay = \"true\"", "");
+        // The template is checked exactly like a command line.
+        assert!(cases(&o).unwrap_err().contains("use one of true, false"));
+        let text = text.replace("[options]\n            nodelay = \"maybe\"", "");
         let o = RunOptions::parse_scenario(&text, "t.toml").unwrap();
         let c = cases(&o).unwrap();
         assert_eq!(c.len(), 2 * 4 * 2, "2 transports x 4 sizes x 2 rates");
@@ -415,7 +444,7 @@ mod tests {
         assert_eq!((c.pubs, c.subs), (5, 1));
         assert!(!c.strict, "best-effort");
         assert_eq!(c.options.get("full").map(String::as_str), Some("fail"));
-        assert_eq!(c.slow_subscriber, Some(Duration::from_millis(1)));
+        assert_eq!(c.param("slow-subscriber"), Some("1ms"));
         let again = RunOptions::parse_scenario(&o.to_scenario(), "printed").unwrap();
         assert_eq!(again, o);
         let e = RunOptions::parse_scenario(&text.replace("best-effort", "sometimes"), "p.toml")

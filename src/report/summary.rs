@@ -1,9 +1,7 @@
 //! Figures computed from a case's recorded results: percentiles from the histograms (never
 //! stored precomputed), rates, CPU per message, and the ratio to the floor.
 
-use crate::result::{
-    CaseResult, FloorKind, LatencyKind, Metric, RoleId, RoleKind, RoleResult, Wait,
-};
+use crate::result::{CaseResult, FloorKind, Metric, RoleId, RoleKind, RoleResult, Wait};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -121,8 +119,10 @@ pub struct CaseSummary {
     /// How readers waited: `poll`, or the transport's own strategy inside a blocking call
     /// (`spin`, `spin-yield`, `block`).
     pub wait: String,
-    /// What the latency figures mean, as the workload recorded it.
-    pub latency_kind: LatencyKind,
+    /// What the latency figures are (`round trip`), as the workload recorded it...
+    pub latency_kind: String,
+    /// ...and what that means, for the notes under a table.
+    pub latency_meaning: String,
     pub latency: Option<Distribution>,
     pub msgs_per_s: f64,
     /// The primary rate's messages in bytes, one direction, in MiB/s (2^20 B/s).
@@ -163,8 +163,8 @@ pub struct CaseSummary {
     pub error: Option<String>,
     pub interrupted: bool,
     /// `--n`, and what ran the workload's concurrent parts (pairs, spawn, timers, connect).
-    pub n: Option<u64>,
-    pub runtime: String,
+    /// The workload's parameters that tables name beside it, `key=value` separated by spaces.
+    pub params: String,
     /// The workload's own figures, every role's, as `name [unit]` and value.
     pub figures: Vec<(String, f64)>,
     /// Why a role stopped where that is a finding (`connect --hold`).
@@ -191,8 +191,8 @@ fn role_summary(r: &RoleResult, own_process: bool) -> RoleSummary {
             .filter(|h| !h.is_empty())
             .map(|h| (h.mean(), h.max()))
     };
-    let send = call(Metric::SendCall);
-    let recv = call(Metric::RecvCall);
+    let send = call(Metric::SEND_CALL);
+    let recv = call(Metric::RECV_CALL);
     RoleSummary {
         role: r.role.to_string(),
         role_id: r.role,
@@ -216,10 +216,10 @@ fn role_summary(r: &RoleResult, own_process: bool) -> RoleSummary {
         read_calls_per_s: rate(c.read_calls, r.measured_ns),
         new_messages_per_s: rate(c.messages_received, r.measured_ns),
         peak_rss_kib: r.cpu.peak_rss_kib,
-        other_threads_ns_per_msg: (own_process && r.role.kind != RoleKind::Broker)
+        other_threads_ns_per_msg: (own_process && r.role.kind != RoleKind::BROKER)
             .then(|| r.cpu.other_threads_ns as f64 / messages as f64),
         latency: r
-            .histogram(Metric::OneWay)
+            .histogram(Metric::ONE_WAY)
             .filter(|h| !h.is_empty())
             .map(|h| Distribution::of(&h)),
         received: c.messages_received,
@@ -260,7 +260,7 @@ fn primary(case: &CaseResult) -> Option<(Histogram<u64>, f64, usize)> {
         .map(|r| {
             // A reader's window opens at its first message, so the messages inside it are one
             // fewer; a round trip's opens before its first send.
-            let n = if case.latency_kind.is_round_trip() {
+            let n = if case.latency_kind.from_send {
                 r.counters.messages_sent
             } else {
                 r.counters.messages_received.saturating_sub(1)
@@ -366,8 +366,8 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
         size_bytes: cfg.size_bytes,
         placement: cfg.placement.label().into(),
         cpus: match cfg.cpus {
-            // A multi-thread runtime's workers are never pinned.
-            _ if cfg.runtime == crate::result::Runtime::TokioMulti => "-".into(),
+            // One role that was not pinned (a multi-thread runtime's).
+            _ if case.roles.len() == 1 && case.roles[0].pinned_cpu.is_none() => "-".into(),
             // One role: where it ran.
             _ if case.roles.len() == 1 => case.roles[0]
                 .cpus_seen
@@ -381,7 +381,7 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
         },
         roles_as: if cfg.threads { "threads" } else { "processes" }.into(),
         wait: match cfg.wait {
-            _ if cfg.transport == "none" => "-".into(),
+            _ if cfg.transport == crate::result::NO_TRANSPORT => "-".into(),
             Wait::Poll => "poll".to_string(),
             Wait::Block => cfg
                 .effective_options
@@ -389,7 +389,8 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
                 .cloned()
                 .unwrap_or_else(|| "block".into()),
         },
-        latency_kind: case.latency_kind,
+        latency_kind: case.latency_kind.label.to_string(),
+        latency_meaning: case.latency_kind.meaning.to_string(),
         latency,
         msgs_per_s,
         mib_per_s,
@@ -416,12 +417,12 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
                 f.label()
             )
         }),
-        latency_reader_idle: dist(Metric::OneWayReaderIdle),
-        latency_reader_busy: dist(Metric::OneWayReaderBusy),
+        latency_reader_idle: dist(Metric::ONE_WAY_READER_IDLE),
+        latency_reader_busy: dist(Metric::ONE_WAY_READER_BUSY),
         wire_bytes_per_msg: wire.map(|w| w.0),
         wire_overhead_bytes_per_msg: wire.map(|w| w.0 - w.1),
-        latency_from_intended: dist(Metric::OneWayIntended),
-        send_lag: dist(Metric::SendLag),
+        latency_from_intended: dist(Metric::ONE_WAY_INTENDED),
+        send_lag: dist(Metric::SEND_LAG),
         roles: case
             .roles
             .iter()
@@ -429,8 +430,12 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
             .collect(),
         error: case.error.clone(),
         interrupted: case.interrupted,
-        n: cfg.n,
-        runtime: cfg.runtime.label().into(),
+        params: cfg
+            .params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" "),
         figures: case
             .roles
             .iter()

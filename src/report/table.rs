@@ -192,21 +192,27 @@ fn grid_with_distribution(before: &[(&str, u8)], after: &[(&str, u8)]) -> Grid {
 
 /// A case's name in a table: its transport and the options it was given.
 fn transport_cell(s: &CaseSummary) -> String {
-    let mut name = if s.transport == "none" {
-        // A workload that measures a runtime: what ran it is its subject.
-        s.runtime.clone()
+    let name = if s.transport == crate::result::NO_TRANSPORT {
+        // A workload that measures a runtime: no transport carries it.
+        "-".to_string()
     } else if s.options.is_empty() {
         s.transport.clone()
     } else {
         format!("{} {}", s.transport, s.options)
     };
-    if s.transport != "none" && s.runtime != "threads" {
-        name.push_str(&format!(" ({})", s.runtime));
-    }
     if s.error.is_some() {
         format!("{name} (failed)")
     } else {
         name
+    }
+}
+
+/// A case's workload and the parameters tables name beside it (`pairs n=100`).
+fn workload_cell(s: &CaseSummary) -> String {
+    if s.params.is_empty() {
+        s.workload.clone()
+    } else {
+        format!("{} {}", s.workload, s.params)
     }
 }
 
@@ -234,18 +240,15 @@ pub fn cases_table(summaries: &[CaseSummary], width: Option<usize>) -> String {
         let mut row = vec![
             (i + 1).to_string(),
             transport_cell(s),
-            match s.n {
-                Some(n) => format!("{} n={n}", s.workload),
-                None => s.workload.clone(),
-            },
-            if s.transport == "none" {
+            workload_cell(s),
+            if s.transport == crate::result::NO_TRANSPORT {
                 "-".into()
             } else {
                 format_size(s.size_bytes)
             },
             s.cpus.clone(),
             s.wait.clone(),
-            s.latency_kind.label().to_string(),
+            s.latency_kind.clone(),
             s.latency
                 .as_ref()
                 .map_or("-".into(), |d| d.samples.to_string()),
@@ -273,7 +276,7 @@ pub fn figures_table(summaries: &[CaseSummary], width: Option<usize>) -> String 
         }
     }
     let stops = summaries.iter().any(|s| s.stopped_by.is_some());
-    let mut cols: Vec<(&str, u8)> = vec![("#", ALWAYS), ("workload", ALWAYS), ("n", ALWAYS)];
+    let mut cols: Vec<(&str, u8)> = vec![("#", ALWAYS), ("workload", ALWAYS)];
     cols.extend(names.iter().map(|n| (*n, 150)));
     if stops {
         cols.push(("stopped by", 200));
@@ -285,8 +288,10 @@ pub fn figures_table(summaries: &[CaseSummary], width: Option<usize>) -> String 
         }
         let mut row = vec![
             (i + 1).to_string(),
-            format!("{} on {}", s.workload, transport_cell(s)),
-            s.n.map_or("-".into(), |n| n.to_string()),
+            match transport_cell(s).as_str() {
+                "-" => workload_cell(s),
+                t => format!("{} on {t}", workload_cell(s)),
+            },
         ];
         for name in &names {
             row.push(
@@ -543,27 +548,9 @@ pub fn settings(run: &RunResult, width: Option<usize>) -> String {
 pub fn notes(run: &RunResult, summaries: &[CaseSummary], width: Option<usize>) -> String {
     let mut lines: Vec<String> = Vec::new();
     let processes = summaries.iter().any(|s| s.roles_as == "processes");
-    let mut latency: Vec<&str> = Vec::new();
+    let mut latency: Vec<String> = Vec::new();
     for s in summaries {
-        let meaning = match s.latency_kind {
-            LatencyKind::RoundTrip => {
-                "`round trip` is send to reply on the initiator (a whole round trip, not half)"
-            }
-            LatencyKind::WriteToAck => {
-                "`write to ack` is a write to its acknowledgement, on the writer (--confirm)"
-            }
-            LatencyKind::OneWay => {
-                "`one-way` is the send timestamp to arrival at the reader, queueing included (one host clock)"
-            }
-            LatencyKind::StartDelay => {
-                "`spawn to run` is a spawn call to the first instruction of what it started"
-            }
-            LatencyKind::Lateness => "`after deadline` is how late a waiter woke",
-            LatencyKind::Connection => {
-                "`connect to close` is one connection's connect, exchange and close"
-            }
-            LatencyKind::ConnectCall => "`connect call` is one connect call, the connection kept",
-        };
+        let meaning = format!("`{}` is {}", s.latency_kind, s.latency_meaning);
         if !latency.contains(&meaning) {
             latency.push(meaning);
         }
@@ -597,8 +584,16 @@ pub fn notes(run: &RunResult, summaries: &[CaseSummary], width: Option<usize>) -
     if summaries.iter().any(|s| s.latency_reader_idle.is_some()) {
         lines.push("reader idle/busy: paced messages sent while the reader was already waiting (a blocking reader had to be woken) or before it asked (busy: the steady-state figure).".into());
     }
-    if run.cases.iter().any(|c| c.config.transport == "iceoryx2") {
-        lines.push("iceoryx2 vs shm: same workload, wait strategy, placement and processes; both build every message in place and check every payload byte (iceoryx2's own benchmark touches no payload).".into());
+    let mut notes: Vec<&str> = Vec::new();
+    for n in run
+        .cases
+        .iter()
+        .filter_map(|c| c.config.transport_note.as_deref())
+    {
+        if !notes.contains(&n) {
+            notes.push(n);
+            lines.push(n.to_string());
+        }
     }
     let c = &run.environment.clock;
     lines.push(format!(
@@ -653,11 +648,13 @@ pub fn summary_in_words(summaries: &[CaseSummary], width: Option<usize>) -> Stri
             s.cpus
         )
     };
-    for kind in [
-        LatencyKind::RoundTrip,
-        LatencyKind::WriteToAck,
-        LatencyKind::OneWay,
-    ] {
+    let mut kinds: Vec<&str> = Vec::new();
+    for s in summaries {
+        if !kinds.contains(&s.latency_kind.as_str()) {
+            kinds.push(&s.latency_kind);
+        }
+    }
+    for kind in kinds {
         let rows: Vec<(usize, &CaseSummary, u64)> = summaries
             .iter()
             .enumerate()
@@ -671,7 +668,7 @@ pub fn summary_in_words(summaries: &[CaseSummary], width: Option<usize>) -> Stri
         let worst = rows.iter().max_by_key(|r| r.2).expect("two rows");
         lines.push(format!(
             "lowest {} p50: {} at {} us, {:.1}x lower than the highest, {} at {} us.",
-            kind.label(),
+            kind,
             name(best.0, best.1),
             us(best.2 as f64),
             worst.2 as f64 / best.2.max(1) as f64,
@@ -683,7 +680,7 @@ pub fn summary_in_words(summaries: &[CaseSummary], width: Option<usize>) -> Stri
         .iter()
         .enumerate()
         .filter(|(_, s)| {
-            s.latency_kind == LatencyKind::OneWay
+            s.latency_kind == LatencyKind::ONE_WAY.label
                 && s.rate_hz.is_none()
                 && s.error.is_none()
                 && s.mib_per_s > 0.0

@@ -10,14 +10,18 @@ use base64::Engine;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
 pub use crate::delivery::{Delivery, Durability, History, Reliability, Setting};
 
+/// The transport of a case that moves no message (`spawn`, `timers`): not one a user picks.
+pub const NO_TRANSPORT: &str = "none";
+
 /// Bumped when a field changes meaning or disappears.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// One invocation of msgperf.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -109,6 +113,9 @@ pub struct CaseConfig {
     pub options: BTreeMap<String, String>,
     /// Every option of the transport as the case ran it, defaults included.
     pub effective_options: BTreeMap<String, String>,
+    /// What the transport asks a reader of its rows to keep in mind (the table prints it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport_note: Option<String>,
     pub delivery: Delivery,
     /// How the transport carried out `delivery`.
     pub delivery_mapping: Vec<Setting>,
@@ -121,8 +128,6 @@ pub struct CaseConfig {
     #[serde(rename = "warmup_ns", with = "crate::units::nanos")]
     pub warmup: Duration,
     pub wait: Wait,
-    /// The writer waits for an acknowledgement of every message (NML's confirm_write).
-    pub confirm: bool,
     /// Every message carries a CRC32 of its payload, checked by the receiver.
     pub checksum: bool,
     /// Bound on every wait.
@@ -149,269 +154,197 @@ pub struct CaseConfig {
     /// Publishers and subscribers (pubsub); 1 and 1 for the two-role workloads.
     pub pubs: usize,
     pub subs: usize,
-    /// The first subscriber spends this long on every message (a slow consumer, to show
-    /// back-pressure or loss).
-    #[serde(rename = "slow_subscriber_ns", with = "crate::units::opt_nanos")]
-    pub slow_subscriber: Option<Duration>,
-    /// How many of what the workload multiplies: channel pairs, threads or tasks started,
-    /// waiters, connections (`--n`); None for the message workloads.
+    /// The workload's own parameters (`n`, `hold`, ...) that tables name beside it: those
+    /// given, and those it always names.
     #[serde(default)]
-    pub n: Option<u64>,
-    /// What runs the workload's concurrent parts: OS threads or tokio tasks (`--runtime`).
+    pub params: BTreeMap<String, String>,
+    /// Every parameter of the workload as the case ran it, defaults included.
     #[serde(default)]
-    pub runtime: Runtime,
-    /// `connect --hold`: connections are held open until the first failure.
-    #[serde(default)]
-    pub hold: bool,
-    /// `connect --backlog`: the listener's backlog asked for; None for the kernel's maximum.
-    #[serde(default)]
-    pub backlog: Option<u32>,
-    /// `connect --hold --no-accept`: the listener never accepts.
-    #[serde(default)]
-    pub no_accept: bool,
-}
-
-/// What runs a workload's concurrent parts (pairs, spawn, timers).
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq, Hash)]
-#[serde(rename_all = "kebab-case")]
-pub enum Runtime {
-    /// OS threads (std).
-    #[default]
-    Threads,
-    /// Tasks on a tokio current-thread runtime: one thread runs them all.
-    Tokio,
-    /// Tasks on a tokio multi-thread runtime, one worker per allowed CPU.
-    TokioMulti,
-}
-
-impl Runtime {
-    pub const ALL: [Runtime; 3] = [Runtime::Threads, Runtime::Tokio, Runtime::TokioMulti];
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Runtime::Threads => "threads",
-            Runtime::Tokio => "tokio",
-            Runtime::TokioMulti => "tokio-multi",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Runtime> {
-        Self::ALL.into_iter().find(|r| r.label() == s)
-    }
+    pub effective_params: BTreeMap<String, String>,
 }
 
 impl CaseConfig {
     /// A stable key naming what was measured (not how long): two runs of the same case have the
-    /// same key, so results can be matched across runs.
+    /// same key, so results can be matched across runs. Its readable head names the workload,
+    /// transport, size and placement; its tail is a digest of every other setting of the
+    /// case as serialized, so a setting added later joins it with no change here.
     pub fn key(&self) -> String {
-        let opts: Vec<String> = self
-            .effective_options
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        let cpu = |c: Option<usize>| c.map_or("-".to_string(), |c| c.to_string());
-        let mut key = format!(
-            "{}/{}/{}B/{}/cpus{}-{}/{}/{}",
+        let mut v = serde_json::to_value(self).expect("a case serializes");
+        let rest = v.as_object_mut().expect("a case is an object");
+        // How long, and what only restates the rest (the options and parameters as given,
+        // the delivery's mapping, a note), say nothing of what was measured.
+        for how in [
+            "count",
+            "duration_ns",
+            "warmup_ns",
+            "timeout_ns",
+            "options",
+            "params",
+            "delivery_mapping",
+            "transport_note",
+        ] {
+            rest.remove(how);
+        }
+        let digest = crc32fast::hash(
+            serde_json::Value::Object(rest.clone())
+                .to_string()
+                .as_bytes(),
+        );
+        format!(
+            "{}/{}/{}B/{}/{digest:08x}",
             self.workload,
             self.transport,
             self.size_bytes,
-            self.placement.label(),
-            cpu(self.cpus.0),
-            cpu(self.cpus.1),
-            if self.threads { "threads" } else { "processes" },
-            match self.wait {
-                Wait::Block => "block",
-                Wait::Poll => "poll",
-            },
-        );
-        if !opts.is_empty() {
-            key.push('/');
-            key.push_str(&opts.join(","));
-        }
-        if let Some(r) = self.rate_hz {
-            key.push_str(&format!("/{r}hz"));
-        }
-        if self.pubs != 1 || self.subs != 1 {
-            key.push_str(&format!("/{}x{}", self.pubs, self.subs));
-        }
-        for (on, what) in [
-            (self.confirm, "confirm"),
-            (self.checksum, "checksum"),
-            (self.strict, "strict"),
-        ] {
-            if on {
-                key.push('/');
-                key.push_str(what);
-            }
-        }
-        if let Some(s) = self.slow_subscriber {
-            key.push_str(&format!("/slow{}ns", s.as_nanos()));
-        }
-        if let Some(n) = self.n {
-            key.push_str(&format!("/n{n}"));
-        }
-        if self.hold {
-            key.push_str("/hold");
-        }
-        if let Some(b) = self.backlog {
-            key.push_str(&format!("/backlog{b}"));
-        }
-        if self.no_accept {
-            key.push_str("/no-accept");
-        }
-        if self.runtime != Runtime::Threads {
-            key.push('/');
-            key.push_str(self.runtime.label());
-        }
-        key
+            self.placement.label()
+        )
+    }
+
+    /// The value of the workload's parameter `key` (a default where none was given).
+    pub fn param(&self, key: &str) -> Option<&str> {
+        self.effective_params.get(key).map(String::as_str)
     }
 }
 
-/// What a latency figure measures.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
-#[serde(rename_all = "kebab-case")]
-pub enum LatencyKind {
-    /// Send to reply, on the initiator (a whole round trip, not half).
-    RoundTrip,
-    /// Write to acknowledgement, on the writer (`stream --confirm`).
-    WriteToAck,
-    /// The send timestamp carried in the message to its arrival at the reader.
-    OneWay,
-    /// From the call that starts a thread or task to its first instruction.
-    StartDelay,
-    /// How late a waiter woke after its deadline.
-    Lateness,
-    /// One connection's life: connect, one small exchange, close.
-    Connection,
-    /// One connect call, to an established connection.
-    ConnectCall,
+/// What a latency figure measures, as the workload that records it says: a short label for
+/// the table and a sentence for its notes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LatencyKind {
+    pub label: Cow<'static, str>,
+    pub meaning: Cow<'static, str>,
+    /// Its window opens at the first send, so rates count what was sent (a round trip); else
+    /// at the first arrival, so they count what arrived after it.
+    pub from_send: bool,
 }
 
 impl LatencyKind {
-    pub fn label(self) -> &'static str {
-        match self {
-            LatencyKind::RoundTrip => "round trip",
-            LatencyKind::WriteToAck => "write to ack",
-            LatencyKind::OneWay => "one-way",
-            LatencyKind::StartDelay => "spawn to run",
-            LatencyKind::Lateness => "after deadline",
-            LatencyKind::Connection => "connect to close",
-            LatencyKind::ConnectCall => "connect call",
+    pub const fn new(label: &'static str, meaning: &'static str, from_send: bool) -> Self {
+        LatencyKind {
+            label: Cow::Borrowed(label),
+            meaning: Cow::Borrowed(meaning),
+            from_send,
         }
     }
 
-    /// Whether lower is better for the ratio to a floor of this kind (round trips) or higher
-    /// (rates).
-    pub fn is_round_trip(self) -> bool {
-        matches!(
-            self,
-            LatencyKind::RoundTrip | LatencyKind::WriteToAck | LatencyKind::Connection
-        )
-    }
+    /// Send to reply, on the initiator.
+    pub const ROUND_TRIP: LatencyKind = LatencyKind::new(
+        "round trip",
+        "send to reply on the initiator (a whole round trip, not half)",
+        true,
+    );
+    /// Write to acknowledgement, on the writer.
+    pub const WRITE_TO_ACK: LatencyKind = LatencyKind::new(
+        "write to ack",
+        "a write to its acknowledgement, on the writer (--confirm)",
+        true,
+    );
+    /// The send timestamp carried in the message to its arrival at the reader.
+    pub const ONE_WAY: LatencyKind = LatencyKind::new(
+        "one-way",
+        "the send timestamp to arrival at the reader, queueing included (one host clock)",
+        false,
+    );
 }
 
-/// What a histogram measures. Serialized as its key (`rtt_ns`, ...).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum Metric {
-    /// Send to reply received, on the initiator (or write to ack, on a confirming writer).
-    #[serde(rename = "rtt_ns")]
-    Rtt = 0,
-    /// Send timestamp in the message to arrival, on the receiver (one host clock).
-    #[serde(rename = "one_way_ns")]
-    OneWay = 1,
-    /// Time inside one send call.
-    #[serde(rename = "send_call_ns")]
-    SendCall = 2,
-    /// Time inside one receive call, including the wait for the message (a pingpong
-    /// responder's runs from the return of its previous send, a few ns earlier).
-    #[serde(rename = "recv_call_ns")]
-    RecvCall = 3,
-    /// Paced sends: from the message's intended send time to arrival (coordinated omission
-    /// corrected).
-    #[serde(rename = "one_way_from_intended_ns")]
-    OneWayIntended = 4,
-    /// Paced sends: how late the sender was behind its schedule.
-    #[serde(rename = "send_lag_ns")]
-    SendLag = 5,
-    /// Paced sends, one-way, for messages sent while the reader was already waiting for one:
-    /// a blocking reader had to be woken.
-    #[serde(rename = "one_way_reader_idle_ns")]
-    OneWayReaderIdle = 6,
-    /// Paced sends, one-way, for messages sent before the reader asked for them: it was
-    /// busy, so no wake-up (the steady-state figure).
-    #[serde(rename = "one_way_reader_busy_ns")]
-    OneWayReaderBusy = 7,
-    /// Time inside one call that starts a thread or task.
-    #[serde(rename = "spawn_call_ns")]
-    SpawnCall = 8,
-    /// From a spawn call to the new thread's or task's first instruction.
-    #[serde(rename = "start_delay_ns")]
-    StartDelay = 9,
-    /// How late a waiter woke after its deadline.
-    #[serde(rename = "timer_late_ns")]
-    TimerLate = 10,
-    /// Time inside one connect call, to an established connection.
-    #[serde(rename = "connect_call_ns")]
-    ConnectCall = 11,
-    /// Time inside one accept call, its wait included.
-    #[serde(rename = "accept_call_ns")]
-    AcceptCall = 12,
-    /// Time inside one close (shutdown and drop) of a connection.
-    #[serde(rename = "close_call_ns")]
-    CloseCall = 13,
-    /// One connection's life, connect to close.
-    #[serde(rename = "connection_ns")]
-    Connection = 14,
-    /// `timers`: how late a waiter woke after a deadline of its own (distinct deadlines).
-    #[serde(rename = "timer_late_distinct_ns")]
-    TimerLateDistinct = 15,
-    /// `timers`: the cost of registering one wait with the runtime's timer.
-    #[serde(rename = "timer_register_ns")]
-    TimerRegister = 16,
+/// What a histogram measures, by its key in results (`rtt_ns`: the unit is in the name). A
+/// workload declares the metrics it records, each with a slot among its
+/// role's histograms (distinct within the workload, from 0), so that recording one is an array
+/// index; the ones every message workload shares, which the report reads, are named here.
+/// Equal, ordered and hashed by key; serialized as its key.
+#[derive(Clone, Copy, Debug)]
+pub struct Metric {
+    key: &'static str,
+    slot: u8,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 17] = [
-        Metric::Rtt,
-        Metric::OneWay,
-        Metric::SendCall,
-        Metric::RecvCall,
-        Metric::OneWayIntended,
-        Metric::SendLag,
-        Metric::OneWayReaderIdle,
-        Metric::OneWayReaderBusy,
-        Metric::SpawnCall,
-        Metric::StartDelay,
-        Metric::TimerLate,
-        Metric::ConnectCall,
-        Metric::AcceptCall,
-        Metric::CloseCall,
-        Metric::Connection,
-        Metric::TimerLateDistinct,
-        Metric::TimerRegister,
-    ];
-
-    pub fn key(self) -> &'static str {
-        match self {
-            Metric::Rtt => "rtt_ns",
-            Metric::OneWay => "one_way_ns",
-            Metric::SendCall => "send_call_ns",
-            Metric::RecvCall => "recv_call_ns",
-            Metric::OneWayIntended => "one_way_from_intended_ns",
-            Metric::SendLag => "send_lag_ns",
-            Metric::OneWayReaderIdle => "one_way_reader_idle_ns",
-            Metric::OneWayReaderBusy => "one_way_reader_busy_ns",
-            Metric::SpawnCall => "spawn_call_ns",
-            Metric::StartDelay => "start_delay_ns",
-            Metric::TimerLate => "timer_late_ns",
-            Metric::ConnectCall => "connect_call_ns",
-            Metric::AcceptCall => "accept_call_ns",
-            Metric::CloseCall => "close_call_ns",
-            Metric::Connection => "connection_ns",
-            Metric::TimerLateDistinct => "timer_late_distinct_ns",
-            Metric::TimerRegister => "timer_register_ns",
-        }
+    pub const fn new(key: &'static str, slot: u8) -> Self {
+        Metric { key, slot }
     }
+    pub fn key(self) -> &'static str {
+        self.key
+    }
+    /// Its slot among the histograms of a role that records it.
+    pub fn slot(self) -> usize {
+        self.slot as usize
+    }
+
+    /// Send to reply received, on the initiator (or write to ack, on a confirming writer).
+    pub const RTT: Metric = Metric::new("rtt_ns", 0);
+    /// Send timestamp in the message to arrival, on the receiver (one host clock).
+    pub const ONE_WAY: Metric = Metric::new("one_way_ns", 1);
+    /// Time inside one send call.
+    pub const SEND_CALL: Metric = Metric::new("send_call_ns", 2);
+    /// Time inside one receive call, including the wait for the message (a pingpong
+    /// responder's runs from the return of its previous send, a few ns earlier).
+    pub const RECV_CALL: Metric = Metric::new("recv_call_ns", 3);
+    /// Paced sends: from the message's intended send time to arrival (coordinated omission
+    /// corrected).
+    pub const ONE_WAY_INTENDED: Metric = Metric::new("one_way_from_intended_ns", 4);
+    /// Paced sends: how late the sender was behind its schedule.
+    pub const SEND_LAG: Metric = Metric::new("send_lag_ns", 5);
+    /// Paced sends, one-way, for messages sent while the reader was already waiting for one:
+    /// a blocking reader had to be woken.
+    pub const ONE_WAY_READER_IDLE: Metric = Metric::new("one_way_reader_idle_ns", 6);
+    /// Paced sends, one-way, for messages sent before the reader asked for them: it was busy,
+    /// so no wake-up (the steady-state figure).
+    pub const ONE_WAY_READER_BUSY: Metric = Metric::new("one_way_reader_busy_ns", 7);
+    /// Every metric a message workload (ping-pong, stream, pubsub) records.
+    pub const MESSAGES: [Metric; 8] = [
+        Metric::RTT,
+        Metric::ONE_WAY,
+        Metric::SEND_CALL,
+        Metric::RECV_CALL,
+        Metric::ONE_WAY_INTENDED,
+        Metric::SEND_LAG,
+        Metric::ONE_WAY_READER_IDLE,
+        Metric::ONE_WAY_READER_BUSY,
+    ];
+}
+
+impl PartialEq for Metric {
+    fn eq(&self, o: &Self) -> bool {
+        self.key == o.key
+    }
+}
+impl Eq for Metric {}
+impl PartialOrd for Metric {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Metric {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.key.cmp(o.key)
+    }
+}
+impl std::hash::Hash for Metric {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.key.hash(h)
+    }
+}
+impl Serialize for Metric {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.key)
+    }
+}
+impl<'de> Deserialize<'de> for Metric {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Metric::new(intern(&String::deserialize(d)?), 0))
+    }
+}
+
+/// `name` as a `&'static str`: the same one for the same name, made once (the names a result
+/// holds are few: its metrics and role kinds).
+fn intern(name: &str) -> &'static str {
+    static NAMES: std::sync::Mutex<std::collections::BTreeSet<&'static str>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(n) = names.get(name) {
+        return n;
+    }
+    let n: &'static str = Box::leak(name.to_string().into_boxed_str());
+    names.insert(n);
+    n
 }
 
 /// Which plain loop a case's ratio divides by.
@@ -424,68 +357,30 @@ pub enum FloorKind {
     Stream,
 }
 
-/// What a role does in a case.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[serde(rename_all = "kebab-case")]
-pub enum RoleKind {
-    Initiator,
-    Responder,
-    Writer,
-    Reader,
-    Publisher,
-    Subscriber,
-    /// A broker the case started: not msgperf's, measured from outside.
-    Broker,
-    /// `pairs`: the senders' threads, and the receivers'.
-    Senders,
-    Receivers,
-    /// `pairs` on a tokio runtime: every sender's and receiver's task, in one role.
-    Tasks,
-    /// `spawn`: starts threads or tasks.
-    Spawner,
-    /// `timers`: starts waiters and times their wake-ups.
-    Timekeeper,
-    /// `connect`: opens and closes connections (and accepts them, on a thread of its own).
-    Connector,
-}
+/// What a role does in a case, by the name its workload gives it (`initiator`, `subscriber`);
+/// serialized as that name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RoleKind(&'static str);
 
 impl RoleKind {
-    pub fn label(self) -> &'static str {
-        match self {
-            RoleKind::Initiator => "initiator",
-            RoleKind::Responder => "responder",
-            RoleKind::Writer => "writer",
-            RoleKind::Reader => "reader",
-            RoleKind::Publisher => "publisher",
-            RoleKind::Subscriber => "subscriber",
-            RoleKind::Broker => "broker",
-            RoleKind::Senders => "senders",
-            RoleKind::Receivers => "receivers",
-            RoleKind::Tasks => "tasks",
-            RoleKind::Spawner => "spawner",
-            RoleKind::Timekeeper => "timekeeper",
-            RoleKind::Connector => "connector",
-        }
+    pub const fn new(name: &'static str) -> Self {
+        RoleKind(name)
     }
+    pub fn label(self) -> &'static str {
+        self.0
+    }
+    /// A broker the case started: not msgperf's, measured from outside.
+    pub const BROKER: RoleKind = RoleKind("broker");
+}
 
-    pub fn parse(s: &str) -> Option<RoleKind> {
-        [
-            RoleKind::Initiator,
-            RoleKind::Responder,
-            RoleKind::Writer,
-            RoleKind::Reader,
-            RoleKind::Publisher,
-            RoleKind::Subscriber,
-            RoleKind::Broker,
-            RoleKind::Senders,
-            RoleKind::Receivers,
-            RoleKind::Tasks,
-            RoleKind::Spawner,
-            RoleKind::Timekeeper,
-            RoleKind::Connector,
-        ]
-        .into_iter()
-        .find(|k| k.label() == s)
+impl Serialize for RoleKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0)
+    }
+}
+impl<'de> Deserialize<'de> for RoleKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(RoleKind(intern(&String::deserialize(d)?)))
     }
 }
 
@@ -596,6 +491,9 @@ pub struct RoleResult {
     pub pid: u32,
     /// The CPUs the role was seen on (at its start and end).
     pub cpus_seen: Vec<usize>,
+    /// The CPU its thread was pinned to, if it was.
+    #[serde(default)]
+    pub pinned_cpu: Option<usize>,
     /// Length of the measured window.
     pub measured_ns: u64,
     /// Driving roles: messages sent in all, warm-up included (the measured ones are counted).
@@ -633,6 +531,7 @@ impl RoleResult {
             role,
             pid,
             cpus_seen: vec![],
+            pinned_cpu: None,
             measured_ns: 0,
             sent_total: 0,
             histograms: BTreeMap::new(),
@@ -796,13 +695,15 @@ mod tests {
 
     #[test]
     fn identities_serialize_as_typed_data_and_display_as_words() {
-        let id = RoleId::nth(RoleKind::Subscriber, 1);
+        let id = RoleId::nth(RoleKind::new("subscriber"), 1);
         assert_eq!(id.to_string(), "subscriber 2");
-        assert_eq!(RoleId::one(RoleKind::Initiator).to_string(), "initiator");
+        assert_eq!(RoleId::one(RoleKind::BROKER).to_string(), "broker");
         let v = serde_json::to_value(id).unwrap();
         assert_eq!(v, serde_json::json!({"kind": "subscriber", "number": 2}));
+        let back: RoleId = serde_json::from_value(v).unwrap();
+        assert_eq!(back, id);
         let mut m = BTreeMap::new();
-        m.insert(Metric::OneWayIntended, 1);
+        m.insert(Metric::ONE_WAY_INTENDED, 1);
         assert_eq!(
             serde_json::to_string(&m).unwrap(),
             r#"{"one_way_from_intended_ns":1}"#
@@ -810,8 +711,11 @@ mod tests {
         let back: BTreeMap<Metric, i32> =
             serde_json::from_str(r#"{"one_way_from_intended_ns":1}"#).unwrap();
         assert_eq!(back, m);
-        for m in Metric::ALL {
+        for m in Metric::MESSAGES {
             assert_eq!(serde_json::to_value(m).unwrap(), m.key());
         }
+        let slots: std::collections::BTreeSet<usize> =
+            Metric::MESSAGES.iter().map(|m| m.slot()).collect();
+        assert_eq!(slots.len(), Metric::MESSAGES.len(), "distinct slots");
     }
 }

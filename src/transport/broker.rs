@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 pub struct Program {
     /// The executable, looked for in `PATH` and the sbin directories.
     pub name: &'static str,
-    /// How a user gets it: `apt-get install nats-server`.
-    pub install: &'static str,
+    /// The Debian package that has it (and its helper).
+    pub package: &'static str,
     /// Its command line for a port and a data directory (where a configuration may be written
     /// first by `configure`).
     pub args: fn(port: u16, dir: &Path) -> Vec<String>,
@@ -98,8 +98,8 @@ impl Broker {
     ) -> Result<Broker, TransportError> {
         let exe = find(p.name).ok_or_else(|| {
             TransportError::Unsupported(format!(
-                "the broker `{}` is not installed (looked in PATH and /usr/sbin): install it with `{}`",
-                p.name, p.install
+                "the broker `{}` is not installed (looked in PATH and /usr/sbin): install it with `apt-get install {}`",
+                p.name, p.package
             ))
         })?;
         if let Some(needs) = p.needs {
@@ -116,8 +116,8 @@ impl Broker {
                 let hport = free_port()?;
                 let exe = find(h.name).ok_or_else(|| {
                     TransportError::Unsupported(format!(
-                        "`{}`, which the broker `{}` needs, is not installed: install it with `{}`",
-                        h.name, p.name, p.install
+                        "`{}`, which the broker `{}` needs, is not installed: install it with `apt-get install {}`",
+                        h.name, p.name, p.package
                     ))
                 })?;
                 let mut cmd = Command::new(&exe);
@@ -499,6 +499,22 @@ fn find(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+impl Program {
+    /// What it needs on the machine: its program, from its package.
+    pub fn needs(&self) -> super::Need {
+        program_need(self.name, self.package)
+    }
+}
+
+/// A program msgperf runs (found in `PATH` or the sbin directories), from a Debian package.
+pub fn program_need(name: &str, package: &'static str) -> super::Need {
+    super::Need {
+        what: name.to_string(),
+        present: find(name).is_some(),
+        get: super::Get::Debian(package),
+    }
+}
+
 /// A loopback port no one listens on now.
 pub fn free_port() -> Result<u16, TransportError> {
     Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
@@ -523,7 +539,7 @@ pub fn names(name: &str, sep: char, side: Side) -> (Option<String>, Option<Strin
 /// Every name a case's `plan` uses at a broker, once each: both directions of each channel,
 /// and each topic (`plan.topics` holds each topic's number of readers, in topic order). For
 /// the brokers whose set-up makes them (Kafka's topics, RabbitMQ's streams).
-#[cfg(any(feature = "kafka", feature = "amqp"))]
+#[allow(dead_code)] // Only the brokers whose set-up makes its names call it.
 pub fn plan_names(name: &str, sep: char, plan: &SetupPlan) -> Vec<String> {
     let channels = (0..plan.channels).flat_map(|c| {
         let (a, b) = names(name, sep, Side::Accept(c));
@@ -543,7 +559,6 @@ mod tests {
     use super::*;
 
     #[test]
-    #[cfg(any(feature = "kafka", feature = "amqp"))]
     fn a_plan_names_each_channel_both_ways_and_each_topic_by_its_number() {
         let plan = SetupPlan {
             channels: 1,
@@ -620,7 +635,7 @@ mod tests {
 
     static MISSING: Program = Program {
         name: "msgperf-no-such-broker",
-        install: "apt-get install msgperf-no-such-broker",
+        package: "msgperf-no-such-broker",
         args: |_, _| vec![],
         configure: None,
         env: None,
@@ -633,7 +648,7 @@ mod tests {
     // `false` exits at once: what it logged and its status are the error.
     static FAILS: Program = Program {
         name: "false",
-        install: "apt-get install coreutils",
+        package: "coreutils",
         args: |_, _| vec![],
         configure: None,
         env: None,
@@ -676,7 +691,7 @@ mod tests {
     /// A broker whose port is always taken by the time it binds it.
     static TAKEN: Program = Program {
         name: "sh",
-        install: "apt-get install dash",
+        package: "dash",
         args: |_, _| {
             let say = "echo 'listen tcp 127.0.0.1:1: bind: address already in use' >&2; exit 1";
             vec![

@@ -433,13 +433,13 @@ impl ReadWindow {
     }
 
     /// The first message came more than `d` ago.
-    #[cfg_attr(not(feature = "nats"), allow(dead_code))]
+    #[allow(dead_code)] // Only some middlewares' floors ask.
     pub fn began_before(&self, d: std::time::Duration) -> bool {
         self.first > 0 && sys::monotonic_ns() > self.first + d.as_nanos() as u64
     }
 
     /// The window is open and has lasted `d`.
-    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+    #[allow(dead_code)] // Only some middlewares' floors ask.
     pub fn lasted(&self, d: std::time::Duration) -> bool {
         self.reads > 0 && self.last - self.start >= d.as_nanos() as u64
     }
@@ -452,29 +452,69 @@ impl ReadWindow {
     }
 }
 
+impl FloorRoles {
+    /// How a floor's side opens a middleware's channel: as a case's end would, with the
+    /// floor's own bound on its waits.
+    #[allow(dead_code)] // Only the middlewares' floors open channels.
+    pub(crate) fn spec(&self, size: usize, timeout: Duration) -> super::ChannelSpec {
+        super::ChannelSpec {
+            options: self.options.clone(),
+            timeout,
+            poll: false,
+            max_message: size,
+            watched: false,
+            exchange: super::Exchange::Both,
+        }
+    }
+}
+
+/// A floor whose two sides share a memory file of notes (most middlewares'): it says how a
+/// side runs, given the notes; making them and handing each side its own is common.
+#[cfg(feature = "_floor_notes")]
+pub(crate) trait NotesFloor: Sync {
+    fn run_with(
+        &self,
+        l: FloorLoop,
+        side: usize,
+        notes: Notes,
+        size: usize,
+        roles: &FloorRoles,
+        stop: &AtomicBool,
+    ) -> std::io::Result<Option<FloorFigure>>;
+}
+
+#[cfg(feature = "_floor_notes")]
+impl<T: NotesFloor> Floor for T {
+    fn make(&self, _: FloorLoop, _: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
+        Notes::make()
+    }
+
+    fn run(
+        &self,
+        l: FloorLoop,
+        side: usize,
+        ends: FloorEnds,
+        size: usize,
+        roles: &FloorRoles,
+        stop: &AtomicBool,
+    ) -> std::io::Result<Option<FloorFigure>> {
+        self.run_with(l, side, Notes::of(ends)?, size, roles, stop)
+    }
+}
+
 /// An error of a middleware's client, as the floor's I/O error.
 #[cfg(feature = "_broker")]
 pub(crate) fn io(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(e.to_string())
 }
 
-#[cfg(any(
-    feature = "_runtime",
-    feature = "zmq",
-    feature = "dds",
-    feature = "zenoh"
-))]
+#[cfg(feature = "_floor_notes")]
 /// A small memory file both sides of a floor share, for what a middleware's floor must tell
 /// its other side before the loop (an address the kernel chose, that a subscription is in
 /// place, that the loop is over): lines written at fixed offsets.
 pub(crate) struct Notes(pub std::fs::File);
 
-#[cfg(any(
-    feature = "_runtime",
-    feature = "zmq",
-    feature = "dds",
-    feature = "zenoh"
-))]
+#[cfg(feature = "_floor_notes")]
 impl Notes {
     /// A fresh one, for the runner to write in before it hands out its ends.
     pub fn new() -> std::io::Result<Notes> {
@@ -482,10 +522,7 @@ impl Notes {
     }
 
     /// Two ends of a fresh one.
-    #[cfg_attr(
-        not(any(feature = "_runtime", feature = "zmq", feature = "zenoh")),
-        allow(dead_code)
-    )]
+    #[allow(dead_code)] // Not every floor with notes calls it.
     pub fn make() -> std::io::Result<[FloorEnds; 2]> {
         Notes::new()?.ends()
     }
@@ -529,10 +566,7 @@ impl Notes {
     }
 
     /// Line `slot`, waiting for it at most `bound`.
-    #[cfg_attr(
-        not(any(feature = "_runtime", feature = "zmq", feature = "zenoh")),
-        allow(dead_code)
-    )]
+    #[allow(dead_code)] // Not every floor with notes calls it.
     pub fn wait(&self, slot: u64, bound: Duration) -> std::io::Result<String> {
         let deadline = crate::deadline::Deadline::after(bound);
         loop {

@@ -22,41 +22,14 @@
 //! - A message longer than the receiver's buffer is [`TransportError::TooLarge`], never a silent
 //!   truncation.
 
-#[cfg(feature = "amqp")]
-mod amqp;
 #[cfg(feature = "_broker")]
 mod broker;
-#[cfg(feature = "dds")]
-mod dds;
 mod fanout;
 mod floor;
 mod framing;
-#[cfg(feature = "grpc")]
-mod grpc;
-#[cfg(feature = "iceoryx2")]
-mod iceoryx2;
-mod inproc;
-#[cfg(feature = "kafka")]
-mod kafka;
-#[cfg(feature = "mqtt")]
-mod mqtt;
-#[cfg(feature = "nats")]
-mod nats;
 mod none;
-mod pipe;
-#[cfg(feature = "redis")]
-mod redis;
 #[cfg(feature = "_runtime")]
 mod runtime;
-mod shm;
-mod tcp;
-mod udp;
-mod uds;
-mod uds_dgram;
-#[cfg(feature = "zenoh")]
-mod zenoh;
-#[cfg(feature = "zmq")]
-mod zmq;
 
 pub use fanout::CopyFanOut;
 pub use floor::{
@@ -68,40 +41,47 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// The transports msgperf knows, in the order help and tables list them. Adding one is one
-/// module above and one line here.
-pub static REGISTRY: &[&dyn Transport] = &[
-    &inproc::CROSSBEAM,
-    &inproc::STD_MPSC,
-    &inproc::FLUME,
-    &inproc::TOKIO_MPSC,
-    &pipe::Pipe,
-    &uds::Uds,
-    &uds_dgram::UdsDgram,
-    &tcp::Tcp,
-    &udp::Udp,
-    &shm::Shm,
-    #[cfg(feature = "iceoryx2")]
-    &iceoryx2::Iceoryx2,
-    #[cfg(feature = "zmq")]
-    &zmq::Zmq,
-    #[cfg(feature = "dds")]
-    &dds::Dds,
-    #[cfg(feature = "zenoh")]
-    &zenoh::Zenoh,
-    #[cfg(feature = "grpc")]
-    &grpc::Grpc,
-    #[cfg(feature = "nats")]
-    &nats::Nats,
-    #[cfg(feature = "redis")]
-    &redis::Redis,
-    #[cfg(feature = "mqtt")]
-    &mqtt::Mqtt,
-    #[cfg(feature = "amqp")]
-    &amqp::Amqp,
-    #[cfg(feature = "kafka")]
-    &kafka::Kafka,
-];
+/// Declares the transports' modules and lists their transports in [`REGISTRY`] and
+/// [`MODULES`].
+macro_rules! registry {
+    ($($(#[$cfg:meta])* $module:ident: $($transport:ident)+;)*) => {
+        $($(#[$cfg])* mod $module;)*
+
+        /// Every transport with the module that holds it (`src/transport/MODULE.rs` or
+        /// `src/transport/MODULE/`), in the order help and tables list them.
+        pub static MODULES: std::sync::LazyLock<Vec<(&'static str, &'static dyn Transport)>> =
+            std::sync::LazyLock::new(|| {
+                let mut all: Vec<(&'static str, &'static dyn Transport)> = Vec::new();
+                $($(#[$cfg])* all.extend([$((stringify!($module), &$module::$transport as &'static dyn Transport)),+]);)*
+                all
+            });
+    };
+}
+
+/// The transports msgperf knows, in the order help and tables list them.
+pub static REGISTRY: std::sync::LazyLock<Vec<&'static dyn Transport>> =
+    std::sync::LazyLock::new(|| MODULES.iter().map(|(_, t)| *t).collect());
+
+// Adding a transport is its folder and one line here.
+registry! {
+    inproc: CROSSBEAM STD_MPSC FLUME TOKIO_MPSC;
+    pipe: Pipe;
+    uds: Uds;
+    uds_dgram: UdsDgram;
+    tcp: Tcp;
+    udp: Udp;
+    shm: Shm;
+    #[cfg(feature = "iceoryx2")] iceoryx2: Iceoryx2;
+    #[cfg(feature = "zmq")] zmq: Zmq;
+    #[cfg(feature = "dds")] dds: Dds;
+    #[cfg(feature = "zenoh")] zenoh: Zenoh;
+    #[cfg(feature = "grpc")] grpc: Grpc;
+    #[cfg(feature = "nats")] nats: Nats;
+    #[cfg(feature = "redis")] redis: Redis;
+    #[cfg(feature = "mqtt")] mqtt: Mqtt;
+    #[cfg(feature = "amqp")] amqp: Amqp;
+    #[cfg(feature = "kafka")] kafka: Kafka;
+}
 
 /// What a workload that moves no message runs over (`spawn`, `timers`); not a transport a
 /// user picks, so not in the registry.
@@ -134,6 +114,11 @@ pub trait Transport: Sync {
     fn name(&self) -> &'static str;
     /// One line for help and `msgperf transports`.
     fn about(&self) -> &'static str;
+    /// A sentence the table's notes print when a run has this transport (what to keep in mind
+    /// when reading its rows).
+    fn note(&self) -> Option<&'static str> {
+        None
+    }
     /// The `--opt key=value` keys this transport accepts.
     fn options(&self) -> &'static [OptionSpec] {
         &[]
@@ -158,6 +143,46 @@ pub trait Transport: Sync {
     /// The plainest loop of this transport, which every ratio divides by.
     fn floor(&self) -> Option<&'static dyn Floor> {
         None
+    }
+    /// What this machine must have besides msgperf to run it (a broker), each saying whether
+    /// it is here and how to get it: `msgperf transports --needs` lists what is missing, and
+    /// `.ci/run` installs that.
+    fn needs(&self) -> Vec<Need> {
+        Vec::new()
+    }
+    /// Removes `path`, a file named `msgperf-NAME` with no process id in its name, if this
+    /// transport made it and its maker is gone (one killed hard cannot clean up); leaves
+    /// anything else alone.
+    fn remove_if_stale(&self, _path: &std::path::Path) {}
+}
+
+/// Something a transport needs on the machine (a broker's program, its files).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Need {
+    /// What it is: a program as msgperf looks for it, or files.
+    pub what: String,
+    /// Whether this machine has it now.
+    pub present: bool,
+    pub get: Get,
+}
+
+/// How to get what a transport needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Get {
+    /// A Debian package: `apt-get install NAME`.
+    Debian(&'static str),
+    /// A script in the transport's folder, run from the repository's top: it fetches what no
+    /// package has (Kafka's jars from Maven Central), using what the packages brought.
+    Script(&'static str),
+}
+
+impl Get {
+    /// The command a user types.
+    pub fn command(self) -> String {
+        match self {
+            Get::Debian(p) => format!("apt-get install {p}"),
+            Get::Script(s) => s.to_string(),
+        }
     }
 }
 
@@ -423,16 +448,7 @@ pub type OptionCheck = fn(&str) -> Result<(), String>;
 pub fn validate_options(t: &dyn Transport, opts: &Options) -> Result<(), String> {
     for (k, v) in opts {
         let Some(spec) = t.options().iter().find(|o| o.key == k) else {
-            let keys: Vec<_> = t.options().iter().map(|o| o.key).collect();
-            return Err(if keys.is_empty() {
-                format!("transport `{}` takes no --opt, but got `{k}`", t.name())
-            } else {
-                format!(
-                    "transport `{}` has no option `{k}`: its options are {}",
-                    t.name(),
-                    keys.join(", ")
-                )
-            });
+            return Err(unknown_option(t, k));
         };
         if !spec.values.is_empty() && !spec.values.contains(&v.as_str()) {
             return Err(format!(
@@ -445,6 +461,70 @@ pub fn validate_options(t: &dyn Transport, opts: &Options) -> Result<(), String>
         }
     }
     Ok(())
+}
+
+/// The `--opt` values given to a run of several transports, sorted out for each of `run`: a key
+/// qualified by a transport's name (`shm.wait=block`) is that transport's alone and wins over
+/// the same key unqualified; an unqualified key goes to every transport of the run that has
+/// it. A key that no transport of the run takes is refused, naming the ones that take keys.
+pub fn options_for_each(
+    run: &[&'static dyn Transport],
+    given: &Options,
+) -> Result<Vec<Options>, String> {
+    let mut each: Vec<Options> = vec![Options::new(); run.len()];
+    let has = |t: &dyn Transport, k: &str| t.options().iter().any(|o| o.key == k);
+    // Unqualified keys first, so that qualified ones override them.
+    let (qualified, plain): (Vec<_>, Vec<_>) = given
+        .iter()
+        .partition(|(k, _)| k.split_once('.').is_some_and(|(t, _)| find(t).is_ok()));
+    for (k, v) in plain {
+        let mut taken = false;
+        for (t, opts) in run.iter().zip(&mut each) {
+            if has(*t, k) {
+                opts.insert(k.clone(), v.clone());
+                taken = true;
+            }
+        }
+        if !taken {
+            let named: Vec<&str> = run.iter().map(|t| t.name()).collect();
+            return Err(match run {
+                [t] => unknown_option(*t, k),
+                _ => format!(
+                    "no transport of this run ({}) has an option `{k}`: see `msgperf transports NAME` for each one's options",
+                    named.join(", ")
+                ),
+            });
+        }
+    }
+    for (k, v) in qualified {
+        let (name, key) = k.split_once('.').expect("partitioned by its dot");
+        let Some(i) = run.iter().position(|t| t.name() == name) else {
+            let named: Vec<&str> = run.iter().map(|t| t.name()).collect();
+            return Err(format!(
+                "--opt {k}: transport `{name}` is not in this run ({}): add it with -t, or drop the option",
+                named.join(", ")
+            ));
+        };
+        if !has(run[i], key) {
+            return Err(unknown_option(run[i], key));
+        }
+        each[i].insert(key.to_string(), v.clone());
+    }
+    Ok(each)
+}
+
+/// A key that transport `t` has no option for, naming those it has.
+fn unknown_option(t: &dyn Transport, k: &str) -> String {
+    let keys: Vec<_> = t.options().iter().map(|o| o.key).collect();
+    if keys.is_empty() {
+        format!("transport `{}` takes no --opt, but got `{k}`", t.name())
+    } else {
+        format!(
+            "transport `{}` has no option `{k}`: its options are {}",
+            t.name(),
+            keys.join(", ")
+        )
+    }
 }
 
 /// Every option of `t` as a case runs it: the given values over the defaults.
@@ -495,6 +575,10 @@ pub struct Capabilities {
     /// runs.
     #[serde(rename = "warmup_ns", with = "crate::units::nanos")]
     pub warmup: Duration,
+    /// How long its set-up may take beyond `--timeout` (a broker that boots in seconds): the
+    /// bounds on a case and its floor allow for it.
+    #[serde(rename = "startup_ns", default, with = "crate::units::nanos")]
+    pub startup: Duration,
 }
 
 /// Which way messages may go on a two-way channel: workloads refuse what they cannot run.
@@ -628,6 +712,15 @@ pub enum TransportError {
     /// The transport cannot do what was asked.
     #[error("{0}")]
     Unsupported(String),
+    /// A middleware's client library failed at `what`: its own error kept as the cause, so the
+    /// line a user reads names it.
+    #[error("{client}: {what}: {cause}")]
+    Middleware {
+        client: &'static str,
+        what: String,
+        #[source]
+        cause: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// The queue is full and the transport was told not to wait (`--opt full=fail`).
     #[error("the queue is full")]
     Full,
@@ -644,6 +737,21 @@ impl TransportError {
             BrokenPipe | ConnectionReset | ConnectionAborted | UnexpectedEof | NotConnected
             | ConnectionRefused => TransportError::PeerClosed,
             _ => TransportError::Io(e),
+        }
+    }
+}
+
+impl TransportError {
+    /// What `client` (a middleware's library) said when `what` failed.
+    pub fn middleware(
+        client: &'static str,
+        what: impl Into<String>,
+        cause: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        TransportError::Middleware {
+            client,
+            what: what.into(),
+            cause: cause.into(),
         }
     }
 }
@@ -700,7 +808,9 @@ fn remove_if_dead_socket(p: &std::path::Path) {
             }
         }
     } else if meta.file_type().is_file() {
-        shm::remove_if_stale(p);
+        for t in REGISTRY.iter() {
+            t.remove_if_stale(p);
+        }
     }
 }
 
@@ -842,6 +952,25 @@ pub(crate) fn host_of(at: &Rendezvous) -> Result<&str, TransportError> {
             at.transport
         ))),
     }
+}
+
+pub(crate) fn bind_error(e: std::io::Error, path: &std::path::Path) -> TransportError {
+    if e.kind() == std::io::ErrorKind::AddrInUse {
+        TransportError::AddressInUse(path.display().to_string())
+    } else {
+        e.into()
+    }
+}
+
+pub(crate) fn resolve(address: &str) -> Result<std::net::SocketAddr, TransportError> {
+    std::net::ToSocketAddrs::to_socket_addrs(address)
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| {
+            TransportError::Unsupported(format!(
+                "`{address}` is not a socket address: write e.g. 127.0.0.1:7000"
+            ))
+        })
 }
 
 /// Refuses sides a transport without topics cannot open.

@@ -36,10 +36,10 @@ pub fn wait<T>(timeout: Duration, f: impl Future<Output = T>) -> Result<T, Trans
 /// request and its answer then cost no hand-off to a worker thread and back (two wake-ups, and
 /// on one CPU two context switches, per call). Between calls nothing reads the sockets: what
 /// arrives waits in the kernel, as it would for a synchronous client.
-#[cfg(any(feature = "redis", feature = "grpc"))]
+#[cfg(feature = "_local_runtime")]
 pub struct Local(tokio::runtime::Runtime);
 
-#[cfg(any(feature = "redis", feature = "grpc"))]
+#[cfg(feature = "_local_runtime")]
 impl Local {
     pub fn new() -> std::io::Result<Self> {
         tokio::runtime::Builder::new_current_thread()
@@ -61,7 +61,7 @@ impl Local {
 
     /// This runtime's handle, to make I/O resources and tasks on it (a task runs while the
     /// thread waits on the runtime).
-    #[cfg(feature = "grpc")]
+    #[allow(dead_code)] // Only an end that serves on it needs it.
     pub fn handle(&self) -> &tokio::runtime::Handle {
         self.0.handle()
     }

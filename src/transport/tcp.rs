@@ -8,7 +8,7 @@ use super::{
     Floor, Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Transport,
     TransportError,
 };
-use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{TcpListener, TcpStream};
 
 pub struct Tcp;
 
@@ -60,7 +60,7 @@ impl Transport for Tcp {
             return Ok(Box::new(Deferred(
                 move |at: &Rendezvous, spec: &ChannelSpec| {
                     let address = at.bound_at(side)?;
-                    let addr = resolve(address)?;
+                    let addr = super::resolve(address)?;
                     let s = TcpStream::connect_timeout(&addr, spec.timeout).map_err(|e| match e
                         .kind()
                     {
@@ -110,19 +110,6 @@ impl Transport for Tcp {
         Some(&FLOOR)
     }
 }
-
-pub(super) fn resolve(address: &str) -> Result<SocketAddr, TransportError> {
-    address
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.next())
-        .ok_or_else(|| {
-            TransportError::Unsupported(format!(
-                "`{address}` is not a socket address: write e.g. 127.0.0.1:7000"
-            ))
-        })
-}
-
 /// A channel's accepting end: a listening socket on a port the kernel chose.
 struct TcpAccept {
     listener: TcpListener,

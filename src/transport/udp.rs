@@ -84,7 +84,7 @@ impl Transport for Udp {
 
 /// Says hello to the accepting end at `address` until it answers, then talks only to it.
 fn connect(address: &str, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
-    let server = super::tcp::resolve(address)?;
+    let server = super::resolve(address)?;
     let local = if server.is_ipv4() {
         "127.0.0.1:0"
     } else {

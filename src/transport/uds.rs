@@ -58,7 +58,7 @@ impl Transport for Uds {
                 },
             )));
         }
-        let listener = UnixListener::bind(&path).map_err(|e| bind_error(e, &path))?;
+        let listener = UnixListener::bind(&path).map_err(|e| super::bind_error(e, &path))?;
         listener.set_nonblocking(true)?;
         Ok(Box::new(UdsAccept { listener, path }))
     }
@@ -83,15 +83,6 @@ impl Transport for Uds {
         Some(&FLOOR)
     }
 }
-
-pub(super) fn bind_error(e: std::io::Error, path: &std::path::Path) -> TransportError {
-    if e.kind() == std::io::ErrorKind::AddrInUse {
-        TransportError::AddressInUse(path.display().to_string())
-    } else {
-        e.into()
-    }
-}
-
 /// A channel's accepting end: a listening socket at its path in the case's directory.
 struct UdsAccept {
     listener: UnixListener,

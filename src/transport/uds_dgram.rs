@@ -4,7 +4,7 @@
 
 use super::floor::{FdFloor, FdSide};
 use super::framing::{Datagrams, HELLO};
-use super::uds::bind_error;
+use super::bind_error;
 use super::{
     channel_of, dir_of, dir_setup, Capabilities, ChannelSpec, Deferred, Endpoint, Floor, Opening,
     Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,

@@ -6,7 +6,10 @@
 //! a thread of the role, on the other CPU of the placement.
 
 use super::runtime::check_fixed;
-use super::{RoleControl, RoleError, RoleSpec, Sent, StopRule, Subject, Topology, Workload};
+use super::{
+    param, Param, ParamKind, RoleControl, RoleError, RoleSpec, Sent, StopRule, Topology,
+    Workload, N,
+};
 use crate::measure::{clock, Metric, Recorder};
 use crate::result::{CaseConfig, FloorKind, LatencyKind, RoleId, RoleKind};
 use crate::sys;
@@ -21,6 +24,70 @@ use std::time::Duration;
 
 pub struct Connect;
 
+/// Opens and closes connections (and accepts them, on a thread of its own).
+const CONNECTOR: RoleKind = RoleKind::new("connector");
+
+/// One connection's life, connect to close.
+const CONNECTION: Metric = Metric::new("connection_ns", 4);
+/// Time inside one connect call, to an established connection.
+const CONNECT_CALL: Metric = Metric::new("connect_call_ns", 1);
+/// Time inside one accept call, its wait included.
+const ACCEPT_CALL: Metric = Metric::new("accept_call_ns", 2);
+/// Time inside one close (shutdown and drop) of a connection.
+const CLOSE_CALL: Metric = Metric::new("close_call_ns", 3);
+// The one small exchange on each connection is timed as a round trip (Metric::RTT, slot 0).
+
+const CONNECT_TO_CLOSE: LatencyKind = LatencyKind::new(
+    "connect to close",
+    "one connection's connect, exchange and close",
+    true,
+);
+const CONNECT_CALL_KIND: LatencyKind = LatencyKind::new(
+    "connect call",
+    "one connect call, the connection kept",
+    false,
+);
+
+/// `--n`: at most this many connections (no default: until --duration).
+const UP_TO_N: Param = Param {
+    default: None,
+    always_shown: false,
+    ..N
+};
+
+/// `--hold`: connections held open until the first failure.
+const HOLD: Param = Param {
+    key: "hold",
+    value_name: "",
+    default: Some("false"),
+    about: "open connections and hold them until the first failure (or --n, or --duration), then report how many were held and what stopped it",
+    kind: ParamKind::Flag,
+    sweeps: false,
+    always_shown: false,
+};
+
+/// `--backlog`: the listener's backlog.
+const BACKLOG: Param = Param {
+    key: "backlog",
+    value_name: "N",
+    default: None,
+    about: "the listener's backlog, the connections the kernel queues for it [default: net.core.somaxconn, the most it allows]",
+    kind: ParamKind::Count { min: 1 },
+    sweeps: false,
+    always_shown: false,
+};
+
+/// `--no-accept`: a stalled server.
+const NO_ACCEPT: Param = Param {
+    key: "no-accept",
+    value_name: "",
+    default: Some("false"),
+    about: "with --hold, the listener never accepts, as a stalled server: connections queue in its backlog until one times out, which is counted",
+    kind: ParamKind::Flag,
+    sweeps: false,
+    always_shown: false,
+};
+
 impl Workload for Connect {
     fn name(&self) -> &'static str {
         "connect"
@@ -28,11 +95,17 @@ impl Workload for Connect {
     fn about(&self) -> &'static str {
         "connections set up and torn down over tcp or uds (connect, accept, one exchange, close); --hold: how many one process holds"
     }
+    fn params(&self) -> &'static [&'static Param] {
+        &[&UP_TO_N, &HOLD, &BACKLOG, &NO_ACCEPT]
+    }
+    fn metrics(&self) -> &'static [Metric] {
+        &[Metric::RTT, CONNECT_CALL, ACCEPT_CALL, CLOSE_CALL, CONNECTION]
+    }
     fn latency(&self, case: &CaseConfig) -> (LatencyKind, Metric) {
-        if case.hold {
-            (LatencyKind::ConnectCall, Metric::ConnectCall)
+        if param::flag(case, HOLD.key) {
+            (CONNECT_CALL_KIND, CONNECT_CALL)
         } else {
-            (LatencyKind::Connection, Metric::Connection)
+            (CONNECT_TO_CLOSE, CONNECTION)
         }
     }
     fn floor_kind(&self, _: &CaseConfig) -> Option<FloorKind> {
@@ -49,12 +122,17 @@ impl Workload for Connect {
         if case.count.is_some() {
             return Err("connect stops after --duration, or --n connections: drop --count".into());
         }
+        if param::flag(case, NO_ACCEPT.key) && !param::flag(case, HOLD.key) {
+            return Err(
+                "--no-accept stalls the listener, which only --hold measures: add --hold".into(),
+            );
+        }
         Ok(())
     }
     fn topology(&self, case: &CaseConfig, _: &Capabilities) -> Topology {
         Topology {
             roles: vec![RoleSpec {
-                id: RoleId::one(RoleKind::Connector),
+                id: RoleId::one(CONNECTOR),
                 ends: vec![],
                 cpu: case.cpus.0,
                 drives: true,
@@ -62,9 +140,6 @@ impl Workload for Connect {
             setup: SetupPlan::default(),
             fan_out: None,
         }
-    }
-    fn subject(&self) -> Subject {
-        Subject::Connections
     }
     fn run(
         &self,
@@ -74,13 +149,13 @@ impl Workload for Connect {
         rec: &mut Recorder,
         ctl: &RoleControl,
     ) -> Result<Option<Sent>, RoleError> {
-        let backlog = match case.backlog {
-            Some(b) => b,
+        let backlog = match param::count(case, BACKLOG.key) {
+            Some(b) => b.min(u32::MAX as u64) as u32,
             None => sys::somaxconn().unwrap_or(4096),
         };
         let listener = Listener::bind(&case.transport, backlog).map_err(fail)?;
         rec.figure("listen backlog", "", backlog as f64);
-        let r = if case.hold {
+        let r = if param::flag(case, HOLD.key) {
             hold(&listener, case, rec, ctl.stop)
         } else {
             rate(&listener, case, rec, ctl.stop)
@@ -195,7 +270,7 @@ fn rate(
 ) -> Result<(), String> {
     let done = AtomicBool::new(false);
     let measuring = AtomicBool::new(false);
-    let cap = case.n.unwrap_or(u64::MAX);
+    let cap = param::count(case, N.key).unwrap_or(u64::MAX);
     std::thread::scope(|s| {
         let acceptor = s.spawn(|| accept_loop(listener, case, &done, Some(&measuring)));
         let r = connect_loop(listener, case, rec, stop, cap, &measuring);
@@ -205,7 +280,7 @@ fn rate(
             ..Accepted::default()
         });
         for &t in &accepted.times {
-            rec.record(Metric::AcceptCall, t);
+            rec.record(ACCEPT_CALL, t);
         }
         if let Some(e) = accepted.error {
             return Err(format!("the accepting side: {e}"));
@@ -240,10 +315,10 @@ fn connect_loop(
         drop(c);
         let t3 = clock::now();
         if measured {
-            rec.record_primary(Metric::Connection, t3 - t0, t3);
-            rec.record(Metric::ConnectCall, t1 - t0);
-            rec.record(Metric::Rtt, t2 - t1);
-            rec.record(Metric::CloseCall, t3 - t2);
+            rec.record_primary(CONNECTION, t3 - t0, t3);
+            rec.record(CONNECT_CALL, t1 - t0);
+            rec.record(Metric::RTT, t2 - t1);
+            rec.record(CLOSE_CALL, t3 - t2);
             let c = &mut rec.counters;
             c.messages_sent += 1;
             c.messages_received += 1;
@@ -341,12 +416,13 @@ fn hold(
     let limit = sys::FdLimit::raise_to(u64::MAX);
     rec.figure("descriptor limit while holding", "fds", limit.now as f64);
     let done = AtomicBool::new(false);
-    let cap = case.n.unwrap_or(u64::MAX);
+    let cap = param::count(case, N.key).unwrap_or(u64::MAX);
     let timeout = case.timeout.min(Duration::from_secs(2));
     let why = std::thread::scope(|s| {
         // A stalled server's listener: nothing accepts, the backlog fills.
         let acceptor =
-            (!case.no_accept).then(|| s.spawn(|| accept_loop(listener, case, &done, None)));
+            (!param::flag(case, NO_ACCEPT.key))
+                .then(|| s.spawn(|| accept_loop(listener, case, &done, None)));
         let mut held: Vec<Conn> = Vec::new();
         let rule = StopRule::measured(case);
         let why = loop {
@@ -361,7 +437,7 @@ fn hold(
             match listener.connect(timeout) {
                 Ok(c) => {
                     let t1 = clock::now();
-                    rec.record_primary(Metric::ConnectCall, t1 - t0, t1);
+                    rec.record_primary(CONNECT_CALL, t1 - t0, t1);
                     rec.mark_end(t1);
                     held.push(c);
                 }
@@ -381,7 +457,7 @@ fn hold(
         rec.figure("connections made", "", held.len() as f64);
         rec.figure("connections accepted", "", accepted.kept.len() as f64);
         for &t in &accepted.times {
-            rec.record(Metric::AcceptCall, t);
+            rec.record(ACCEPT_CALL, t);
         }
         match &accepted.error {
             // The accepting side met a limit first: that is what stopped it.
@@ -418,7 +494,7 @@ fn why_stopped(
             rec.figure("connects timed out", "", 1.0);
             format!(
                 "a connect timed out after {timeout:?}: the listener's backlog was full{}",
-                if case.no_accept {
+                if param::flag(case, NO_ACCEPT.key) {
                     " (--no-accept: nothing accepted)"
                 } else {
                     ""

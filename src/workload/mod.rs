@@ -15,35 +15,39 @@
 //! - Only the workload's messages and END cross a channel: everything else (the case, the
 //!   start, results) travels on the runner's control channel.
 
-mod connect;
 pub mod message;
-mod pairs;
-mod pingpong;
-mod pubsub;
+mod oneway;
 mod runtime;
-mod spawn;
-mod stream;
-mod timers;
 
 use crate::deadline::Deadline;
 use crate::measure::Recorder;
-use crate::result::{
-    CaseConfig, Counters, FanOut, FloorKind, LatencyKind, Metric, RoleId, Runtime, Wait,
-};
+use crate::result::{CaseConfig, Counters, FanOut, FloorKind, LatencyKind, Metric, RoleId, Wait};
 use crate::transport::{Capabilities, Endpoint, Exchange, SetupPlan, Side, TransportError};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// The workloads msgperf knows; adding one is one module and one line here.
-pub static REGISTRY: &[&dyn Workload] = &[
-    &pingpong::PingPong,
-    &stream::Stream,
-    &pubsub::PubSub,
-    &pairs::Pairs,
-    &spawn::Spawn,
-    &timers::Timers,
-    &connect::Connect,
-];
+/// Declares the workloads' modules (`src/workload/NAME.rs`, named as the workload) and lists
+/// them in [`REGISTRY`].
+macro_rules! registry {
+    ($($module:ident: $workload:ident;)*) => {
+        $(mod $module;)*
+
+        /// The workloads msgperf knows, in the order help lists them.
+        pub static REGISTRY: &[&dyn Workload] = &[$(&$module::$workload),*];
+    };
+}
+
+// Adding a workload is its file and one line here.
+registry! {
+    pingpong: PingPong;
+    stream: Stream;
+    pubsub: PubSub;
+    pairs: Pairs;
+    spawn: Spawn;
+    timers: Timers;
+    connect: Connect;
+}
 
 pub fn find(name: &str) -> Result<&'static dyn Workload, String> {
     REGISTRY
@@ -59,6 +63,13 @@ pub fn find(name: &str) -> Result<&'static dyn Workload, String> {
 pub trait Workload: Sync {
     fn name(&self) -> &'static str;
     fn about(&self) -> &'static str;
+    /// The parameters it takes beyond every workload's (`--n`, `--hold`): each becomes a flag
+    /// of `msgperf run` and a key of scenario files, and is refused for other workloads.
+    fn params(&self) -> &'static [&'static Param] {
+        &[]
+    }
+    /// Every histogram its roles record, with distinct slots from 0.
+    fn metrics(&self) -> &'static [Metric];
     /// What this case's latency figure measures, and the metric that holds it.
     fn latency(&self, case: &CaseConfig) -> (LatencyKind, Metric);
     /// Which plain loop of the transport this case's figures divide by; None where no floor
@@ -68,9 +79,24 @@ pub trait Workload: Sync {
     fn check(&self, case: &CaseConfig, caps: &Capabilities) -> Result<(), String>;
     /// The case's roles and their ends, and what the transport's set-up makes for them.
     fn topology(&self, case: &CaseConfig, caps: &Capabilities) -> Topology;
-    /// What it measures, which decides the options it takes (`--n`, `--runtime`, `--hold`).
-    fn subject(&self) -> Subject {
-        Subject::Messages
+    /// The message sizes at which `msgperf survey` runs it on every transport (none: not in the
+    /// survey).
+    fn survey_sizes(&self) -> &'static [usize] {
+        &[]
+    }
+    /// The transport a case with these parameters runs over when none is given (None: one must
+    /// be).
+    fn default_transport(&self, _params: &Params) -> Option<&'static str> {
+        None
+    }
+    /// It takes `--pubs` and `--subs`: roles that publish and subscribe.
+    fn fans_out(&self) -> bool {
+        false
+    }
+    /// It does a fixed amount of work (`--n`), not a measured window: no --duration, no
+    /// warm-up.
+    fn fixed_work(&self) -> bool {
+        false
     }
     /// What it moves on each two-way channel (a transport may pick its calls by it).
     fn exchange(&self, _case: &CaseConfig) -> Exchange {
@@ -88,50 +114,138 @@ pub trait Workload: Sync {
     ) -> Result<Option<Sent>, RoleError>;
 }
 
-/// What a workload measures.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Subject {
-    /// Messages over a transport, for a measured window (pingpong, stream, pubsub).
-    Messages,
-    /// `--n` channels of a transport, each a pair of threads: a fixed amount of work (pairs).
-    Channels,
-    /// A runtime's threads or tasks, over no transport: a fixed amount of work (spawn, timers).
-    Runtime,
-    /// A transport's connections, for a window or up to `--n` (connect).
-    Connections,
+/// A case's parameter values by key.
+pub type Params = BTreeMap<String, String>;
+
+/// A parameter a workload declares: the flag `--KEY` of `msgperf run` and the key `KEY` (with
+/// `_` for `-`) of scenario files, both made from this. A parameter that several workloads
+/// take is one `const` they share.
+#[derive(Debug)]
+pub struct Param {
+    pub key: &'static str,
+    /// What its value is, for help (`N[,N...]`); empty for a flag.
+    pub value_name: &'static str,
+    /// Its value when not given (None: not set).
+    pub default: Option<&'static str>,
+    pub about: &'static str,
+    pub kind: ParamKind,
+    /// A comma list runs a case for each value, in order.
+    pub sweeps: bool,
+    /// Tables name it beside the workload (`n=100`) even at its default; else only when given.
+    pub always_shown: bool,
 }
 
-impl Subject {
-    /// The transport a case on `runtime` takes when none is given: two processes over unix
-    /// sockets for channel pairs on threads (one process could not map 20000 threads), tokio's
-    /// channel for pairs on tasks, no channel for a runtime.
-    pub fn default_transport(self, runtime: Runtime) -> Option<&'static str> {
-        match self {
-            Subject::Channels if runtime == Runtime::Threads => Some("uds"),
-            Subject::Channels => Some(pairs::TOKIO_CHANNEL),
-            Subject::Runtime => Some(crate::transport::NO_CHANNEL.name()),
-            _ => None,
+/// What values a parameter takes.
+#[derive(Debug)]
+pub enum ParamKind {
+    /// `--KEY` alone or `--KEY=true|false`.
+    Flag,
+    /// A whole number from `min` up.
+    Count { min: u64 },
+    /// A duration, e.g. `2ms`.
+    Duration,
+    /// One of these words.
+    Choice(&'static [&'static str]),
+}
+
+impl Param {
+    /// The scenario file's key.
+    pub fn scenario_key(&self) -> String {
+        self.key.replace('-', "_")
+    }
+
+    /// Checks one value, naming the fix.
+    pub fn check(&self, v: &str) -> Result<(), String> {
+        let bad = |what: String| Err(format!("--{} `{v}` {what}", self.key));
+        match &self.kind {
+            ParamKind::Flag if matches!(v, "true" | "false") => Ok(()),
+            ParamKind::Flag => bad("is not true or false".into()),
+            ParamKind::Count { min } => match v.replace('_', "").parse::<u64>() {
+                Ok(n) if n >= *min => Ok(()),
+                _ => bad(format!(
+                    "is not a count: give whole numbers from {min}, e.g. --{} {}",
+                    self.key,
+                    self.default.unwrap_or("100")
+                )),
+            },
+            ParamKind::Duration => crate::units::parse_duration(v)
+                .map(|_| ())
+                .or_else(|e| bad(format!("is not a duration: {e}"))),
+            ParamKind::Choice(words) if words.contains(&v) => Ok(()),
+            ParamKind::Choice(words) => bad(format!("is not one of {}", one_of(words))),
         }
     }
-    /// The `--n` a case takes when none is given.
-    pub fn default_n(self) -> Option<u64> {
-        matches!(self, Subject::Channels | Subject::Runtime).then_some(100)
-    }
-    pub fn takes_n(self) -> bool {
-        self != Subject::Messages
-    }
-    /// What may run its concurrent parts (`--runtime`).
-    pub fn runtimes(self) -> &'static [Runtime] {
-        match self {
-            Subject::Runtime | Subject::Channels => &Runtime::ALL,
-            _ => &[Runtime::Threads],
+
+    /// The values given, one per case where it sweeps.
+    pub fn values(&self, given: &str) -> Vec<String> {
+        if self.sweeps {
+            given
+                .split(',')
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+                .collect()
+        } else {
+            vec![given.trim().to_string()]
         }
-    }
-    /// A fixed amount of work (`--n`), not a measured window: no --duration, no warm-up.
-    pub fn fixed_work(self) -> bool {
-        matches!(self, Subject::Channels | Subject::Runtime)
     }
 }
+
+/// `a, b or c`.
+fn one_of(words: &[&str]) -> String {
+    match words {
+        [] => String::new(),
+        [w] => w.to_string(),
+        [first @ .., last] => format!("{} or {last}", first.join(", ")),
+    }
+}
+
+/// Every parameter some workload declares, once each by key, in registry order.
+pub fn all_params() -> Vec<&'static Param> {
+    let mut out: Vec<&'static Param> = Vec::new();
+    for p in REGISTRY.iter().flat_map(|w| w.params().iter().copied()) {
+        if !out.iter().any(|q| q.key == p.key) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// The workloads that declare the parameter `key`.
+pub fn declaring(key: &str) -> Vec<&'static str> {
+    REGISTRY
+        .iter()
+        .filter(|w| w.params().iter().any(|p| p.key == key))
+        .map(|w| w.name())
+        .collect()
+}
+
+/// Typed reads of a case's parameters, made once before a role's loop (never in it).
+pub(crate) mod param {
+    use crate::result::CaseConfig;
+
+    pub fn flag(case: &CaseConfig, key: &str) -> bool {
+        case.param(key) == Some("true")
+    }
+
+    pub fn count(case: &CaseConfig, key: &str) -> Option<u64> {
+        case.param(key)?.replace('_', "").parse().ok()
+    }
+
+    pub fn duration(case: &CaseConfig, key: &str) -> Option<std::time::Duration> {
+        crate::units::parse_duration(case.param(key)?).ok()
+    }
+}
+
+/// `--n`: how many of what a workload multiplies.
+pub(crate) const N: Param = Param {
+    key: "n",
+    value_name: "N[,N...]",
+    default: Some("100"),
+    about: "how many channel pairs, threads or tasks, waiters or connections; a list runs a case for each, e.g. 1,100,1000,10000",
+    kind: ParamKind::Count { min: 1 },
+    sweeps: true,
+    always_shown: true,
+};
 
 /// A case's roles and what they meet on.
 #[derive(Clone, Debug)]
@@ -196,6 +310,30 @@ impl RoleError {
             cause: Box::new(self),
         }
     }
+}
+
+/// A driving role's two phases over one sequence of messages: a warm-up (unless it is zero),
+/// then the measured window, each run by `phase(rec, seq, rule, record)`, which advances `seq`
+/// past every message it sends. A role that fails still says how far it got
+/// ([`RoleError::Ended`]): its END then tells its peers, which end at once instead of waiting
+/// out --timeout for a message (on a broker, which does not close their channels).
+pub(crate) fn phases(
+    case: &CaseConfig,
+    rec: &mut Recorder,
+    mut phase: impl FnMut(&mut Recorder, &mut u64, StopRule, bool) -> Result<(), RoleError>,
+) -> Result<Sent, RoleError> {
+    let mut seq = 0;
+    if !case.warmup.is_zero() {
+        phase(rec, &mut seq, StopRule::warmup(case), false).map_err(|e| e.ended(seq, seq))?;
+    }
+    rec.reset();
+    let first_measured = seq;
+    phase(rec, &mut seq, StopRule::measured(case), true)
+        .map_err(|e| e.ended(first_measured, seq))?;
+    Ok(Sent {
+        first_measured,
+        next: seq,
+    })
 }
 
 /// When a driving role stops: after `count` measured messages or at `end_ns`.
@@ -317,12 +455,19 @@ pub(crate) fn check_exchange(
     ))
 }
 
-/// Refuses publishers and subscribers for a workload of two roles.
+/// Refuses publishers and subscribers for a workload that has none, naming those that do.
 pub(crate) fn check_two_roles(case: &CaseConfig) -> Result<(), String> {
     if case.pubs != 1 || case.subs != 1 {
+        let fan: Vec<&str> = REGISTRY
+            .iter()
+            .filter(|w| w.fans_out())
+            .map(|w| w.name())
+            .collect();
         return Err(format!(
-            "--pubs and --subs are for the pubsub workload, not {}: write `msgperf run pubsub ...`",
-            case.workload
+            "--pubs and --subs are for {}, not {}: write `msgperf run {} ...`, or drop them",
+            fan.join(", "),
+            case.workload,
+            fan.first().unwrap_or(&"...")
         ));
     }
     Ok(())

@@ -4,14 +4,14 @@
 //! senders are one role and the receivers another, each pair's ends on a thread of its own.
 
 use super::message::{self, Outgoing, END, MEASURED};
-use super::runtime::{check_fixed, one_role, tokio_runtime, Gate, STACK};
+use super::runtime::{check_fixed, one_role, tokio_runtime, Gate, Runtime, RUNTIME, STACK};
 use super::{
-    check_common, check_exchange, receive, RoleControl, RoleError, RoleSpec, Sent, Subject,
-    Topology, Workload,
+    check_common, check_exchange, param, receive, Param, Params, RoleControl, RoleError,
+    RoleSpec, Sent, Topology, Workload, N,
 };
 use crate::measure::integrity::{Arrival, SeqTracker};
 use crate::measure::{clock, Metric, Recorder};
-use crate::result::{CaseConfig, Counters, FloorKind, LatencyKind, RoleId, RoleKind, Runtime};
+use crate::result::{CaseConfig, Counters, FloorKind, LatencyKind, RoleId, RoleKind};
 use crate::transport::{Capabilities, Endpoint, Exchange, SetupPlan, Side, TransportError};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -21,7 +21,17 @@ pub struct Pairs;
 
 /// The transport that pairs on tokio tasks run over: tokio's mpsc, between tasks of one
 /// runtime.
-pub const TOKIO_CHANNEL: &str = "tokio-mpsc";
+const TOKIO_CHANNEL: &str = "tokio-mpsc";
+
+/// The transport that pairs on threads run over by default: two processes over unix sockets
+/// (one process could not map 20000 threads).
+const THREADS_CHANNEL: &str = "uds";
+
+/// The senders' threads, and the receivers'.
+const SENDERS: RoleKind = RoleKind::new("senders");
+const RECEIVERS: RoleKind = RoleKind::new("receivers");
+/// On a tokio runtime: every sender's and receiver's task, in one role.
+const TASKS: RoleKind = RoleKind::new("tasks");
 
 /// Messages per pair when --count is not given.
 const DEFAULT_COUNT: u64 = 10;
@@ -33,8 +43,23 @@ impl Workload for Pairs {
     fn about(&self) -> &'static str {
         "N sender/receiver pairs on threads or tokio tasks, released at one instant (--n): delay per message, spread of first deliveries"
     }
+    fn params(&self) -> &'static [&'static Param] {
+        &[&N, &RUNTIME]
+    }
+    fn metrics(&self) -> &'static [Metric] {
+        &Metric::MESSAGES
+    }
     fn latency(&self, _: &CaseConfig) -> (LatencyKind, Metric) {
-        (LatencyKind::OneWay, Metric::OneWay)
+        (LatencyKind::ONE_WAY, Metric::ONE_WAY)
+    }
+    fn default_transport(&self, params: &Params) -> Option<&'static str> {
+        match params.get(RUNTIME.key).map(String::as_str) {
+            Some("threads") | None => Some(THREADS_CHANNEL),
+            Some(_) => Some(TOKIO_CHANNEL),
+        }
+    }
+    fn fixed_work(&self) -> bool {
+        true
     }
     fn floor_kind(&self, _: &CaseConfig) -> Option<FloorKind> {
         None
@@ -49,25 +74,26 @@ impl Workload for Pairs {
         )?;
         check_common(case, caps)?;
         if case.transport == crate::transport::NO_CHANNEL.name() {
-            return Err(
-                "pairs sends messages: give it a channel, e.g. -t inproc,mpsc,flume".into(),
-            );
+            return Err(format!(
+                "pairs sends messages: give it a channel, e.g. -t {THREADS_CHANNEL} (see `msgperf transports`)"
+            ));
         }
-        if case.runtime != Runtime::Threads && case.transport != TOKIO_CHANNEL {
+        let runtime = Runtime::of(case);
+        if runtime != Runtime::Threads && case.transport != TOKIO_CHANNEL {
             return Err(format!(
                 "pairs on {} tasks sends over tokio's own channel, not {}: give -t {TOKIO_CHANNEL}, or --runtime threads",
-                case.runtime.label(),
+                runtime.label(),
                 case.transport
             ));
         }
         Ok(())
     }
     fn topology(&self, case: &CaseConfig, _: &Capabilities) -> Topology {
-        if case.runtime != Runtime::Threads {
+        if Runtime::of(case) != Runtime::Threads {
             // Every task of every pair on one runtime, as CML's threads shared one.
-            return one_role(case, RoleKind::Tasks);
+            return one_role(case, TASKS);
         }
-        let n = case.n.unwrap_or(1) as u32;
+        let n = param::count(case, N.key).unwrap_or(1) as u32;
         let role = |kind, drives, ends: Vec<Side>, cpu| super::RoleSpec {
             id: RoleId::one(kind),
             ends,
@@ -77,13 +103,13 @@ impl Workload for Pairs {
         Topology {
             roles: vec![
                 role(
-                    RoleKind::Senders,
+                    SENDERS,
                     true,
                     (0..n).map(Side::Connect).collect(),
                     case.cpus.0,
                 ),
                 role(
-                    RoleKind::Receivers,
+                    RECEIVERS,
                     false,
                     (0..n).map(Side::Accept).collect(),
                     case.cpus.1,
@@ -99,9 +125,6 @@ impl Workload for Pairs {
     fn exchange(&self, _: &CaseConfig) -> Exchange {
         Exchange::OneWay
     }
-    fn subject(&self) -> Subject {
-        Subject::Channels
-    }
     fn run(
         &self,
         role: &RoleSpec,
@@ -110,7 +133,7 @@ impl Workload for Pairs {
         rec: &mut Recorder,
         ctl: &RoleControl,
     ) -> Result<Option<Sent>, RoleError> {
-        if case.runtime != Runtime::Threads {
+        if Runtime::of(case) != Runtime::Threads {
             rec.reset();
             return run_tasks(case, rec, ctl.stop).map(|_| None);
         }
@@ -139,7 +162,7 @@ fn thread_budget(n: usize, case: &CaseConfig) -> Result<(), RoleError> {
     let need = in_process * MAPS_PER_THREAD;
     if used + need + 1000 > max {
         return Err(RoleError::Transport(TransportError::Unsupported(format!(
-            "{n} pairs start {in_process} threads in this process, about {need} memory maps, over vm.max_map_count {max}: run the roles as processes (e.g. -t uds) or raise it (sysctl -w vm.max_map_count={})",
+            "{n} pairs start {in_process} threads in this process, about {need} memory maps, over vm.max_map_count {max}: run the roles as processes (e.g. -t {THREADS_CHANNEL}) or raise it (sysctl -w vm.max_map_count={})",
             (used + need) * 2
         ))));
     }
@@ -239,7 +262,7 @@ fn sum_senders(
     let mut last_first = released;
     for s in &senders {
         for &c in &s.calls {
-            rec.record(Metric::SendCall, c);
+            rec.record(Metric::SEND_CALL, c);
         }
         rec.counters.messages_sent += s.sent;
         rec.counters.bytes_sent += s.sent * case.size_bytes as u64;
@@ -305,7 +328,7 @@ fn sum_receivers(receivers: Vec<Receiver>, rec: &mut Recorder) -> Result<(), Rol
     let mut error = None;
     for r in receivers {
         for &d in &r.delays {
-            rec.record(Metric::OneWay, d);
+            rec.record(Metric::ONE_WAY, d);
         }
         rec.counters.add(&r.counters);
         if r.first_ns > 0 {
@@ -414,8 +437,8 @@ type Msg = (Box<[u8]>, usize);
 /// threads today): each message is copied into one of the pair's pooled buffers and checked
 /// where it lands, and each sender ends with END as a sender thread's role does.
 fn run_tasks(case: &CaseConfig, rec: &mut Recorder, stop: &AtomicBool) -> Result<(), RoleError> {
-    let n = case.n.unwrap_or(1) as usize;
-    let runtime = tokio_runtime(case.runtime)
+    let n = param::count(case, N.key).unwrap_or(1) as usize;
+    let runtime = tokio_runtime(Runtime::of(case))
         .map_err(|e| RoleError::Transport(TransportError::Unsupported(e)))?;
     let job = Arc::new(Job {
         case: case.clone(),

@@ -3,7 +3,7 @@
 
 use super::message::{self, Outgoing, END, MEASURED};
 use super::{
-    check_common, check_exchange, check_two_roles, only_end, receive, receive_buffer,
+    check_common, check_exchange, check_two_roles, only_end, phases, receive, receive_buffer,
     receive_in_place, two_roles, RoleControl, RoleError, RoleSpec, Sent, StopRule, Topology,
     Workload,
 };
@@ -14,6 +14,9 @@ use std::sync::atomic::AtomicBool;
 
 pub struct PingPong;
 
+const INITIATOR: RoleKind = RoleKind::new("initiator");
+const RESPONDER: RoleKind = RoleKind::new("responder");
+
 impl Workload for PingPong {
     fn name(&self) -> &'static str {
         "pingpong"
@@ -21,8 +24,14 @@ impl Workload for PingPong {
     fn about(&self) -> &'static str {
         "round trips: send, wait for the echo, repeat (latency distribution, CPU per round trip)"
     }
+    fn metrics(&self) -> &'static [Metric] {
+        &Metric::MESSAGES
+    }
     fn latency(&self, _: &CaseConfig) -> (LatencyKind, Metric) {
-        (LatencyKind::RoundTrip, Metric::Rtt)
+        (LatencyKind::ROUND_TRIP, Metric::RTT)
+    }
+    fn survey_sizes(&self) -> &'static [usize] {
+        &[64, 4096]
     }
     fn floor_kind(&self, _: &CaseConfig) -> Option<FloorKind> {
         Some(FloorKind::RoundTrip)
@@ -37,18 +46,15 @@ impl Workload for PingPong {
         )?;
         check_common(case, caps)?;
         if case.rate_hz.is_some() {
-            return Err("pingpong sends the next message when the reply comes: --rate applies to `stream` and `pubsub`; drop it".into());
-        }
-        if case.confirm {
             return Err(
-                "pingpong already waits for every reply: --confirm applies to `stream`; drop it"
+                "pingpong sends the next message when the reply comes: --rate does not apply; drop it"
                     .into(),
             );
         }
         Ok(())
     }
     fn topology(&self, case: &CaseConfig, _: &Capabilities) -> Topology {
-        two_roles(case, RoleKind::Initiator, RoleKind::Responder)
+        two_roles(case, INITIATOR, RESPONDER)
     }
     fn exchange(&self, _: &CaseConfig) -> Exchange {
         Exchange::Alternate
@@ -79,26 +85,8 @@ fn initiate(
 ) -> Result<Sent, RoleError> {
     let mut out = Outgoing::new(case.size_bytes, case.checksum);
     let mut buf = receive_buffer(case);
-    let mut seq = 0;
-    // An initiator that fails still ends the exchange: its responder then ends at once
-    // instead of waiting out --timeout for a ping (on a broker, which does not close).
-    if !case.warmup.is_zero() {
-        let warmup = StopRule::warmup(case);
-        exchange(
-            ep, case, rec, &mut out, &mut buf, &mut seq, warmup, false, stop,
-        )
-        .map_err(|e| e.ended(seq, seq))?;
-    }
-    rec.reset();
-    let first_measured = seq;
-    let measured = StopRule::measured(case);
-    exchange(
-        ep, case, rec, &mut out, &mut buf, &mut seq, measured, true, stop,
-    )
-    .map_err(|e| e.ended(first_measured, seq))?;
-    Ok(Sent {
-        first_measured,
-        next: seq,
+    phases(case, rec, |rec, seq, rule, record| {
+        exchange(ep, case, rec, &mut out, &mut buf, seq, rule, record, stop)
     })
 }
 
@@ -134,8 +122,8 @@ fn respond(ep: &mut dyn Endpoint, case: &CaseConfig, rec: &mut Recorder) -> Resu
         let t2 = clock::now();
         last = t2;
         if measuring {
-            rec.record_primary(Metric::RecvCall, t1 - t0, t1);
-            rec.record(Metric::SendCall, t2 - t1);
+            rec.record_primary(Metric::RECV_CALL, t1 - t0, t1);
+            rec.record(Metric::SEND_CALL, t2 - t1);
             let c = &mut rec.counters;
             c.messages_received += 1;
             c.bytes_received += n as u64;
@@ -223,9 +211,9 @@ fn exchange(
                     }
                     rec.counters.corrupted += 1;
                 } else if record {
-                    rec.record_primary(Metric::Rtt, t2 - t0, t2);
-                    rec.record(Metric::SendCall, t1 - t0);
-                    rec.record(Metric::RecvCall, t2 - t1);
+                    rec.record_primary(Metric::RTT, t2 - t0, t2);
+                    rec.record(Metric::SEND_CALL, t1 - t0);
+                    rec.record(Metric::RECV_CALL, t2 - t1);
                     let c = &mut rec.counters;
                     c.messages_sent += 1;
                     c.bytes_sent += case.size_bytes as u64;

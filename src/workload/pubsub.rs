@@ -5,15 +5,19 @@
 //! turn. Every publisher-to-subscriber stream is a `stream`'s; a subscriber reads each
 //! publisher's on a thread of its own, and its result is the sum of them.
 
-use super::stream::{read_stream, write_stream};
+use super::oneway::{read_stream, write_stream, Flow, SLOW_SUBSCRIBER};
 use super::{
-    check_common, check_exchange, RoleControl, RoleError, RoleSpec, Sent, Topology, Workload,
+    check_common, check_exchange, param, Param, RoleControl, RoleError, RoleSpec, Sent, Topology,
+    Workload,
 };
 use crate::measure::{Metric, Recorder};
 use crate::result::{CaseConfig, FanOut, FloorKind, LatencyKind, RoleId, RoleKind};
 use crate::transport::{Capabilities, CopyFanOut, Endpoint, Exchange, SetupPlan, Side};
 
 pub struct PubSub;
+
+const PUBLISHER: RoleKind = RoleKind::new("publisher");
+const SUBSCRIBER: RoleKind = RoleKind::new("subscriber");
 
 /// Whether a case's publishers use the transport's native fan-out.
 fn native(case: &CaseConfig, caps: &Capabilities) -> bool {
@@ -27,8 +31,17 @@ impl Workload for PubSub {
     fn about(&self) -> &'static str {
         "P publishers to S subscribers (--pubs, --subs) at --rate: per-subscriber latency, loss and CPU"
     }
+    fn params(&self) -> &'static [&'static Param] {
+        &[&SLOW_SUBSCRIBER]
+    }
+    fn fans_out(&self) -> bool {
+        true
+    }
+    fn metrics(&self) -> &'static [Metric] {
+        &Metric::MESSAGES
+    }
     fn latency(&self, _: &CaseConfig) -> (LatencyKind, Metric) {
-        (LatencyKind::OneWay, Metric::OneWay)
+        (LatencyKind::ONE_WAY, Metric::ONE_WAY)
     }
     fn floor_kind(&self, case: &CaseConfig) -> Option<FloorKind> {
         // One publisher to one subscriber is a stream; more roles share the CPUs, which the
@@ -36,9 +49,6 @@ impl Workload for PubSub {
         (case.rate_hz.is_none() && case.pubs == 1 && case.subs == 1).then_some(FloorKind::Stream)
     }
     fn check(&self, case: &CaseConfig, caps: &Capabilities) -> Result<(), String> {
-        if case.confirm {
-            return Err("pubsub does not take --confirm (a publisher would wait for every subscriber in turn): use `stream --confirm` for acknowledged writes".into());
-        }
         if case.pubs == 0 || case.subs == 0 {
             return Err("--pubs and --subs take 1 or more".into());
         }
@@ -66,7 +76,7 @@ impl Workload for PubSub {
         let (pubs, subs) = (case.pubs as u32, case.subs as u32);
         let native = native(case, caps);
         let publisher = |p: u32| RoleSpec {
-            id: RoleId::nth(RoleKind::Publisher, p as usize),
+            id: RoleId::nth(PUBLISHER, p as usize),
             ends: if native {
                 vec![Side::Publish {
                     topic: p,
@@ -79,7 +89,7 @@ impl Workload for PubSub {
             drives: true,
         };
         let subscriber = |s: u32| RoleSpec {
-            id: RoleId::nth(RoleKind::Subscriber, s as usize),
+            id: RoleId::nth(SUBSCRIBER, s as usize),
             ends: (0..pubs)
                 .map(|p| {
                     if native {
@@ -123,17 +133,20 @@ impl Workload for PubSub {
         rec: &mut Recorder,
         ctl: &RoleControl,
     ) -> Result<Option<Sent>, RoleError> {
+        let flow = Flow {
+            confirm: false,
+            // Only the first subscriber is the slow one.
+            slow: param::duration(case, SLOW_SUBSCRIBER.key).filter(|_| role.id.number == Some(1)),
+        };
         if role.drives {
             if let [ep] = ends {
-                return write_stream(&mut **ep, case, rec, ctl.stop).map(Some);
+                return write_stream(&mut **ep, case, flow, rec, ctl.stop).map(Some);
             }
             let mut fan = CopyFanOut::new(ends);
-            let sent = write_stream(&mut fan, case, rec, ctl.stop);
+            let sent = write_stream(&mut fan, case, flow, rec, ctl.stop);
             rec.counters.send_full += fan.refused();
             return sent.map(Some);
         }
-        // Only the first subscriber is the slow one.
-        let slow = case.slow_subscriber.filter(|_| role.id.number == Some(1));
         let Some((first, others)) = ends.split_first_mut() else {
             return Ok(None);
         };
@@ -142,13 +155,13 @@ impl Workload for PubSub {
                 .iter_mut()
                 .map(|ep| {
                     scope.spawn(move || {
-                        let mut part = Recorder::new();
-                        let r = read_stream(&mut **ep, case, &mut part, slow);
+                        let mut part = Recorder::new(&Metric::MESSAGES);
+                        let r = read_stream(&mut **ep, case, flow, &mut part);
                         part.finish(role.id, r.err().map(|e| e.to_string()))
                     })
                 })
                 .collect();
-            let mine = read_stream(&mut **first, case, rec, slow);
+            let mine = read_stream(&mut **first, case, flow, rec);
             for p in parts {
                 match p.join() {
                     Ok(part) => rec.absorb(part),

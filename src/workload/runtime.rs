@@ -1,13 +1,60 @@
 //! What the workloads that measure a runtime (`pairs`, `spawn`, `timers`) share: the runtime
 //! that runs their concurrent parts, a gate that releases them at one instant, and their checks.
 
-use super::{RoleSpec, Topology};
+use super::{Param, ParamKind, RoleSpec, Topology};
 use crate::deadline::Deadline;
-use crate::result::{CaseConfig, Placement, RoleId, RoleKind, Runtime};
+use crate::result::{CaseConfig, Placement, RoleId, RoleKind};
 use crate::transport::SetupPlan;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
+
+/// What runs a workload's concurrent parts (pairs, spawn, timers).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Runtime {
+    /// OS threads (std).
+    #[default]
+    Threads,
+    /// Tasks on a tokio current-thread runtime: one thread runs them all.
+    Tokio,
+    /// Tasks on a tokio multi-thread runtime, one worker per allowed CPU.
+    TokioMulti,
+}
+
+impl Runtime {
+    const LABELS: [(&'static str, Runtime); 3] = [
+        ("threads", Runtime::Threads),
+        ("tokio", Runtime::Tokio),
+        ("tokio-multi", Runtime::TokioMulti),
+    ];
+
+    pub fn label(self) -> &'static str {
+        Self::LABELS
+            .iter()
+            .find(|(_, r)| *r == self)
+            .map_or("threads", |(l, _)| l)
+    }
+
+    /// The case's `--runtime`.
+    pub fn of(case: &CaseConfig) -> Runtime {
+        let given = case.param(RUNTIME.key).unwrap_or("threads");
+        Self::LABELS
+            .iter()
+            .find(|(l, _)| *l == given)
+            .map_or(Runtime::Threads, |(_, r)| *r)
+    }
+}
+
+/// `--runtime`: what runs the concurrent parts.
+pub const RUNTIME: Param = Param {
+    key: "runtime",
+    value_name: "RUNTIME[,RUNTIME...]",
+    default: Some("threads"),
+    about: "what runs their concurrent parts: threads, tokio (a current-thread runtime) or tokio-multi; a list runs a case for each",
+    kind: ParamKind::Choice(&["threads", "tokio", "tokio-multi"]),
+    sweeps: true,
+    always_shown: false,
+};
 
 /// Stack of a thread these workloads start: small, so that ten thousand fit; what it touches
 /// is resident, the rest only reserved.
@@ -68,15 +115,10 @@ impl Gate {
 
 /// Refuses the message workloads' options that a runtime workload has no use for.
 pub fn check_fixed(case: &CaseConfig, what: &str) -> Result<(), String> {
-    if case.pubs != 1 || case.subs != 1 {
+    super::check_two_roles(case)?;
+    if case.rate_hz.is_some() {
         return Err(format!(
-            "--pubs and --subs are for pubsub, not {}: drop them",
-            case.workload
-        ));
-    }
-    if case.rate_hz.is_some() || case.confirm || case.slow_subscriber.is_some() {
-        return Err(format!(
-            "{} {what}: --rate, --confirm and --slow-subscriber do not apply; drop them",
+            "{} {what}: --rate does not apply; drop it",
             case.workload
         ));
     }
@@ -103,7 +145,7 @@ pub fn check_no_transport(case: &CaseConfig) -> Result<(), String> {
 /// The CPU a runtime workload's role is pinned to: one CPU for threads and a current-thread
 /// runtime where the placement pins, none for a multi-thread runtime (its workers need CPUs).
 pub fn role_cpu(case: &CaseConfig) -> Option<usize> {
-    match (case.runtime, case.placement) {
+    match (Runtime::of(case), case.placement) {
         (Runtime::TokioMulti, _) | (_, Placement::Any) => None,
         _ => case.cpus.0,
     }

@@ -2,16 +2,31 @@
 //! each spawn call, the delay from the call to the new thread's or task's first instruction,
 //! the resident memory each one costs while all N live, and joining them.
 
-use super::runtime::{check_fixed, check_no_transport, one_role, tokio_runtime, Gate, STACK};
-use super::{RoleControl, RoleError, RoleSpec, Sent, Subject, Topology, Workload};
+use super::runtime::{
+    check_fixed, check_no_transport, one_role, tokio_runtime, Gate, Runtime, RUNTIME, STACK,
+};
+use super::{param, Param, Params, RoleControl, RoleError, RoleSpec, Sent, Topology, Workload, N};
 use crate::measure::{clock, Metric, Recorder};
-use crate::result::{CaseConfig, FloorKind, LatencyKind, RoleKind, Runtime};
+use crate::result::{CaseConfig, FloorKind, LatencyKind, RoleKind};
 use crate::sys;
 use crate::transport::{Capabilities, Endpoint, TransportError};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 pub struct Spawn;
+
+const SPAWNER: RoleKind = RoleKind::new("spawner");
+
+/// Time inside one call that starts a thread or task.
+const SPAWN_CALL: Metric = Metric::new("spawn_call_ns", 0);
+/// From a spawn call to the new thread's or task's first instruction.
+const START_DELAY: Metric = Metric::new("start_delay_ns", 1);
+
+const SPAWN_TO_RUN: LatencyKind = LatencyKind::new(
+    "spawn to run",
+    "a spawn call to the first instruction of what it started",
+    false,
+);
 
 impl Workload for Spawn {
     fn name(&self) -> &'static str {
@@ -20,8 +35,20 @@ impl Workload for Spawn {
     fn about(&self) -> &'static str {
         "start N threads or tokio tasks (--n, --runtime): each spawn call, spawn to first run, memory per thread or task"
     }
+    fn params(&self) -> &'static [&'static Param] {
+        &[&N, &RUNTIME]
+    }
+    fn metrics(&self) -> &'static [Metric] {
+        &[SPAWN_CALL, START_DELAY]
+    }
     fn latency(&self, _: &CaseConfig) -> (LatencyKind, Metric) {
-        (LatencyKind::StartDelay, Metric::StartDelay)
+        (SPAWN_TO_RUN, START_DELAY)
+    }
+    fn default_transport(&self, _: &Params) -> Option<&'static str> {
+        Some(crate::transport::NO_CHANNEL.name())
+    }
+    fn fixed_work(&self) -> bool {
+        true
     }
     fn floor_kind(&self, _: &CaseConfig) -> Option<FloorKind> {
         None
@@ -31,10 +58,7 @@ impl Workload for Spawn {
         check_fixed(case, "starts threads or tasks")
     }
     fn topology(&self, case: &CaseConfig, _: &Capabilities) -> Topology {
-        one_role(case, RoleKind::Spawner)
-    }
-    fn subject(&self) -> Subject {
-        Subject::Runtime
+        one_role(case, SPAWNER)
     }
     fn run(
         &self,
@@ -44,10 +68,10 @@ impl Workload for Spawn {
         rec: &mut Recorder,
         _: &RoleControl,
     ) -> Result<Option<Sent>, RoleError> {
-        let n = case.n.unwrap_or(1) as usize;
+        let n = param::count(case, N.key).unwrap_or(1) as usize;
         let before = sys::resident_bytes().unwrap_or(0);
         rec.reset();
-        let r = match case.runtime {
+        let r = match Runtime::of(case) {
             Runtime::Threads => threads(n, case, rec, before),
             rt => tasks(rt, n, case, rec, before),
         };
@@ -91,11 +115,11 @@ fn record(
     unit: &str,
 ) {
     for &c in calls {
-        rec.record(Metric::SpawnCall, c);
+        rec.record(SPAWN_CALL, c);
     }
     let delays = super::runtime::spans(called, &starts.at);
     for &d in &delays {
-        rec.record(Metric::StartDelay, d);
+        rec.record(START_DELAY, d);
     }
     let c = &mut rec.counters;
     c.messages_sent = calls.len() as u64;

@@ -2,16 +2,30 @@
 //! own (CML's atTimeEvt against timeOutEvt): how late each wakes after its deadline, the cost
 //! of registering a wait with the runtime's timer, and the spread of the wake-ups.
 
-use super::runtime::{check_fixed, check_no_transport, one_role, tokio_runtime, Gate, STACK};
-use super::{RoleControl, RoleError, RoleSpec, Sent, Subject, Topology, Workload};
+use super::runtime::{
+    check_fixed, check_no_transport, one_role, tokio_runtime, Gate, Runtime, RUNTIME, STACK,
+};
+use super::{param, Param, Params, RoleControl, RoleError, RoleSpec, Sent, Topology, Workload, N};
 use crate::measure::{clock, Metric, Recorder};
-use crate::result::{CaseConfig, FloorKind, LatencyKind, RoleKind, Runtime};
+use crate::result::{CaseConfig, FloorKind, LatencyKind, RoleKind};
 use crate::transport::{Capabilities, Endpoint, TransportError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 pub struct Timers;
+
+const TIMEKEEPER: RoleKind = RoleKind::new("timekeeper");
+
+/// How late a waiter woke after the deadline all share.
+const TIMER_LATE: Metric = Metric::new("timer_late_ns", 0);
+/// How late a waiter woke after a deadline of its own.
+const TIMER_LATE_DISTINCT: Metric = Metric::new("timer_late_distinct_ns", 1);
+/// The cost of registering one wait with the runtime's timer.
+const TIMER_REGISTER: Metric = Metric::new("timer_register_ns", 2);
+
+const AFTER_DEADLINE: LatencyKind =
+    LatencyKind::new("after deadline", "how late a waiter woke", false);
 
 impl Workload for Timers {
     fn name(&self) -> &'static str {
@@ -20,8 +34,20 @@ impl Workload for Timers {
     fn about(&self) -> &'static str {
         "N waiters until one shared deadline, then until N distinct ones (--n, --runtime): lateness, registration cost"
     }
+    fn params(&self) -> &'static [&'static Param] {
+        &[&N, &RUNTIME]
+    }
+    fn metrics(&self) -> &'static [Metric] {
+        &[TIMER_LATE, TIMER_LATE_DISTINCT, TIMER_REGISTER]
+    }
     fn latency(&self, _: &CaseConfig) -> (LatencyKind, Metric) {
-        (LatencyKind::Lateness, Metric::TimerLate)
+        (AFTER_DEADLINE, TIMER_LATE)
+    }
+    fn default_transport(&self, _: &Params) -> Option<&'static str> {
+        Some(crate::transport::NO_CHANNEL.name())
+    }
+    fn fixed_work(&self) -> bool {
+        true
     }
     fn floor_kind(&self, _: &CaseConfig) -> Option<FloorKind> {
         None
@@ -31,10 +57,7 @@ impl Workload for Timers {
         check_fixed(case, "starts waiters")
     }
     fn topology(&self, case: &CaseConfig, _: &Capabilities) -> Topology {
-        one_role(case, RoleKind::Timekeeper)
-    }
-    fn subject(&self) -> Subject {
-        Subject::Runtime
+        one_role(case, TIMEKEEPER)
     }
     fn run(
         &self,
@@ -44,11 +67,11 @@ impl Workload for Timers {
         rec: &mut Recorder,
         _: &RoleControl,
     ) -> Result<Option<Sent>, RoleError> {
-        let n = case.n.unwrap_or(1) as usize;
+        let n = param::count(case, N.key).unwrap_or(1) as usize;
         rec.reset();
         let mut woke = 0;
         for shared in [true, false] {
-            let pass = match case.runtime {
+            let pass = match Runtime::of(case) {
                 Runtime::Threads => threads(n, shared, case.timeout),
                 rt => tasks(rt, n, shared, case.timeout),
             }
@@ -97,9 +120,9 @@ impl Pass {
         let (deadline, registered, woke) =
             (get(&self.deadline), get(&self.registered), get(&self.woke));
         let m = if shared {
-            Metric::TimerLate
+            TIMER_LATE
         } else {
-            Metric::TimerLateDistinct
+            TIMER_LATE_DISTINCT
         };
         let mut order = Vec::new();
         let mut after = 0;
@@ -114,7 +137,7 @@ impl Pass {
             order.push(i);
         }
         for r in get(&self.register_ns).into_iter().filter(|&r| r > 0) {
-            rec.record(Metric::TimerRegister, r);
+            rec.record(TIMER_REGISTER, r);
         }
         let which = if shared {
             "shared deadline"

@@ -7,10 +7,7 @@
 use super::{Client, Settings, SERVER};
 use crate::sys;
 use crate::transport::broker;
-use crate::transport::floor::{
-    io, measure_round_trips, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
-    ReadWindow,
-};
+use crate::transport::floor::{FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow, io, measure_round_trips};
 use crate::transport::runtime::runtime;
 use futures_util::{FutureExt, StreamExt};
 use lapin::options::{BasicAckOptions, BasicQosOptions};
@@ -49,21 +46,16 @@ fn next(c: &mut Consumer, s: &Settings) -> std::io::Result<Option<usize>> {
     }
 }
 
-impl Floor for AmqpFloor {
-    fn make(&self, _: FloorLoop, _: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
-        Notes::make()
-    }
-
-    fn run(
+impl NotesFloor for AmqpFloor {
+    fn run_with(
         &self,
         l: FloorLoop,
         side: usize,
-        ends: FloorEnds,
+        notes: Notes,
         size: usize,
         roles: &FloorRoles,
         stop: &AtomicBool,
     ) -> std::io::Result<Option<FloorFigure>> {
-        let notes = Notes::of(ends)?;
         let s = Settings::of(&roles.options);
         let rt = runtime();
         let data = vec![7u8; size];

@@ -11,7 +11,7 @@ mod floor;
 
 use super::broker::{self, Helper, Program};
 use super::runtime::wait;
-use super::{
+use super::{Need, 
     reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Opening,
     OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport, TransportError,
 };
@@ -40,7 +40,7 @@ pub(super) static SERVER: Program = Program {
     // The server itself: Debian's /usr/sbin wrapper switches to the rabbitmq user (which
     // clears the signal that stops it with msgperf) and logs under /var/log.
     name: "/usr/lib/rabbitmq/bin/rabbitmq-server",
-    install: "apt-get install rabbitmq-server",
+    package: "rabbitmq-server",
     args: |_, _| vec![],
     configure: Some(configure),
     env: Some(env),
@@ -268,6 +268,8 @@ impl Transport for Amqp {
             allocates_per_message: true,
             reads_in_place: true,
             exchange: Exchange::Both,
+            // Its broker boots in seconds (a floor starts its own).
+            startup: SERVER.boots_within,
             ..Capabilities::default()
         }
     }
@@ -483,6 +485,9 @@ impl Transport for Amqp {
         )))
     }
 
+    fn needs(&self) -> Vec<Need> {
+        vec![SERVER.needs()]
+    }
     fn floor(&self) -> Option<&'static dyn Floor> {
         Some(&floor::AmqpFloor)
     }
@@ -529,7 +534,7 @@ fn delete_streams(url: &str, name: &str, plan: &SetupPlan) {
 }
 
 fn failed(e: impl std::fmt::Display) -> TransportError {
-    TransportError::Unsupported(format!("amqp: {e}"))
+    TransportError::middleware("lapin", "an AMQP call", e.to_string())
 }
 
 /// A connection and its one channel.

@@ -245,7 +245,7 @@ fn dds_error(e: DdsError, spec: &ChannelSpec) -> TransportError {
     if e.code == cyclone::TIMEOUT {
         TransportError::Timeout(spec.timeout)
     } else {
-        TransportError::Unsupported(e.to_string())
+        TransportError::middleware("Cyclone DDS", "a DDS call", e.to_string())
     }
 }
 
@@ -302,7 +302,7 @@ impl DdsEndpoint {
         if e.code == cyclone::TIMEOUT {
             TransportError::Timeout(self.timeout)
         } else {
-            TransportError::Unsupported(e.to_string())
+            TransportError::middleware("Cyclone DDS", "a DDS call", e.to_string())
         }
     }
 }

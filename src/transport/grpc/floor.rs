@@ -7,10 +7,7 @@ use super::proto::bench_server::Bench;
 use super::proto::{Done, Frame, Hello};
 use super::{connect, runtime, serve, wait_on, Local};
 use crate::sys;
-use crate::transport::floor::{
-    measure_round_trips, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes, ReadWindow,
-};
-use crate::transport::{ChannelSpec, Exchange};
+use crate::transport::floor::{FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow, measure_round_trips};
 use bytes::Bytes;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -76,29 +73,17 @@ impl Bench for Plain {
     }
 }
 
-impl Floor for GrpcFloor {
-    fn make(&self, _: FloorLoop, _: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
-        Notes::make()
-    }
-
-    fn run(
+impl NotesFloor for GrpcFloor {
+    fn run_with(
         &self,
         l: FloorLoop,
         side: usize,
-        ends: FloorEnds,
+        notes: Notes,
         size: usize,
         roles: &FloorRoles,
         stop: &AtomicBool,
     ) -> std::io::Result<Option<FloorFigure>> {
-        let notes = Notes::of(ends)?;
-        let spec = ChannelSpec {
-            options: roles.options.clone(),
-            timeout: WAIT,
-            poll: false,
-            max_message: size,
-            watched: false,
-            exchange: Exchange::Both,
-        };
+        let spec = roles.spec(size, WAIT);
         let io = |e: crate::transport::TransportError| std::io::Error::other(e.to_string());
         // Ping-pong: side 0 calls, side 1 serves. A stream: side 1 writes, side 0 serves and
         // measures.

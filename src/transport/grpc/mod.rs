@@ -394,7 +394,7 @@ pub(super) fn connect(
 ) -> Result<BenchClient<Channel>, TransportError> {
     let url = format!("http://{address}");
     let endpoint = tonic::transport::Endpoint::from_shared(url.clone())
-        .map_err(|e| TransportError::Unsupported(format!("grpc: {url}: {e}")))?
+        .map_err(|e| TransportError::middleware("tonic", format!("connecting to {url}"), e))?
         .tcp_nodelay(true)
         .connect_timeout(spec.timeout);
     let channel = wait(spec.timeout, endpoint.connect())?
@@ -411,7 +411,7 @@ fn status(s: Status) -> TransportError {
             TransportError::PeerClosed
         }
         tonic::Code::DeadlineExceeded => TransportError::Timeout(Duration::ZERO),
-        _ => TransportError::Unsupported(format!("grpc: {s}")),
+        _ => TransportError::middleware("tonic", "a call", s),
     }
 }
 
@@ -510,7 +510,7 @@ impl GrpcEndpoint {
                 }
                 let call = pending.take().expect("a pending call");
                 let r = wait(timeout.max(limit), call)?
-                    .map_err(|e| TransportError::Unsupported(format!("grpc: a call: {e}")))?
+                    .map_err(|e| TransportError::middleware("tonic", "a call", e))?
                     .map_err(status)?;
                 take(&r.into_inner().data).map(Some)
             }

@@ -37,6 +37,9 @@ impl Transport for Iceoryx2 {
     fn about(&self) -> &'static str {
         "Eclipse iceoryx2 zero-copy publish/subscribe (feature `iceoryx2`), the peer for shm"
     }
+    fn note(&self) -> Option<&'static str> {
+        Some("iceoryx2 vs shm: same workload, wait strategy, placement and processes; both build every message in place and check every payload byte (iceoryx2's own benchmark touches no payload).")
+    }
     fn options(&self) -> &'static [OptionSpec] {
         &[
             OptionSpec {
@@ -113,7 +116,7 @@ impl Transport for Iceoryx2 {
 }
 
 fn err(what: &str, e: impl std::fmt::Debug) -> TransportError {
-    TransportError::Unsupported(format!("iceoryx2: {what}: {e:?}"))
+    TransportError::middleware("iceoryx2", what, format!("{e:?}"))
 }
 
 /// `--opt buffer`: `auto` or a number of samples.

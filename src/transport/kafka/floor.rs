@@ -7,10 +7,7 @@
 use super::{create_topics, read_next, up, Settings, SERVER};
 use crate::sys;
 use crate::transport::broker;
-use crate::transport::floor::{
-    io, measure_round_trips, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
-    ReadWindow,
-};
+use crate::transport::floor::{FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow, io, measure_round_trips};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -34,21 +31,16 @@ fn topics(name: &str) -> [String; 3] {
     ["ping", "pong", "data"].map(|t| format!("{name}.{t}"))
 }
 
-impl Floor for KafkaFloor {
-    fn make(&self, _: FloorLoop, _: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
-        Notes::make()
-    }
-
-    fn run(
+impl NotesFloor for KafkaFloor {
+    fn run_with(
         &self,
         l: FloorLoop,
         side: usize,
-        ends: FloorEnds,
+        notes: Notes,
         size: usize,
         roles: &FloorRoles,
         stop: &AtomicBool,
     ) -> std::io::Result<Option<FloorFigure>> {
-        let notes = Notes::of(ends)?;
         let s = Settings::of(&roles.options);
         let data = vec![7u8; size];
         let loop_ns = (roles.warmup + roles.duration).as_nanos() as u64;

@@ -12,7 +12,7 @@ mod floor;
 
 use super::broker::{self, Program};
 use super::runtime::wait;
-use super::{
+use super::{Get, Need, 
     reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Opening,
     OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport, TransportError,
 };
@@ -35,7 +35,10 @@ use std::time::{Duration, Instant};
 
 pub struct Kafka;
 
-/// The Kafka release whose jars `tools/fetch-kafka` fetches.
+/// The script that fetches them, from the repository's top.
+const FETCH: &str = "src/transport/kafka/fetch-broker";
+
+/// The Kafka release whose jars `src/transport/kafka/fetch-broker` fetches.
 const VERSION: &str = "4.3.1";
 
 /// The largest message msgperf sends through a broker it starts (configured for twice that).
@@ -65,7 +68,7 @@ fn jars_present() -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "Kafka {VERSION}'s jars are not in {}: fetch them with `tools/fetch-kafka` (needs Java 17 and Maven), or set MSGPERF_KAFKA to where they are",
+            "Kafka {VERSION}'s jars are not in {}: fetch them with `{FETCH}` (needs Java 17 and Maven), or set MSGPERF_KAFKA to where they are",
             libs.display()
         ))
     }
@@ -73,7 +76,7 @@ fn jars_present() -> Result<(), String> {
 
 pub(super) static SERVER: Program = Program {
     name: "java",
-    install: "apt-get install openjdk-17-jre-headless",
+    package: "openjdk-17-jre-headless",
     args: |_, dir| {
         let mut a = jvm(dir);
         a.push("kafka.Kafka".into());
@@ -442,7 +445,7 @@ impl Transport for Kafka {
     fn options(&self) -> &'static [OptionSpec] {
         #[rustfmt::skip]
         const O: &[OptionSpec] = &[
-            OptionSpec { key: "broker", default: "start", about: "start (msgperf runs a Kafka broker in KRaft mode for the case from the jars tools/fetch-kafka fetched, on a free loopback port) or kafka://HOST:PORT of a running broker (msgperf uses only topics of its own there)", values: &[], check: Some(check_broker) },
+            OptionSpec { key: "broker", default: "start", about: "start (msgperf runs a Kafka broker in KRaft mode for the case from the jars src/transport/kafka/fetch-broker fetched, on a free loopback port) or kafka://HOST:PORT of a running broker (msgperf uses only topics of its own there)", values: &[], check: Some(check_broker) },
             OptionSpec { key: "acks", default: "all", about: "what the broker confirms a write after: all (every in-sync replica has it; Kafka's default), 1 (the leader has it), 0 (nothing: the producer does not wait, and a write the broker does not take is lost)", values: &["all", "1", "0"], check: None },
             OptionSpec { key: "linger", default: "0", about: "linger.ms: how long the producer waits to fill a batch before it sends; 0 sends each message at once (librdkafka's default is 5, the Java client's 5 since Kafka 4)", values: &[], check: Some(check_linger) },
             OptionSpec { key: "queue", default: QUEUE_DEFAULT, about: "how many MiB the producer queues ahead of the broker (queue.buffering.max.kbytes, and 100,000 messages at most): 32 as the Java client's buffer.memory (librdkafka's own default is 1024); a full queue makes a send wait", values: &[], check: Some(check_queue) },
@@ -467,6 +470,8 @@ impl Transport for Kafka {
             // A fresh broker's JIT: a round trip's mean fell from 9.6 ms in its first second to
             // 1.8 ms in its sixth, and slowly after that (measured on 2 CPUs).
             warmup: Duration::from_secs(5),
+            // Its broker boots in seconds (a floor starts its own).
+            startup: SERVER.boots_within,
             ..Capabilities::default()
         }
     }
@@ -631,13 +636,25 @@ impl Transport for Kafka {
         )))
     }
 
+    fn needs(&self) -> Vec<Need> {
+        // Maven fetches the jars; Java runs them.
+        vec![
+            SERVER.needs(),
+            broker::program_need("mvn", "maven"),
+            Need {
+                what: format!("Kafka {VERSION}'s jars in {}", libs().display()),
+                present: jars_present().is_ok(),
+                get: Get::Script(FETCH),
+            },
+        ]
+    }
     fn floor(&self) -> Option<&'static dyn Floor> {
         Some(&floor::KafkaFloor)
     }
 }
 
 fn failed(e: impl std::fmt::Display) -> TransportError {
-    TransportError::Unsupported(format!("kafka: {e}"))
+    TransportError::middleware("librdkafka", "a Kafka call", e.to_string())
 }
 
 fn admin(s: &Settings, url: &str) -> Result<AdminClient<DefaultClientContext>, TransportError> {

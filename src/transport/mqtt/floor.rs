@@ -7,12 +7,8 @@
 use super::{qos_of, Client, SERVER};
 use crate::sys;
 use crate::transport::broker;
-use crate::transport::floor::{
-    io, measure_round_trips, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
-    ReadWindow,
-};
+use crate::transport::floor::{FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow, io, measure_round_trips};
 use crate::transport::runtime::runtime;
-use crate::transport::{ChannelSpec, Exchange};
 use rumqttc::Packet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -27,29 +23,17 @@ const URL: u64 = 0;
 const SUBSCRIBED: u64 = 1;
 const DONE: u64 = 2;
 
-impl Floor for MqttFloor {
-    fn make(&self, _: FloorLoop, _: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
-        Notes::make()
-    }
-
-    fn run(
+impl NotesFloor for MqttFloor {
+    fn run_with(
         &self,
         l: FloorLoop,
         side: usize,
-        ends: FloorEnds,
+        notes: Notes,
         size: usize,
         roles: &FloorRoles,
         stop: &AtomicBool,
     ) -> std::io::Result<Option<FloorFigure>> {
-        let notes = Notes::of(ends)?;
-        let spec = ChannelSpec {
-            options: roles.options.clone(),
-            timeout: WAIT,
-            poll: false,
-            max_message: size,
-            watched: false,
-            exchange: Exchange::Both,
-        };
+        let spec = roles.spec(size, WAIT);
         let qos = qos_of(&roles.options);
         let rt = runtime();
         let data = vec![7u8; size];

@@ -8,7 +8,7 @@ mod floor;
 
 use super::broker::{self, Program};
 use super::runtime::{runtime, wait};
-use super::{
+use super::{Need, 
     as_it_is, reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor,
     Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport,
     TransportError,
@@ -35,7 +35,7 @@ const QOS2_INFLIGHT: u16 = 20;
 
 pub(super) static SERVER: Program = Program {
     name: "mosquitto",
-    install: "apt-get install mosquitto",
+    package: "mosquitto",
     args: |_, _| vec!["-c".into(), "mosquitto.conf".into()],
     configure: Some(configure),
     env: None,
@@ -169,13 +169,16 @@ impl Transport for Mqtt {
         )))
     }
 
+    fn needs(&self) -> Vec<Need> {
+        vec![SERVER.needs()]
+    }
     fn floor(&self) -> Option<&'static dyn Floor> {
         Some(&floor::MqttFloor)
     }
 }
 
 fn failed(e: impl std::fmt::Display) -> TransportError {
-    TransportError::Unsupported(format!("mqtt: {e}"))
+    TransportError::middleware("rumqttc", "an MQTT call", e.to_string())
 }
 
 /// What a client's event loop saw.

@@ -11,11 +11,7 @@ use super::{
 };
 use crate::sys;
 use crate::transport::broker;
-use crate::transport::floor::{
-    io, measure_round_trips, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
-    ReadWindow,
-};
-use crate::transport::{ChannelSpec, Exchange};
+use crate::transport::floor::{FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow, io, measure_round_trips};
 use async_nats::jetstream::{self, consumer::push};
 use async_nats::{Client, Subscriber};
 use bytes::Bytes;
@@ -86,29 +82,17 @@ async fn publish(
     }
 }
 
-impl Floor for NatsFloor {
-    fn make(&self, _: FloorLoop, _: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
-        Notes::make()
-    }
-
-    fn run(
+impl NotesFloor for NatsFloor {
+    fn run_with(
         &self,
         l: FloorLoop,
         side: usize,
-        ends: FloorEnds,
+        notes: Notes,
         size: usize,
         roles: &FloorRoles,
         stop: &AtomicBool,
     ) -> std::io::Result<Option<FloorFigure>> {
-        let notes = Notes::of(ends)?;
-        let spec = ChannelSpec {
-            options: roles.options.clone(),
-            timeout: WAIT,
-            poll: false,
-            max_message: size,
-            watched: false,
-            exchange: Exchange::Both,
-        };
+        let spec = roles.spec(size, WAIT);
         let rt = runtime();
         let data = Bytes::from(vec![7u8; size]);
         let end_mark = Bytes::from_static(&[0]);

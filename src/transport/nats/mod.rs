@@ -16,7 +16,7 @@ mod floor;
 
 use super::broker::{self, Program};
 use super::runtime::{runtime, wait};
-use super::{
+use super::{Need, 
     as_it_is, reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor,
     Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport,
     TransportError,
@@ -37,7 +37,7 @@ const MAX_PAYLOAD: usize = 8 << 20;
 
 pub(super) static SERVER: Program = Program {
     name: "nats-server",
-    install: "apt-get install nats-server",
+    package: "nats-server",
     args: |_, _| vec!["-c".into(), "nats.conf".into()],
     configure: Some(configure),
     env: None,
@@ -220,6 +220,9 @@ impl Transport for Nats {
         )))
     }
 
+    fn needs(&self) -> Vec<Need> {
+        vec![SERVER.needs()]
+    }
     fn floor(&self) -> Option<&'static dyn Floor> {
         Some(&floor::NatsFloor)
     }
@@ -431,7 +434,7 @@ impl Endpoint for NatsEnd {
         let data = Bytes::copy_from_slice(msg);
         if let Some(js) = &self.js {
             return wait(self.timeout, self.acks.publish(js, out, data))?
-                .map_err(|e| TransportError::Unsupported(format!("nats: JetStream publish: {e}")));
+                .map_err(|e| TransportError::middleware("async-nats", "a JetStream publish", e));
         }
         // Into the client's queue at once if it has room: a timed wait costs a timer.
         let sent = match self
@@ -444,14 +447,14 @@ impl Endpoint for NatsEnd {
         };
         match sent {
             Ok(()) => Ok(()),
-            Err(e) => Err(TransportError::Unsupported(format!("nats: publish: {e}"))),
+            Err(e) => Err(TransportError::middleware("async-nats", "a publish", e)),
         }
     }
 
     fn flush(&mut self) -> Result<(), TransportError> {
         // Every publish acknowledged before the connection goes.
         wait(self.timeout, self.acks.settle())?
-            .map_err(|e| TransportError::Unsupported(format!("nats: JetStream publish: {e}")))
+            .map_err(|e| TransportError::middleware("async-nats", "a JetStream publish", e))
     }
 
     reads_in_place!();
@@ -509,10 +512,10 @@ fn stored(
 ) -> Result<usize, TransportError> {
     let m = match next {
         Some(Ok(m)) => m,
-        Some(Err(e)) => return Err(TransportError::Unsupported(format!("nats: JetStream: {e}"))),
+        Some(Err(e)) => return Err(TransportError::middleware("async-nats", "a JetStream message", e)),
         None => return Err(TransportError::PeerClosed),
     };
     let n = take(&m.payload);
-    wait(timeout, m.ack())?.map_err(|e| TransportError::Unsupported(format!("nats: ack: {e}")))?;
+    wait(timeout, m.ack())?.map_err(|e| TransportError::middleware("async-nats", "an acknowledgement", e))?;
     n
 }

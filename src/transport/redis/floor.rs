@@ -9,10 +9,7 @@
 use super::{commands, subscribe, BATCH, SERVER};
 use crate::sys;
 use crate::transport::broker;
-use crate::transport::floor::{
-    io, measure_round_trips, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes,
-    ReadWindow,
-};
+use crate::transport::floor::{FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow, io, measure_round_trips};
 use crate::transport::runtime::Local;
 use futures_util::{FutureExt, StreamExt};
 use redis::aio::PubSubStream;
@@ -134,21 +131,16 @@ fn connect(url: &str) -> redis::RedisResult<(redis::Client, Connection)> {
     Ok((client, con))
 }
 
-impl Floor for RedisFloor {
-    fn make(&self, _: FloorLoop, _: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
-        Notes::make()
-    }
-
-    fn run(
+impl NotesFloor for RedisFloor {
+    fn run_with(
         &self,
         l: FloorLoop,
         side: usize,
-        ends: FloorEnds,
+        notes: Notes,
         size: usize,
         roles: &FloorRoles,
         stop: &AtomicBool,
     ) -> std::io::Result<Option<FloorFigure>> {
-        let notes = Notes::of(ends)?;
         let streams = roles.options.get("mode").is_some_and(|m| m == "streams");
         let rt = Local::new()?;
         let data = vec![7u8; size];

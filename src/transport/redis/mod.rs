@@ -15,7 +15,7 @@ mod floor;
 
 use super::broker::{self, Program};
 use super::runtime::Local;
-use super::{
+use super::{Need, 
     as_it_is, reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor,
     Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport,
     TransportError,
@@ -39,7 +39,7 @@ const BATCH: usize = 256;
 
 pub(super) static SERVER: Program = Program {
     name: "redis-server",
-    install: "apt-get install redis-server",
+    package: "redis-server",
     args: |_, _| vec!["redis.conf".into()],
     configure: Some(configure),
     env: None,
@@ -176,7 +176,7 @@ impl Transport for Redis {
             .unwrap_or(1_000_000);
         let (out, inbound) = broker::names(name, ':', side);
         let client = redis::Client::open(url)
-            .map_err(|e| TransportError::Unsupported(format!("redis: {url}: {e}")))?;
+            .map_err(|e| TransportError::middleware("redis-rs", format!("connecting to {url}"), e))?;
         let refused = |e: redis::RedisError| broker::not_there(url, e, "redis-server");
         let con = commands(&client, spec.timeout).map_err(refused)?;
         let inbox = match inbound {
@@ -215,6 +215,9 @@ impl Transport for Redis {
         )))
     }
 
+    fn needs(&self) -> Vec<Need> {
+        vec![SERVER.needs()]
+    }
     fn floor(&self) -> Option<&'static dyn Floor> {
         Some(&floor::RedisFloor)
     }
@@ -268,7 +271,7 @@ fn failed(e: redis::RedisError, timeout: Duration) -> TransportError {
     } else if e.is_connection_dropped() || e.is_connection_refusal() || e.is_io_error() {
         TransportError::PeerClosed
     } else {
-        TransportError::Unsupported(format!("redis: {e}"))
+        TransportError::middleware("redis-rs", "a Redis command", e)
     }
 }
 

@@ -236,6 +236,9 @@ impl Transport for Shm {
     fn floor(&self) -> Option<&'static dyn Floor> {
         Some(&floor::ShmFloor)
     }
+    fn remove_if_stale(&self, path: &Path) {
+        remove_stale_segment(path)
+    }
 }
 
 fn channel_path(prefix: &Path, c: u32) -> PathBuf {
@@ -445,7 +448,7 @@ fn create_segment(path: &Path, cfg: &Config, readers: usize) -> Result<(), Trans
 
 /// A segment whose creator died is removed; a live one is left alone. The file is mapped
 /// read-only: a segment made by another user can be read but not written, and is still judged.
-pub(crate) fn remove_if_stale(path: &Path) {
+pub(crate) fn remove_stale_segment(path: &Path) {
     let Ok(file) = std::fs::File::open(path) else {
         return;
     };

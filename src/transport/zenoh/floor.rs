@@ -5,10 +5,7 @@
 
 use super::{config, copy_out, publisher, wait_matched, Inbox};
 use crate::sys;
-use crate::transport::floor::{
-    measure_round_trips, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes, ReadWindow,
-};
-use crate::transport::ChannelSpec;
+use crate::transport::floor::{FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow, measure_round_trips};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use zenoh::Wait;
@@ -18,29 +15,17 @@ pub struct ZenohFloor;
 /// How long a side waits for the other (to start, to answer).
 const WAIT: Duration = Duration::from_secs(10);
 
-impl Floor for ZenohFloor {
-    fn make(&self, _: FloorLoop, _: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
-        Notes::make()
-    }
-
-    fn run(
+impl NotesFloor for ZenohFloor {
+    fn run_with(
         &self,
         l: FloorLoop,
         side: usize,
-        ends: FloorEnds,
+        notes: Notes,
         size: usize,
         roles: &FloorRoles,
         stop: &AtomicBool,
     ) -> std::io::Result<Option<FloorFigure>> {
-        let notes = Notes::of(ends)?;
-        let spec = ChannelSpec {
-            options: roles.options.clone(),
-            timeout: WAIT,
-            poll: false,
-            max_message: size,
-            watched: false,
-            exchange: crate::transport::Exchange::Both,
-        };
+        let spec = roles.spec(size, WAIT);
         let io = |e: crate::transport::TransportError| std::io::Error::other(e.to_string());
         // A unix socket's directory, removed when the loop ends.
         let dir =

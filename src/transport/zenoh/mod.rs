@@ -203,7 +203,7 @@ fn check_queue(v: &str) -> Result<(), String> {
 }
 
 fn zenoh_error(what: &str, e: zenoh::Error) -> TransportError {
-    TransportError::Unsupported(format!("zenoh: {what}: {e}"))
+    TransportError::middleware("zenoh", what, e)
 }
 
 /// A peer-mode session's configuration: no scouting, no router, listening on or connecting

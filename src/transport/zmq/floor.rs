@@ -5,10 +5,7 @@
 
 use super::socket;
 use crate::sys;
-use crate::transport::floor::{
-    measure_round_trips, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes, ReadWindow,
-};
-use crate::transport::ChannelSpec;
+use crate::transport::floor::{FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow, measure_round_trips};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -17,29 +14,17 @@ pub struct ZmqFloor;
 /// How long a side waits for the other (to start, to answer).
 const WAIT: Duration = Duration::from_secs(10);
 
-impl Floor for ZmqFloor {
-    fn make(&self, _: FloorLoop, _: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
-        Notes::make()
-    }
-
-    fn run(
+impl NotesFloor for ZmqFloor {
+    fn run_with(
         &self,
         l: FloorLoop,
         side: usize,
-        ends: FloorEnds,
+        notes: Notes,
         size: usize,
         roles: &FloorRoles,
         stop: &AtomicBool,
     ) -> std::io::Result<Option<FloorFigure>> {
-        let notes = Notes::of(ends)?;
-        let spec = ChannelSpec {
-            options: roles.options.clone(),
-            timeout: WAIT,
-            poll: false,
-            max_message: size,
-            watched: false,
-            exchange: crate::transport::Exchange::Both,
-        };
+        let spec = roles.spec(size, WAIT);
         let pattern = roles.options.get("pattern").map_or("pair", String::as_str);
         let kind = match (l, pattern, side) {
             (FloorLoop::PingPong, "req-rep", 0) => zmq::REQ,

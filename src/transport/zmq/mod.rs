@@ -171,7 +171,7 @@ fn zmq_error(what: &str, e: zmq::Error) -> TransportError {
     match e {
         zmq::Error::EADDRINUSE => TransportError::AddressInUse(what.into()),
         zmq::Error::ECONNREFUSED => TransportError::Refused(what.into()),
-        e => TransportError::Unsupported(format!("zmq: {what}: {e}")),
+        e => TransportError::middleware("libzmq", what, e),
     }
 }
 

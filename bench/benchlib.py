@@ -1,0 +1,222 @@
+"""What the benchmark scripts share: running msgperf and other commands, free ports, CPU
+sampling, and the adapters' own benchmark parts (`src/transport/NAME/bench.py`), found by their
+folders so that no script here names an adapter."""
+import csv, glob, importlib.util, io, json, os, re, subprocess, sys, tempfile, threading, time
+
+here = os.path.dirname(os.path.abspath(__file__))
+root = os.path.dirname(here)
+
+
+def sh(args, **kw):
+    r = subprocess.run(args, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        sys.exit(f"{' '.join(args)} failed ({r.returncode}):\n{r.stderr[-3000:]}")
+    return r.stdout
+
+
+def build_msgperf(features="all-middlewares"):
+    """This tree's msgperf, built in release with `features`."""
+    sh(["cargo", "build", "--release", "--quiet", "--features", features,
+        "--manifest-path", os.path.join(root, "Cargo.toml")])
+    return os.path.join(root, "target", "release", "msgperf")
+
+
+def cpus_of(placement):
+    """The CPUs of the driving roles and of the others, as msgperf pins them."""
+    return ("0", "0") if placement == "same-cpu" else ("0", "1")
+
+
+def msgperf_cases(msgperf, workload, transport, args):
+    """msgperf's cases for `msgperf run WORKLOAD -t TRANSPORT ARGS...`, from its JSON."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        sh([msgperf, "run", workload, "-t", transport, "--json", f.name, *args])
+        return json.load(open(f.name))["cases"]
+
+
+def adapters():
+    """The adapters: transports with a folder and a Cargo feature of their name, as the house
+    rule (tests/house.rs) has it, in name order."""
+    text = open(os.path.join(root, "Cargo.toml")).read().split("[features]")[1]
+    features = set(re.findall(r"^([\w-]+) = ", text, re.M))
+    return sorted(f.replace("_", "-") for f in features
+                  if os.path.isdir(os.path.join(root, "src", "transport", f)))
+
+
+def has_floor(transport):
+    return os.path.isfile(os.path.join(root, "src", "transport", transport.replace("-", "_"), "floor.rs"))
+
+
+def bench_part(transport):
+    """A transport's own benchmark part (`src/transport/NAME/bench.py`), or None."""
+    path = os.path.join(root, "src", "transport", transport.replace("-", "_"), "bench.py")
+    if not os.path.isfile(path):
+        return None
+    spec = importlib.util.spec_from_file_location(f"bench_{transport.replace('-', '_')}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def free_port():
+    import socket
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        return so.getsockname()[1]
+
+
+def wait_port(port, bound=10):
+    import socket
+    end = time.time() + bound
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    sys.exit(f"nothing answered on port {port} within {bound} s")
+
+
+def csv_rows(text):
+    return csv.DictReader(io.StringIO(text))
+
+
+def role_cpu_per_message(case, broker_cpu):
+    """msgperf's writer's and reader's CPU a message (us; every thread of a role's process), as
+    --details prints them, and the broker's (a bench's own, sampled by `broker_cpu` through the
+    whole case) a message written, warm-up included."""
+    roles = {r["role"]: r for r in case["summary"]["roles"]}
+    written = sum(r["sent_total"] for r in case["roles"] if r["role"]["kind"] == "writer")
+    return [(r["cpu_user_ns_per_msg"] + r["cpu_sys_ns_per_msg"] + (r["other_threads_ns_per_msg"] or 0)) / 1e3
+            for r in (roles["writer"], roles["reader"])] + [broker_cpu.total()[0] / written * 1e6]
+
+
+def run_sampled(args, others):
+    """Runs `args` to its end while sampling its CPU and that of the processes `others`: its
+    output, when it started and ended, and the sampler (the command's process first)."""
+    with tempfile.TemporaryFile("w+") as out:
+        start = time.time()
+        p = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, text=True)
+        with CpuSampler([p.pid, *others]) as cpu:
+            p.wait()
+        end = time.time()
+        out.seek(0)
+        text = out.read()
+    if p.returncode != 0:
+        sys.exit(f"{' '.join(args)} failed ({p.returncode}):\n{text[-3000:]}")
+    return text, start, end, cpu
+
+
+class CpuSampler:
+    """The CPU time (user and system, every thread) of some processes, sampled four times a
+    second while in its `with` block, so that a tool's CPU can be taken over the part of its run
+    that is measured (past its JVM's warm-up)."""
+
+    def __init__(self, pids):
+        self.pids, self.samples, self.done = pids, [], threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_):
+        self.done.set()
+        self.thread.join()
+
+    def run(self):
+        while True:
+            self.samples.append((time.time(), [self.seconds(p) for p in self.pids]))
+            if self.done.wait(0.25):
+                return
+
+    @staticmethod
+    def seconds(pid):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            return float("nan")
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def total(self):
+        """Each process's CPU seconds from the first sample to the last."""
+        return [y - x for x, y in zip(self.samples[0][1], self.samples[-1][1])]
+
+    def share(self, start, end):
+        """Each process's CPU seconds a second between the first and last samples in start..end."""
+        span = [s for s in self.samples if start <= s[0] <= end]
+        if len(span) < 2:
+            sys.exit(f"{len(span)} CPU samples between {start:.1f} and {end:.1f}")
+        (t0, a), (t1, b) = span[0], span[-1]
+        return [(y - x) / (t1 - t0) for x, y in zip(a, b)]
+
+
+def glob_one(pattern):
+    found = glob.glob(pattern, recursive=True)
+    return found[0] if found else None
+
+
+class Tee(io.TextIOBase):
+    """Standard output, copied as it is written."""
+
+    def __init__(self, out):
+        self.out, self.copy = out, io.StringIO()
+
+    def write(self, s):
+        self.copy.write(s)
+        return self.out.write(s)
+
+    def flush(self):
+        self.out.flush()
+
+
+def machine():
+    """This machine, in a line: host, kernel, CPU model, CPUs, and a VM's hypervisor if any."""
+    import platform
+    model = "?"
+    flags = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and model == "?":
+                    model = line.split(":", 1)[1].strip()
+                if line.startswith("flags") and not flags:
+                    flags = line
+    except OSError:
+        pass
+    vm = ", a virtual machine" if " hypervisor" in flags else ""
+    return f"{platform.node()}, Linux {platform.release()}, {model}, {os.cpu_count()} CPUs{vm}"
+
+
+def recorded(name, main):
+    """Runs `main`, then writes what it printed to docs/results/NAME.md with the date, the
+    machine, the command and this tree's commit, unless --no-write is given (or --out FILE
+    names another file). Returns main's exit code."""
+    import datetime, shlex
+    argv = sys.argv[1:]
+    out = os.path.join(root, "docs", "results", f"{name}.md")
+    if "--no-write" in argv:
+        argv.remove("--no-write")
+        out = None
+    if "--out" in argv:
+        i = argv.index("--out")
+        out = argv[i + 1]
+        del argv[i:i + 2]
+    sys.argv[1:] = argv
+    tee = Tee(sys.stdout)
+    sys.stdout = tee
+    try:
+        code = main()
+    finally:
+        sys.stdout = tee.out
+    if out and not code:
+        commit = subprocess.run(["git", "-C", root, "describe", "--always", "--dirty"],
+                                capture_output=True, text=True).stdout.strip()
+        started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        command = " ".join(shlex.quote(a) for a in ["python3", f"bench/{name}.py", *argv])
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with open(out, "w") as f:
+            f.write(f"# bench/{name}.py\n\n- date: {started}\n- machine: {machine()}\n"
+                    f"- command: `{command}`\n- msgperf: {commit}\n\n{tee.copy.getvalue()}")
+        print(f"\nwritten to {os.path.relpath(out, os.getcwd())}", file=sys.stderr)
+    return code

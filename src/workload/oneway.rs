@@ -1,0 +1,287 @@
+//! The one-way loops that `stream` and `pubsub` share: a writer that sends message after
+//! message (open loop at `--rate`, or as fast as the transport takes them), and a reader that
+//! checks and times every one, with loss, duplicates and reordering counted.
+
+use super::message::{self, Outgoing, ACK, END, HEADER, MEASURED};
+use super::{
+    phases, receive, receive_buffer, receive_in_place, Param, ParamKind, RoleError, Sent, StopRule,
+};
+use crate::measure::integrity::{Arrival, SeqTracker};
+use crate::measure::pacing::{RealClock, Schedule};
+use crate::measure::{clock, Metric, Recorder};
+use crate::result::CaseConfig;
+use crate::transport::{Endpoint, TransportError};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+/// `--slow-subscriber`: the first reader spends this long on every message.
+pub(crate) const SLOW_SUBSCRIBER: Param = Param {
+    key: "slow-subscriber",
+    value_name: "DURATION",
+    default: None,
+    about: "the first subscriber (reader) spends this long on every message: a slow consumer",
+    kind: ParamKind::Duration,
+    sweeps: false,
+    always_shown: false,
+};
+
+/// How a one-way stream runs, read from the case's parameters once, before its loop.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Flow {
+    /// The writer waits for an acknowledgement of every message (`stream --confirm`).
+    pub confirm: bool,
+    /// A reader spends this long on every message of the measured window.
+    pub slow: Option<Duration>,
+}
+
+/// The writer: a warm-up, then the measured messages.
+pub(crate) fn write_stream(
+    ep: &mut dyn Endpoint,
+    case: &CaseConfig,
+    flow: Flow,
+    rec: &mut Recorder,
+    stop: &AtomicBool,
+) -> Result<Sent, RoleError> {
+    let mut out = Outgoing::new(case.size_bytes, case.checksum);
+    let mut buf = receive_buffer(case);
+    phases(case, rec, |rec, seq, rule, record| {
+        write(
+            ep, case, flow, rec, &mut out, &mut buf, seq, rule, record, stop,
+        )
+    })
+}
+
+/// The reader: checks and times every message until END; `flow.slow` is spent on each message
+/// in the measured window (a slow consumer).
+pub(crate) fn read_stream(
+    ep: &mut dyn Endpoint,
+    case: &CaseConfig,
+    flow: Flow,
+    rec: &mut Recorder,
+) -> Result<(), RoleError> {
+    let mut buf = receive_buffer(case);
+    let mut ack = [0u8; HEADER];
+    let mut tracker = SeqTracker::new();
+    let mut measuring = false;
+    let result = loop {
+        let t0 = clock::now();
+        let got = if case.read_in_place {
+            let mut seen = Seen::default();
+            receive_in_place(ep, rec, &mut |m| seen = Seen::of(m, case)).map(|n| (n, seen))
+        } else {
+            receive(ep, &mut buf, case, &mut rec.counters).map(|n| (n, Seen::of(&buf[..n], case)))
+        };
+        let (n, m) = match got {
+            Ok(got) => got,
+            Err(e) => break Err(e.into()),
+        };
+        let t1 = clock::now();
+        if m.flags & END != 0 {
+            if !measuring {
+                // Not one measured message came: every one of them is lost.
+                rec.reset();
+                tracker.reset();
+            }
+            // END's send-time field holds the first measured sequence number.
+            tracker.end(m.seq, m.send_ns);
+            break Ok(());
+        }
+        if m.flags & MEASURED != 0 && !measuring {
+            measuring = true;
+            rec.reset();
+            tracker.reset();
+        }
+        if let Err(e) = m.check {
+            if case.strict {
+                break Err(RoleError::Integrity(e));
+            }
+            rec.counters.corrupted += 1;
+            continue;
+        }
+        if flow.confirm {
+            ep.send(message::signal(&mut ack, ACK, m.seq))?;
+        }
+        if measuring {
+            let arrival = tracker.observe(m.seq);
+            if case.strict && arrival != Arrival::InOrder {
+                break Err(RoleError::Integrity(format!(
+                    "message {} arrived {arrival:?} on a reliable transport",
+                    m.seq
+                )));
+            }
+            rec.record(Metric::RECV_CALL, t1 - t0);
+            let one_way = t1.saturating_sub(m.send_ns);
+            rec.record_primary(Metric::ONE_WAY, one_way, t1);
+            if case.rate_hz.is_some() {
+                rec.record(Metric::ONE_WAY_INTENDED, one_way + m.lag_ns);
+                // Sent while this reader already waited in its read: it had to be woken.
+                let idle = t0 < m.send_ns;
+                rec.record(
+                    if idle {
+                        Metric::ONE_WAY_READER_IDLE
+                    } else {
+                        Metric::ONE_WAY_READER_BUSY
+                    },
+                    one_way,
+                );
+            }
+            rec.counters.messages_received += 1;
+            rec.counters.bytes_received += n as u64;
+            rec.mark_end(t1);
+            // Slow only inside the measured window, so the backlog drains before END
+            // rather than for minutes after it.
+            if let Some(d) = flow.slow {
+                let window = case.duration.map_or(u64::MAX, |w| w.as_nanos() as u64);
+                if t1.saturating_sub(rec.start_ns()) < window {
+                    std::thread::sleep(d);
+                }
+            }
+        }
+    };
+    let c = &tracker.counts;
+    // On a latest-value transport a gap is a message overwritten before it was read.
+    if case.latest {
+        rec.counters.overwritten = c.lost;
+    } else {
+        rec.counters.lost = c.lost;
+    }
+    rec.counters.duplicated = c.duplicated;
+    rec.counters.reordered = c.reordered;
+    if result.is_ok() && case.strict && c.lost > 0 {
+        return Err(RoleError::Integrity(format!(
+            "{} messages never arrived on a reliable transport",
+            c.lost
+        )));
+    }
+    result
+}
+
+/// What the reader needs of a message, taken while it is in hand (in place or copied).
+struct Seen {
+    flags: u32,
+    seq: u64,
+    send_ns: u64,
+    lag_ns: u64,
+    check: Result<(), String>,
+}
+
+impl Default for Seen {
+    fn default() -> Self {
+        Seen {
+            flags: 0,
+            seq: 0,
+            send_ns: 0,
+            lag_ns: 0,
+            check: Ok(()),
+        }
+    }
+}
+
+impl Seen {
+    fn of(m: &[u8], case: &CaseConfig) -> Self {
+        if m.len() < message::HEADER {
+            // Read in place, it has no header to read (a copy would sit in a buffer that has).
+            return Seen {
+                check: message::verify(m, case.size_bytes, false),
+                ..Seen::default()
+            };
+        }
+        let flags = message::flags(m);
+        let data = flags & END == 0;
+        Seen {
+            flags,
+            seq: message::seq(m),
+            send_ns: message::send_ns(m),
+            lag_ns: message::lag_ns(m),
+            check: match (data, case.zero_copy) {
+                (false, _) => Ok(()),
+                (true, true) => message::verify_in_place(m, case.size_bytes, case.checksum),
+                (true, false) => message::verify(m, case.size_bytes, case.checksum),
+            },
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn write(
+    ep: &mut dyn Endpoint,
+    case: &CaseConfig,
+    flow: Flow,
+    rec: &mut Recorder,
+    out: &mut Outgoing,
+    buf: &mut [u8],
+    seq: &mut u64,
+    rule: StopRule,
+    record: bool,
+    stop: &AtomicBool,
+) -> Result<(), RoleError> {
+    let flags = if record { MEASURED } else { 0 };
+    let mut done = 0u64;
+    // Each phase keeps its own open-loop schedule from its start (see measure::pacing).
+    let schedule = Schedule::new(clock::now(), case.rate_hz);
+    let mut pacer = RealClock { stop };
+    loop {
+        let intended = schedule.wait_for(done, &mut pacer);
+        let t0 = clock::now();
+        let lag = if schedule.paced() {
+            t0.saturating_sub(intended)
+        } else {
+            0
+        };
+        let this = *seq;
+        let sent = if case.zero_copy {
+            ep.send_with(case.size_bytes, &mut |slot| {
+                message::build_in_place(slot, this, t0, flags, lag, case.checksum)
+            })
+        } else {
+            ep.send(out.stamp(this, t0, flags, lag))
+        };
+        let t1 = clock::now();
+        if record && schedule.paced() {
+            rec.record(Metric::SEND_LAG, lag);
+        }
+        let mut now = t1;
+        match sent {
+            Ok(()) => {
+                // It went out: END counts it, whatever its acknowledgement does.
+                *seq += 1;
+                if flow.confirm {
+                    let n = receive(ep, buf, case, &mut rec.counters)?;
+                    now = clock::now();
+                    let m = &buf[..n];
+                    if message::flags(m) & ACK == 0 || message::seq(m) != this {
+                        return Err(RoleError::Integrity(format!(
+                            "message {this} was acknowledged as {}",
+                            message::seq(m)
+                        )));
+                    }
+                    if record {
+                        rec.record(Metric::RTT, now - t0);
+                        rec.record(Metric::RECV_CALL, now - t1);
+                        rec.counters.messages_received += 1;
+                        rec.counters.bytes_received += n as u64;
+                    }
+                }
+                if record {
+                    rec.record_primary(Metric::SEND_CALL, t1 - t0, t1);
+                    rec.counters.messages_sent += 1;
+                    rec.counters.bytes_sent += case.size_bytes as u64;
+                    rec.mark_end(now);
+                }
+            }
+            // A full queue told not to wait: the message is not sent, and counted.
+            Err(TransportError::Full) => {
+                *seq += 1;
+                if record {
+                    rec.counters.send_full += 1;
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+        done += 1;
+        if rule.done(done, now, stop) {
+            return Ok(());
+        }
+    }
+}

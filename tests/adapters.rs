@@ -1,0 +1,406 @@
+//! The adapters against their real libraries (no mocks): the helpers their tests share (exact
+//! counts for ping-pong and streams in processes, publish/subscribe 1 to 5 and 5 to 1 at 1 kHz
+//! losing nothing when reliable, losses counted when best-effort, a killed peer or broker
+//! ending the case within the timeout, refusals that name what a middleware lacks), and each
+//! adapter's own tests, which live in its folder (`src/transport/NAME/tests.rs`, behind its
+//! feature) and are included here from the list `build.rs` makes. The contract itself is
+//! `tests/conformance.rs`, generated for every registry entry.
+
+// A build with some of the adapters calls some of the helpers.
+#![cfg_attr(not(feature = "all-middlewares"), allow(dead_code))]
+
+mod support;
+
+use msgperf::result::RunResult;
+use std::time::{Duration, Instant};
+use support::*;
+
+/// Waits until role process `pid` has been woken 2000 times: the case is measuring, however
+/// long its broker took to start. Its main thread blocks about once per message (1.0-1.6 times
+/// unloaded, AMQP the most, more under load), and the callers want more than 100 messages.
+fn exchanging(pid: u32) {
+    let end = Instant::now() + Duration::from_secs(60);
+    let woken = || {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    while woken() < 2000 {
+        assert!(
+            Instant::now() < end,
+            "role {pid} was woken fewer than 2000 times"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs msgperf with `--json`: what it printed and what it wrote, whether or not it failed.
+fn output_and_result(args: &[&str], json: &std::path::Path) -> (std::process::Output, RunResult) {
+    let mut all = args.to_vec();
+    all.extend(["--json", json.to_str().unwrap()]);
+    let out = run(&all, Duration::from_secs(180));
+    let said = format!("{args:?}: {}{}", text(&out.stdout), text(&out.stderr));
+    let written = std::fs::read(json).unwrap_or_else(|e| panic!("no JSON ({e}): {said}"));
+    (out, serde_json::from_slice(&written).unwrap())
+}
+
+fn result_of(args: &[&str], json: &std::path::Path) -> RunResult {
+    let (out, r) = output_and_result(args, json);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    r
+}
+
+/// The value that a case's delivery mapping gives `setting`, if it has it.
+fn mapped<'a>(c: &'a msgperf::result::CaseResult, setting: &str) -> Option<&'a str> {
+    c.config
+        .delivery_mapping
+        .iter()
+        .find(|s| s.setting == setting)
+        .map(|s| s.value.as_str())
+}
+
+/// Ping-pong and a stream in role processes: every message counted exactly.
+fn exact_counts(transport: &str, extra: &[&str]) {
+    let dir = temp_dir();
+    for workload in ["pingpong", "stream"] {
+        let mut args = vec![
+            "run",
+            workload,
+            "-t",
+            transport,
+            "--size",
+            "64,4k",
+            "--count",
+            "2000",
+            "--warmup",
+            "20ms",
+            "--checksum",
+            "--no-floor",
+        ];
+        args.extend_from_slice(extra);
+        let r = result_of(&args, &dir.path().join(format!("{workload}.json")));
+        for c in &r.cases {
+            let what = format!("{transport} {workload} {} B", c.config.size_bytes);
+            assert_eq!(c.error, None, "{what}");
+            assert_eq!(c.roles[0].counters.messages_sent, 2000, "{what}");
+            assert_eq!(c.roles[1].counters.messages_received, 2000, "{what}");
+            let k = &c.roles[1].counters;
+            assert_eq!(
+                (k.lost, k.duplicated, k.reordered, k.corrupted),
+                (0, 0, 0, 0),
+                "{what}"
+            );
+            assert_ne!(c.roles[0].pid, c.roles[1].pid, "{what}: two processes");
+            // Checked (and checksummed) where the library keeps it, if it hands one over.
+            let caps = msgperf::transport::find(transport)
+                .unwrap()
+                .capabilities(&c.config.effective_options);
+            assert_eq!(
+                c.config.read_in_place,
+                caps.reads_in_place || caps.zero_copy,
+                "{what}: how its reader read"
+            );
+        }
+    }
+}
+
+/// pubsub 1 to 5 and 5 to 1 at 1 kHz, 200 B, reliable: every subscriber gets every message.
+fn pubsub_loses_nothing(transport: &str, extra: &[&str]) {
+    let dir = temp_dir();
+    for (pubs, subs) in [("1", "5"), ("5", "1")] {
+        let mut args = vec![
+            "run",
+            "pubsub",
+            "-t",
+            transport,
+            "--pubs",
+            pubs,
+            "--subs",
+            subs,
+            "--size",
+            "200",
+            "--rate",
+            "1khz",
+            "--count",
+            "300",
+            "--warmup",
+            "50ms",
+            "--delivery",
+            "reliable",
+            "--checksum",
+            "--no-floor",
+        ];
+        args.extend_from_slice(extra);
+        let r = result_of(&args, &dir.path().join(format!("{pubs}x{subs}.json")));
+        let c = &r.cases[0];
+        let what = format!("{transport} {pubs}x{subs}");
+        assert_eq!(c.error, None, "{what}");
+        let (p, s): (u64, u64) = (pubs.parse().unwrap(), subs.parse().unwrap());
+        let subscribers: Vec<_> = c
+            .roles
+            .iter()
+            .filter(|r| r.role.kind == msgperf::result::RoleKind::new("subscriber"))
+            .collect();
+        assert_eq!(subscribers.len() as u64, s, "{what}");
+        for r in subscribers {
+            assert_eq!(r.counters.messages_received, p * 300, "{what}: {}", r.role);
+            assert_eq!(r.counters.lost, 0, "{what}: {}", r.role);
+        }
+    }
+}
+
+/// A pubsub of one publisher and 2 subscribers of messages of `size`, measured from the
+/// start, without a floor: what the helpers below add to.
+fn two_subscribers<'a>(transport: &'a str, size: &'a str) -> Vec<&'a str> {
+    vec![
+        "run",
+        "pubsub",
+        "-t",
+        transport,
+        "--subs",
+        "2",
+        "--size",
+        size,
+        "--warmup",
+        "0s",
+        "--no-floor",
+    ]
+}
+
+/// Best effort with a subscriber that sleeps 2 ms a message, behind the bound that `extra`
+/// sets: it misses messages, and counts each one it missed (lost, or overwritten in its
+/// reader's history), so that what it got and what it missed add up to what was sent.
+fn slow_subscriber_counts_what_it_missed(
+    transport: &str,
+    size: &str,
+    duration: &str,
+    extra: &[&str],
+) {
+    let dir = temp_dir();
+    let mut args = two_subscribers(transport, size);
+    args.extend([
+        "--duration",
+        duration,
+        "--delivery",
+        "best-effort",
+        "--slow-subscriber",
+        "2ms",
+    ]);
+    args.extend_from_slice(extra);
+    let r = result_of(&args, &dir.path().join("best-effort.json"));
+    let c = &r.cases[0];
+    assert_eq!(c.error, None, "{transport}");
+    assert!(!c.config.strict, "{transport}");
+    let sent = c.roles[0].counters.messages_sent;
+    let slow = &c.roles[1].counters;
+    assert!(
+        slow.overwritten + slow.lost > 0,
+        "{transport}: the slow subscriber missed nothing: {slow:?}"
+    );
+    assert_eq!(
+        slow.messages_received + slow.overwritten + slow.lost,
+        sent,
+        "{transport}: {slow:?}"
+    );
+}
+
+/// A responder killed mid-run ends the case within the timeout, naming it, and the
+/// initiator's round trips until then are kept.
+fn killed_peer_ends_the_case(transport: &str, extra: &[&str]) {
+    let dir = temp_dir();
+    let json = dir.path().join("r.json");
+    let mut args = vec![
+        "run",
+        "pingpong",
+        "-t",
+        transport,
+        "--duration",
+        "60s",
+        "--warmup",
+        "0s",
+        "--timeout",
+        "3s",
+        "--no-floor",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let mut child = spawn(&args);
+    let peer = wait_for_role(&mut child, "responder");
+    exchanging(peer);
+    let start = Instant::now();
+    signal(peer, libc::SIGKILL);
+    let out = wait_output(child, Duration::from_secs(60));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{transport}: {}",
+        text(&out.stderr)
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(15),
+        "{transport}: {:?}",
+        start.elapsed()
+    );
+    assert!(
+        text(&out.stderr).contains("responder"),
+        "{}",
+        text(&out.stderr)
+    );
+    let r: RunResult = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let sent = r.cases[0].roles.first().map(|i| i.counters.messages_sent);
+    assert!(
+        sent.is_some_and(|n| n > 100),
+        "{transport}: {sent:?} sent: {}",
+        text(&out.stderr)
+    );
+}
+
+/// A command line the middleware cannot carry out: exit 2, naming what it lacks.
+fn refused(args: &[&str], says: &str) {
+    let out = run(args, Duration::from_secs(30));
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(says), "{args:?}: {err}");
+}
+
+/// The broker msgperf `child` started for its case: a child (of any of its threads) running
+/// `program`.
+#[cfg(feature = "_broker")]
+fn broker_of(child: &mut std::process::Child, program: &str) -> u32 {
+    wait_for(child, program, |pid| {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten();
+        tasks
+            .flatten()
+            .flat_map(|t| {
+                std::fs::read_to_string(t.path().join("children"))
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok())
+                    .collect::<Vec<_>>()
+            })
+            .find(|c| {
+                std::fs::read_to_string(format!("/proc/{c}/cmdline"))
+                    .unwrap_or_default()
+                    .contains(program)
+            })
+    })
+}
+
+/// A broker killed (SIGKILL) or stopped (SIGSTOP) mid-run ends the case within the timeout,
+/// naming the broker; what was measured until then is kept, and no broker process or
+/// directory is left.
+#[cfg(feature = "_broker")]
+fn broker_fault_ends_the_case(transport: &str, program: &str, sig: i32) {
+    let dir = temp_dir();
+    let json = dir.path().join("r.json");
+    let mut child = spawn(&[
+        "run",
+        "pingpong",
+        "-t",
+        transport,
+        "--duration",
+        "60s",
+        "--warmup",
+        "0s",
+        "--timeout",
+        "3s",
+        "--no-floor",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let pid = child.id();
+    let broker = broker_of(&mut child, program);
+    exchanging(wait_for_role(&mut child, "responder"));
+    let start = Instant::now();
+    signal(broker, sig);
+    let out = wait_output(child, Duration::from_secs(60));
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{transport}: {err}");
+    assert!(
+        start.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(err.contains("broker"), "{err}");
+    let r: RunResult = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let sent = r.cases[0].roles[0].counters.messages_sent;
+    assert!(sent > 100, "{sent} sent: {err}");
+    assert!(!alive(broker), "{program} {broker} is still there");
+    assert_eq!(leftovers_of(pid), Vec::<String>::new());
+}
+
+/// A broker dies with the msgperf that started it, even one killed with SIGKILL.
+#[cfg(feature = "_broker")]
+fn broker_dies_with_msgperf(transport: &str, program: &str) {
+    let mut child = spawn(&[
+        "run",
+        "pingpong",
+        "-t",
+        transport,
+        "--duration",
+        "60s",
+        "--no-floor",
+    ]);
+    let pid = child.id();
+    let broker = broker_of(&mut child, program);
+    wait_for_role(&mut child, "responder");
+    signal(pid, libc::SIGKILL);
+    let _ = wait_output(child, Duration::from_secs(30));
+    let end = Instant::now() + Duration::from_secs(10);
+    while alive(broker) {
+        assert!(Instant::now() < end, "{program} {broker} outlived msgperf");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A process killed with SIGKILL removes nothing: its broker's directory is the test's to
+    // remove.
+    for d in leftovers_of(pid) {
+        let _ = std::fs::remove_dir_all(std::env::temp_dir().join(d));
+    }
+}
+
+/// The broker is a role of the case: pinned with the non-driving roles, its CPU measured over
+/// the messages the driving roles sent through it.
+#[cfg(feature = "_broker")]
+fn broker_is_measured(r: &RunResult) {
+    for c in &r.cases {
+        let b = c
+            .roles
+            .iter()
+            .find(|r| r.role.kind == msgperf::result::RoleKind::BROKER)
+            .expect("a broker role");
+        assert_eq!(b.error, None);
+        assert!(b.counters.relayed > 0, "{:?}", b.counters);
+        assert!(b.measured_ns > 0);
+        assert!(b.cpu.user_ns + b.cpu.sys_ns > 0, "{:?}", b.cpu);
+        if let Some(cpu) = c.config.cpus.1 {
+            assert_eq!(b.cpus_seen, vec![cpu], "pinned with the others");
+        }
+    }
+}
+
+/// A pubsub of 2 subscribers at 1 kHz, 1000 B, `extra` given: the case runs and its result
+/// measures the broker (its process's CPU a message, its role beside the clients').
+#[cfg(feature = "_broker")]
+fn broker_measured_at_1khz(transport: &str, extra: &[&str]) -> RunResult {
+    let dir = temp_dir();
+    let mut args = two_subscribers(transport, "1000");
+    args.extend(["--rate", "1khz", "--count", "500"]);
+    args.extend_from_slice(extra);
+    let r = result_of(&args, &dir.path().join("measured.json"));
+    broker_is_measured(&r);
+    r
+}
+
+// Each adapter's own tests, from its folder.
+include!(concat!(env!("OUT_DIR"), "/transport_tests.rs"));
