@@ -68,6 +68,7 @@ registry! {
     pipe: Pipe;
     uds: Uds;
     uds_dgram: UdsDgram;
+    uds_seqpacket: UdsSeqpacket;
     tcp: Tcp;
     udp: Udp;
     shm: Shm;
