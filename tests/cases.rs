@@ -218,3 +218,55 @@ fn paced_streams_record_latency_from_the_intended_send_time() {
         }
     }
 }
+
+/// `burst`: every burst acknowledged at its last message, every message counted once by both
+/// roles, in processes; refused where a lost message would leave a burst unacknowledged.
+#[test]
+fn bursts_are_acknowledged_at_their_last_message_and_every_message_is_counted() {
+    let dir = temp_dir();
+    let json = dir.path().join("burst.json");
+    let out = run(
+        &[
+            "run",
+            "burst",
+            "-t",
+            "uds,shm",
+            "--burst",
+            "1,7",
+            "--count",
+            "700",
+            "--warmup",
+            "20ms",
+            "--checksum",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let r: msgperf::result::RunResult =
+        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(r.cases.len(), 4, "2 transports x 2 burst sizes");
+    for c in &r.cases {
+        let burst: u64 = c.config.param("burst").unwrap().parse().unwrap();
+        let what = format!("{} burst={burst}", c.config.transport);
+        assert_eq!(c.error, None, "{what}");
+        let (sender, receiver) = (&c.roles[0], &c.roles[1]);
+        assert_eq!(sender.counters.messages_sent, 700, "{what}");
+        assert_eq!(receiver.counters.messages_received, 700, "{what}");
+        assert_eq!(receiver.counters.lost, 0, "{what}");
+        let bursts = sender
+            .histogram(Metric::new("burst_rtt_ns", 0))
+            .map_or(0, |h| h.len());
+        assert_eq!(bursts, 700 / burst, "{what}: a round trip per burst");
+        assert_eq!(c.latency_kind.label, "burst round trip", "{what}");
+        assert_ne!(sender.pid, receiver.pid, "{what}: two processes");
+    }
+    let refused = run(&["run", "burst", "-t", "udp"], Duration::from_secs(20));
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        text(&refused.stderr).contains("use a reliable transport"),
+        "{}",
+        text(&refused.stderr)
+    );
+}

@@ -47,6 +47,7 @@ registry! {
     spawn: Spawn;
     timers: Timers;
     connect: Connect;
+    burst: Burst;
 }
 
 pub fn find(name: &str) -> Result<&'static dyn Workload, String> {
