@@ -36,8 +36,8 @@ def main():
     sh(["cargo", "build", "--release", "--quiet", "--manifest-path", os.path.join(root, "Cargo.toml")])
     msgperf = os.path.join(root, "target", "release", "msgperf")
     floor = sh([msgperf, "floor", "-t", "shm", "--placement", "cross-cpu", "--duration", a.duration + "s"])
-    cache_line_us = float(re.search(r"cache-line ping-pong\s+8\s+\S+\s+\S+\s+\d+\s+\S+\s+(\S+)", floor).group(1))
-    memcpy_mb = float(re.search(r"memcpy\s+64k\s+.*?(\d+\.\d)\s*$", floor, re.M).group(1))
+    cache_line_us = float(re.search(r"cache-line ping-pong\s+8 B\s+\S+\s+\S+\s+\d+\s+\S+\s+(\S+)", floor).group(1))
+    memcpy_mb = float(re.search(r"memcpy\s+64 KiB\s+.*?(\d+\.\d)\s*$", floor, re.M).group(1))
     print(f"hardware floor: cache-line ping-pong p50 {cache_line_us:.2f} us (cross-cpu), memcpy {memcpy_mb:.0f} MB/s (one CPU)\n")
     print("| case | cpus | p50 [us] | p99 [us] | msgs/s | MiB/s | CPU [us/msg, both roles] | vs shm floor | vs hardware |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -63,7 +63,7 @@ def row(c, cache_line_us, memcpy_mb):
     else:
         vs_cl = f'{s["mib_per_s"] * 1.048576 / memcpy_mb:.2f}x' 
     print(f'| {name} | {s["cpus"]} | {p[0] / 1e3:.2f} | {(p[2] or 0) / 1e3:.2f} | {s["msgs_per_s"]:.0f} | {s["mib_per_s"]:.0f} | '
-          f'{cpu:.2f} | {s["vs_floor"]:.2f}x | {vs_cl} |')
+          f'{cpu:.2f} | {"-" if s["vs_floor"] is None else format(s["vs_floor"], ".2f") + "x"} | {vs_cl} |')
 
 if __name__ == "__main__":
     sys.exit(benchlib.recorded("shm_options", main))
