@@ -500,6 +500,27 @@ fn find(name: &str) -> Option<PathBuf> {
 }
 
 impl Program {
+    /// A program that needs only its command line and, if `configure` is given, the file that
+    /// writes: no environment, no helper, up once its port answers.
+    pub const fn plain(
+        name: &'static str,
+        package: &'static str,
+        args: fn(port: u16, dir: &Path) -> Vec<String>,
+        configure: Option<fn(port: u16, dir: &Path) -> std::io::Result<()>>,
+    ) -> Program {
+        Program {
+            name,
+            package,
+            args,
+            configure,
+            env: None,
+            helper: None,
+            boots_within: Duration::ZERO,
+            greeting: None,
+            needs: None,
+        }
+    }
+
     /// What it needs on the machine: its program, from its package.
     pub fn needs(&self) -> super::Need {
         program_need(self.name, self.package)
@@ -633,30 +654,15 @@ mod tests {
         assert!(alive.exists());
     }
 
-    static MISSING: Program = Program {
-        name: "msgperf-no-such-broker",
-        package: "msgperf-no-such-broker",
-        args: |_, _| vec![],
-        configure: None,
-        env: None,
-        helper: None,
-        boots_within: Duration::ZERO,
-        greeting: None,
-        needs: None,
-    };
+    static MISSING: Program = Program::plain(
+        "msgperf-no-such-broker",
+        "msgperf-no-such-broker",
+        |_, _| vec![],
+        None,
+    );
 
     // `false` exits at once: what it logged and its status are the error.
-    static FAILS: Program = Program {
-        name: "false",
-        package: "coreutils",
-        args: |_, _| vec![],
-        configure: None,
-        env: None,
-        helper: None,
-        boots_within: Duration::ZERO,
-        greeting: None,
-        needs: None,
-    };
+    static FAILS: Program = Program::plain("false", "coreutils", |_, _| vec![], None);
 
     #[test]
     fn a_missing_broker_says_how_to_install_it() {

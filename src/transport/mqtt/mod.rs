@@ -33,17 +33,7 @@ const INBOX: usize = 1024;
 /// QoS 2 publishes a client has in flight: mosquitto's default receive quota.
 const QOS2_INFLIGHT: u16 = 20;
 
-pub(super) static SERVER: Program = Program {
-    name: "mosquitto",
-    package: "mosquitto",
-    args: |_, _| vec!["-c".into(), "mosquitto.conf".into()],
-    configure: Some(configure),
-    env: None,
-    helper: None,
-    boots_within: Duration::ZERO,
-    greeting: None,
-    needs: None,
-};
+pub(super) static SERVER: Program = Program::plain("mosquitto", "mosquitto", |_, _| vec!["-c".into(), "mosquitto.conf".into()], Some(configure));
 
 fn configure(port: u16, dir: &Path) -> std::io::Result<()> {
     // Loopback only, TCP_NODELAY, nothing persisted, no limit on what it queues for a slow

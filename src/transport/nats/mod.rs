@@ -35,17 +35,7 @@ pub struct Nats;
 /// The largest message: nats-server's `max_payload` as msgperf configures it.
 const MAX_PAYLOAD: usize = 8 << 20;
 
-pub(super) static SERVER: Program = Program {
-    name: "nats-server",
-    package: "nats-server",
-    args: |_, _| vec!["-c".into(), "nats.conf".into()],
-    configure: Some(configure),
-    env: None,
-    helper: None,
-    boots_within: Duration::ZERO,
-    greeting: None,
-    needs: None,
-};
+pub(super) static SERVER: Program = Program::plain("nats-server", "nats-server", |_, _| vec!["-c".into(), "nats.conf".into()], Some(configure));
 
 fn configure(port: u16, dir: &Path) -> std::io::Result<()> {
     // Loopback only; payloads as large as msgperf's largest, and room to queue them; JetStream

@@ -37,17 +37,7 @@ const MAX_MESSAGE: usize = 64 << 20;
 /// Entries one XREAD takes at most.
 const BATCH: usize = 256;
 
-pub(super) static SERVER: Program = Program {
-    name: "redis-server",
-    package: "redis-server",
-    args: |_, _| vec!["redis.conf".into()],
-    configure: Some(configure),
-    env: None,
-    helper: None,
-    boots_within: Duration::ZERO,
-    greeting: None,
-    needs: None,
-};
+pub(super) static SERVER: Program = Program::plain("redis-server", "redis-server", |_, _| vec!["redis.conf".into()], Some(configure));
 
 fn configure(port: u16, dir: &Path) -> std::io::Result<()> {
     // Loopback only, nothing saved; a subscriber may fall 256 MB behind before the server
