@@ -955,6 +955,17 @@ pub(crate) fn host_of(at: &Rendezvous) -> Result<&str, TransportError> {
     }
 }
 
+/// A connect to a unix socket's path that nothing listens on (no file, or no listener) as
+/// the refusal it is, naming the path.
+pub(crate) fn connect_error(e: std::io::Error, path: &std::path::Path) -> TransportError {
+    match e.kind() {
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+            TransportError::Refused(path.display().to_string())
+        }
+        _ => e.into(),
+    }
+}
+
 pub(crate) fn bind_error(e: std::io::Error, path: &std::path::Path) -> TransportError {
     if e.kind() == std::io::ErrorKind::AddrInUse {
         TransportError::AddressInUse(path.display().to_string())

@@ -48,12 +48,7 @@ impl Transport for Uds {
         if !accept {
             return Ok(Box::new(Deferred(
                 move |_: &Rendezvous, spec: &ChannelSpec| {
-                    let s = UnixStream::connect(&path).map_err(|e| match e.kind() {
-                        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
-                            TransportError::Refused(path.display().to_string())
-                        }
-                        _ => e.into(),
-                    })?;
+                    let s = UnixStream::connect(&path).map_err(|e| super::connect_error(e, &path))?;
                     endpoint(s, spec)
                 },
             )));

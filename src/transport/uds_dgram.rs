@@ -92,15 +92,7 @@ fn connect(
     loop {
         match s.send_to(HELLO, server) {
             Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
-                ) =>
-            {
-                return Err(TransportError::Refused(server.display().to_string()))
-            }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(super::connect_error(e, server)),
         }
         match s.recv_from(&mut buf) {
             Ok((n, from)) if buf[..n] == *HELLO && from.as_pathname() == Some(server) => {

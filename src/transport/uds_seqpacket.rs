@@ -54,12 +54,9 @@ impl Transport for UdsSeqpacket {
         if !accept {
             return Ok(Box::new(Deferred(
                 move |_: &Rendezvous, spec: &ChannelSpec| {
-                    socket.connect(&address).map_err(|e| match e.kind() {
-                        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
-                            TransportError::Refused(path.display().to_string())
-                        }
-                        _ => e.into(),
-                    })?;
+                    socket
+                        .connect(&address)
+                        .map_err(|e| super::connect_error(e, &path))?;
                     endpoint(socket, spec, false)
                 },
             )));
