@@ -584,12 +584,14 @@ pub fn sleep_until_ns(deadline_ns: u64) {
     {}
 }
 
-/// Connects a unix stream socket to `path`, giving up after `timeout` (TimedOut): a listener
-/// whose backlog is full makes a blocking connect wait with no bound.
+/// Connects a unix socket of `kind` (`libc::SOCK_STREAM`, `libc::SOCK_SEQPACKET`) to `path`,
+/// giving up after `timeout` (TimedOut): a listener whose backlog is full makes a blocking
+/// connect wait with no bound.
 pub fn unix_connect_timeout(
     path: &std::path::Path,
+    kind: i32,
     timeout: std::time::Duration,
-) -> io::Result<std::os::unix::net::UnixStream> {
+) -> io::Result<std::os::fd::OwnedFd> {
     use std::os::fd::FromRawFd;
     use std::os::unix::ffi::OsStrExt;
     // SAFETY: sockaddr_un is plain data, zeroed is its empty value.
@@ -609,12 +611,12 @@ pub fn unix_connect_timeout(
     let fd = check(unsafe {
         libc::socket(
             libc::AF_UNIX,
-            libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            kind | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
             0,
         )
     })?;
     // SAFETY: fd is a fresh socket that nothing else owns.
-    let stream = unsafe { std::os::unix::net::UnixStream::from_raw_fd(fd) };
+    let socket = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
     let end = std::time::Instant::now() + timeout;
     loop {
         // SAFETY: addr is a valid sockaddr_un of the length given.
@@ -626,8 +628,8 @@ pub fn unix_connect_timeout(
             )
         };
         if r == 0 {
-            stream.set_nonblocking(false)?;
-            return Ok(stream);
+            set_nonblocking(fd, false)?;
+            return Ok(socket);
         }
         let e = io::Error::last_os_error();
         // A full backlog: a unix socket does not complete the connect later, so try again.

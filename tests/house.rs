@@ -65,10 +65,6 @@ const OWN_WORDS: &[(&str, &str, &str)] = &[
         "tokio-mpsc",
         "the channel of pairs on tokio tasks",
     ),
-    // Not yet through Transport::open: it times the kernel's connect and accept on sockets
-    // of its own.
-    ("src/workload/connect.rs", "tcp", "the sockets it connects"),
-    ("src/workload/connect.rs", "uds", "the sockets it connects"),
 ];
 
 struct Name {

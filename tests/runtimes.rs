@@ -208,7 +208,14 @@ fn timers_wake_every_waiter_once_for_a_shared_and_for_distinct_deadlines() {
 fn connect_times_every_step_of_every_connection() {
     let _pace = sharing();
     let cases = cases_of(&[
-        "run", "connect", "-t", "tcp,uds", "--n", "500", "--size", "100",
+        "run",
+        "connect",
+        "-t",
+        "tcp,uds,uds-seqpacket",
+        "--n",
+        "500",
+        "--size",
+        "100",
     ]);
     for c in &cases {
         let what = &c.config.transport;
@@ -241,7 +248,7 @@ fn connect_hold_names_what_stopped_it_and_restores_the_descriptor_limit() {
         "run",
         "connect",
         "-t",
-        "uds,tcp",
+        "uds,tcp,uds-seqpacket",
         "--hold",
         "--n",
         "300",
@@ -261,7 +268,7 @@ fn connect_hold_names_what_stopped_it_and_restores_the_descriptor_limit() {
     let out = std::process::Command::new("sh")
         .arg("-c")
         .arg(format!(
-            "ulimit -Sn 256; ulimit -Hn 1024; exec {MSGPERF} run connect -t uds,tcp --hold --timeout 2s --duration 60s --json {}",
+            "ulimit -Sn 256; ulimit -Hn 1024; exec {MSGPERF} run connect -t uds,tcp,uds-seqpacket --hold --timeout 2s --duration 60s --json {}",
             json.display()
         ))
         .output()
@@ -297,7 +304,7 @@ fn a_listener_that_never_accepts_fills_its_backlog_and_the_next_connect_times_ou
         "run",
         "connect",
         "-t",
-        "tcp,uds",
+        "tcp,uds,uds-seqpacket",
         "--hold",
         "--no-accept",
         "--backlog",
@@ -305,7 +312,7 @@ fn a_listener_that_never_accepts_fills_its_backlog_and_the_next_connect_times_ou
         "--timeout",
         "2s",
     ]);
-    assert_eq!(cases.len(), 2);
+    assert_eq!(cases.len(), 3);
     for c in &cases {
         assert_eq!(c.error, None, "{}", c.key);
         let r = &c.roles[0];
@@ -346,7 +353,14 @@ fn runtime_workloads_refuse_what_does_not_apply_with_the_fix() {
             vec!["run", "stream", "-t", "uds", "--runtime", "tokio"],
             "--runtime is for pairs, spawn, timers, not stream",
         ),
-        (vec!["run", "connect", "-t", "shm"], "-t tcp,uds"),
+        (
+            vec!["run", "connect", "-t", "shm"],
+            "which `shm` does not have",
+        ),
+        (
+            vec!["run", "connect", "-t", "tcp", "--size", "8"],
+            "--size 32 or more",
+        ),
         (
             vec!["run", "connect", "-t", "tcp", "--no-accept"],
             "add --hold",

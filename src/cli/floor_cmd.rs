@@ -43,8 +43,7 @@ pub fn floor(a: FloorArgs) -> Exit {
         a.transport
             .iter()
             .map(|t| transport::find(t))
-            .collect::<Result<_, _>>()
-            .map_err(CliError::Usage)?
+            .collect::<Result<_, _>>()?
     };
     let placements: Vec<Placement> = if a.placement.is_empty() {
         vec![Placement::SameCpu, Placement::CrossCpu]

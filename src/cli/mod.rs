@@ -20,12 +20,32 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// What went wrong, and so which exit code.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum CliError {
     /// Bad options or input: exit 2.
+    #[error("{0}")]
     Usage(String),
+    /// A run refused before it starts: exit 2.
+    #[error(transparent)]
+    Plan(#[from] plan::PlanError),
+    /// A transport or workload this build does not know: exit 2.
+    #[error(transparent)]
+    Unknown(#[from] transport::UnknownName),
+    /// Roles that could not run: exit 1.
+    #[error(transparent)]
+    Exec(#[from] exec::ExecError),
     /// The run itself failed: exit 1.
+    #[error("{0}")]
     Run(String),
+}
+
+impl CliError {
+    fn exit_code(&self) -> i32 {
+        match self {
+            CliError::Usage(_) | CliError::Plan(_) | CliError::Unknown(_) => 2,
+            CliError::Exec(_) | CliError::Run(_) => 1,
+        }
+    }
 }
 
 pub type Exit = Result<i32, CliError>;
@@ -163,13 +183,9 @@ pub fn main_with_args(args: Vec<String>) -> i32 {
     };
     match dispatch(cli, &args) {
         Ok(code) => code,
-        Err(CliError::Usage(m)) => {
-            eprintln!("msgperf: {m}");
-            2
-        }
-        Err(CliError::Run(m)) => {
-            eprintln!("msgperf: {m}");
-            1
+        Err(e) => {
+            eprintln!("msgperf: {e}");
+            e.exit_code()
         }
     }
 }
@@ -178,7 +194,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Exit {
     if let Some(Command::Role(_)) = cli.command {
         // A role process: single-threaded, no Ctrl-C handler (it sits in its own process
         // group), nothing swept (its runner did that).
-        exec::role::process_main().map_err(CliError::Run)?;
+        exec::role::process_main()?;
         return Ok(0);
     }
     transport::remove_stale_dirs();
@@ -201,7 +217,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Exit {
         Some(Command::Serve(a)) => serve(a),
         Some(Command::Transports(a)) => {
             let only = match &a.name {
-                Some(n) => Some(transport::find(n).map_err(CliError::Usage)?),
+                Some(n) => Some(transport::find(n)?),
                 None => None,
             };
             let text = if a.needs {
@@ -257,7 +273,7 @@ fn install_stop_handler() {
 }
 
 fn survey(a: SurveyArgs, args: &[String]) -> Exit {
-    let cases = plan::survey(&a.transports, a.duration, a.warmup).map_err(CliError::Usage)?;
+    let cases = plan::survey(&a.transports, a.duration, a.warmup)?;
     execute(cases, &a.out, None, true, args)
 }
 
@@ -270,8 +286,7 @@ fn run(a: RunOptions, args: &[String]) -> Exit {
             let text = std::fs::read_to_string(path).map_err(|e| {
                 CliError::Usage(format!("cannot read scenario {}: {e}", path.display()))
             })?;
-            let file = RunOptions::parse_scenario(&text, &path.display().to_string())
-                .map_err(CliError::Usage)?;
+            let file = RunOptions::parse_scenario(&text, &path.display().to_string())?;
             a.over(&file)
                 .map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?
         }
@@ -279,7 +294,7 @@ fn run(a: RunOptions, args: &[String]) -> Exit {
     };
     let cases = plan::cases(&o).map_err(|e| match &o.scenario {
         Some(p) => CliError::Usage(format!("{}: {e}", p.display())),
-        None => CliError::Usage(e),
+        None => e.into(),
     })?;
     if o.print_scenario {
         let mut printed = o.clone();
@@ -465,7 +480,7 @@ fn same_but_rate(a: &CaseConfig, b: &CaseConfig) -> bool {
 
 fn serve(a: ServeArgs) -> Exit {
     install_stop_handler();
-    let t = transport::find(&a.transport).map_err(CliError::Usage)?;
+    let t = transport::find(&a.transport)?;
     let options = a
         .opts
         .iter()
@@ -482,7 +497,7 @@ fn serve(a: ServeArgs) -> Exit {
     transport::validate_options(t, &options).map_err(CliError::Usage)?;
     let at = match (&a.name, &a.listen) {
         (Some(n), _) => {
-            plan::check_name(n).map_err(CliError::Usage)?;
+            plan::check_name(n)?;
             ControlAddr::named(n)
         }
         (None, Some(l)) => ControlAddr::parse(l),
@@ -521,8 +536,7 @@ fn serve(a: ServeArgs) -> Exit {
             }
         }
         Err(e) => eprintln!("msgperf serve: {e}"),
-    })
-    .map_err(CliError::Run)?;
+    })?;
     match failed_stdout {
         Some(e) => Err(e),
         None => Ok(0),

@@ -9,6 +9,7 @@ use super::role::{self, RoleEnv};
 use super::runner::{Event, ProcessRole, RemoteRole, RoleHandle, ThreadRole};
 use super::services;
 use super::watchdog::{Seen, Watchdog};
+use super::ExecError;
 use crate::result::{CaseConfig, FanOut, RoleResult, Wait};
 use crate::transport::{self, ChannelSpec};
 use crate::workload::{self, message, RoleSpec};
@@ -23,10 +24,10 @@ pub struct CaseRun {
 }
 
 impl CaseRun {
-    fn failed(error: String) -> Self {
+    fn failed(error: ExecError) -> Self {
         CaseRun {
             roles: vec![],
-            error: Some(error),
+            error: Some(error.to_string()),
             interrupted: false,
             fan_out: None,
         }
@@ -35,12 +36,8 @@ impl CaseRun {
 
 /// Runs `case`'s roles; with `connect`, the roles that do not drive are at that `msgperf serve`.
 pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>) -> CaseRun {
-    let found =
-        transport::find(&case.transport).and_then(|t| Ok((t, workload::find(&case.workload)?)));
-    let (t, w) = match found {
-        Ok(tw) => tw,
-        Err(e) => return CaseRun::failed(e),
-    };
+    let t = transport::find(&case.transport).expect("cases are validated");
+    let w = workload::find(&case.workload).expect("cases are validated");
     let caps = t.capabilities(&case.effective_options);
     let topology = w.topology(case, &caps);
     let threads = case.threads || !caps.cross_process;
@@ -60,7 +57,12 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>) -> CaseRun {
     plan.cpu = case.cpus.1;
     let setup = match t.setup(&plan, &spec) {
         Ok(s) => s,
-        Err(e) => return CaseRun::failed(format!("could not set up `{}`: {e}", case.transport)),
+        Err(e) => {
+            return CaseRun::failed(ExecError::transport(
+                format!("could not set up `{}`", case.transport),
+                e,
+            ))
+        }
     };
     // Through a broker the roles' peer is a process msgperf does not drive: their waits keep
     // timers of their own.
@@ -99,7 +101,7 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>) -> CaseRun {
     let monitor = services::Monitor::start(&services, tx.clone());
     let mut started = Vec::new();
     for (i, r) in topology.roles.iter().enumerate() {
-        let handle: Result<Box<dyn RoleHandle>, String> = match connect {
+        let handle: Result<Box<dyn RoleHandle>, ExecError> = match connect {
             Some(at) if !r.drives => {
                 RemoteRole::start(i, at, case.timeout, tx.clone()).map(|h| Box::new(h) as _)
             }
@@ -129,7 +131,12 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>) -> CaseRun {
                 drives: r.drives,
                 handle,
             }),
-            Err(e) => return CaseRun::failed(format!("could not start the {}: {e}", r.id)),
+            Err(e) => {
+                return CaseRun::failed(ExecError::Reported(format!(
+                    "could not start the {}: {e}",
+                    r.id
+                )))
+            }
         }
     }
     let orders = topology

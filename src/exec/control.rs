@@ -20,6 +20,7 @@
 //! A frame is `MPC` + a version byte + a u32 LE length + a JSON body of that length, at most
 //! [`MAX_FRAME`] bytes. Anything else is refused with [`ControlError`], never a panic.
 
+use super::ExecError;
 use crate::result::{CaseConfig, RoleResult};
 use crate::transport::{FloorFigure, FloorLoop, FloorRoles, Rendezvous};
 use crate::workload::RoleSpec;
@@ -294,7 +295,7 @@ impl ControlAddr {
     }
 
     /// Connects within `timeout`.
-    pub fn connect(&self, timeout: Duration) -> Result<Conn, String> {
+    pub fn connect(&self, timeout: Duration) -> Result<Conn, ExecError> {
         match self {
             ControlAddr::Tcp(a) => {
                 use std::net::ToSocketAddrs;
@@ -303,32 +304,37 @@ impl ControlAddr {
                     .ok()
                     .and_then(|mut x| x.next())
                     .ok_or_else(|| {
-                        format!("`{a}` is not a socket address: write e.g. 127.0.0.1:7000")
+                        ExecError::Address(format!(
+                            "`{a}` is not a socket address: write e.g. 127.0.0.1:7000"
+                        ))
                     })?;
                 std::net::TcpStream::connect_timeout(&addr, timeout)
                     .map(Conn::Tcp)
                     .map_err(|e| match e.kind() {
-                        ErrorKind::ConnectionRefused => {
-                            format!("connection refused at {a}: is `msgperf serve` running there?")
-                        }
-                        _ => format!("could not reach `msgperf serve` at {a}: {e}"),
+                        ErrorKind::ConnectionRefused => ExecError::Address(format!(
+                            "connection refused at {a}: is `msgperf serve` running there?"
+                        )),
+                        _ => ExecError::os(format!("could not reach `msgperf serve` at {a}"), e),
                     })
             }
             ControlAddr::Unix(p) => {
                 use std::os::unix::fs::FileTypeExt;
                 match std::fs::symlink_metadata(p) {
-                    Err(_) => return Err(format!("connection refused at {}: no `msgperf serve` there (nothing at that path)", p.display())),
-                    Ok(m) if !m.file_type().is_socket() => return Err(format!("{} is not a msgperf server (a foreign file, not its socket): pick another --name or --connect, or remove it", p.display())),
+                    Err(_) => return Err(ExecError::Address(format!("connection refused at {}: no `msgperf serve` there (nothing at that path)", p.display()))),
+                    Ok(m) if !m.file_type().is_socket() => return Err(ExecError::Address(format!("{} is not a msgperf server (a foreign file, not its socket): pick another --name or --connect, or remove it", p.display()))),
                     Ok(_) => {}
                 }
                 UnixStream::connect(p)
                     .map(Conn::Unix)
                     .map_err(|e| match e.kind() {
-                        ErrorKind::ConnectionRefused => format!(
+                        ErrorKind::ConnectionRefused => ExecError::Address(format!(
                             "connection refused at {}: is `msgperf serve` running there?",
                             p.display()
+                        )),
+                        _ => ExecError::os(
+                            format!("could not reach `msgperf serve` at {}", p.display()),
+                            e,
                         ),
-                        _ => format!("could not reach `msgperf serve` at {}: {e}", p.display()),
                     })
             }
         }

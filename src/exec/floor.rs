@@ -7,6 +7,7 @@ use super::drive::{drive, Bounds, Outcome, Started};
 use super::role::{self, RoleEnv};
 use super::runner::{Event, ProcessRole, RoleHandle, ThreadRole};
 use super::watchdog::Watchdog;
+use super::ExecError;
 use crate::result::FloorKind;
 use crate::transport::{FloorFigure, FloorLoop, FloorRoles, Transport};
 use std::time::Duration;
@@ -21,17 +22,17 @@ pub fn measure(
     size: usize,
     roles: &FloorRoles,
     threads: bool,
-) -> Result<FloorFigure, String> {
+) -> Result<FloorFigure, ExecError> {
     let f = t
         .floor()
-        .ok_or_else(|| format!("transport `{}` has no floor", t.name()))?;
+        .ok_or_else(|| ExecError::Refused(format!("transport `{}` has no floor", t.name())))?;
     let l = match kind {
         FloorKind::RoundTrip => FloorLoop::PingPong,
         FloorKind::Stream => FloorLoop::Stream,
     };
     let sides = f
         .make(l, size, roles)
-        .map_err(|e| format!("could not make the floor of `{}`: {e}", t.name()))?;
+        .map_err(|e| ExecError::os(format!("could not make the floor of `{}`", t.name()), e))?;
     let (tx, events) = crossbeam_channel::unbounded::<Event>();
     let mut started = Vec::new();
     let mut orders = Vec::new();
@@ -110,6 +111,11 @@ pub fn measure(
     };
     match (measured, driven.error) {
         (Some(fig), None) => Ok(fig),
-        (_, e) => Err(e.unwrap_or_else(|| "the floor's measuring side reported nothing".into())),
+        (_, e) => Err(ExecError::Reported(format!(
+            "the floor of `{}` could not be measured: {}",
+            t.name(),
+            e.as_deref()
+                .unwrap_or("its measuring side reported nothing")
+        ))),
     }
 }

@@ -9,6 +9,7 @@ mod case;
 pub mod control;
 mod drive;
 pub mod environment;
+mod error;
 mod floor;
 mod load;
 pub mod role;
@@ -22,6 +23,7 @@ use crate::sys;
 use crate::transport::{self, FloorRoles};
 use crate::workload;
 use control::ControlAddr;
+pub use error::ExecError;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -35,11 +37,11 @@ pub fn stop_requested() -> bool {
 
 /// The msgperf binary, to start role processes with. MSGPERF_EXE names it when the caller is
 /// not msgperf itself (the test suite).
-pub fn own_executable() -> Result<std::path::PathBuf, String> {
+pub fn own_executable() -> Result<std::path::PathBuf, ExecError> {
     match std::env::var_os("MSGPERF_EXE") {
         Some(p) => Ok(std::path::PathBuf::from(p)),
         None => std::env::current_exe()
-            .map_err(|e| format!("cannot find msgperf's own executable to start a role: {e}")),
+            .map_err(|e| ExecError::os("cannot find msgperf's own executable to start a role", e)),
     }
 }
 
@@ -75,7 +77,7 @@ impl Runner {
         let (floor, floor_error) = if self.measure_floor {
             match self.measure_floor_of(case) {
                 Ok(f) => (f, None),
-                Err(e) => (None, Some(e)),
+                Err(e) => (None, Some(e.to_string())),
             }
         } else {
             (None, None)
@@ -129,14 +131,14 @@ impl Runner {
 
     /// The transport's plain loop at this case's size and placement, where one compares like
     /// with like (see `Workload::floor_kind`).
-    pub fn floor(&mut self, case: &CaseConfig) -> Result<Option<FloorResult>, String> {
+    pub fn floor(&mut self, case: &CaseConfig) -> Result<Option<FloorResult>, ExecError> {
         self.measure_floor_of(case)
     }
 
     /// As [`Runner::floor`].
-    fn measure_floor_of(&mut self, case: &CaseConfig) -> Result<Option<FloorResult>, String> {
-        let t = transport::find(&case.transport)?;
-        let w = workload::find(&case.workload)?;
+    fn measure_floor_of(&mut self, case: &CaseConfig) -> Result<Option<FloorResult>, ExecError> {
+        let t = transport::find(&case.transport).expect("cases are validated");
+        let w = workload::find(&case.workload).expect("cases are validated");
         let Some(kind) = w.floor_kind(case) else {
             return Ok(None);
         };
@@ -161,8 +163,7 @@ impl Runner {
             options: case.effective_options.clone(),
         };
         let threads = case.threads || !t.capabilities(&case.effective_options).cross_process;
-        let v = floor::measure(t, kind, case.size_bytes, &roles, threads)
-            .map_err(|e| format!("the floor of `{}` could not be measured: {e}", t.name()))?;
+        let v = floor::measure(t, kind, case.size_bytes, &roles, threads)?;
         if stop_requested() {
             return Ok(None);
         }

@@ -5,6 +5,7 @@
 //! driving role on a transport that may drop repeats END meanwhile).
 
 use super::control::{Conn, ControlError, FromRole, Order, Report, ToRole};
+use super::ExecError;
 use crate::measure::Recorder;
 use crate::result::{CaseConfig, RoleResult, Wait};
 use crate::sys;
@@ -33,7 +34,7 @@ impl Link for Conn {
 }
 
 /// Says why an order is refused, if it is.
-pub type Admit<'a> = &'a dyn Fn(&Order) -> Result<(), String>;
+pub type Admit<'a> = &'a dyn Fn(&Order) -> Result<(), ExecError>;
 
 /// What a role's runner gives it besides its link.
 pub struct RoleEnv<'a> {
@@ -58,15 +59,15 @@ fn phase_bound(timeout: Duration) -> Duration {
 pub fn serve(
     link: &mut dyn Link,
     env: RoleEnv,
-) -> Result<Option<(CaseConfig, RoleResult)>, String> {
+) -> Result<Option<(CaseConfig, RoleResult)>, ExecError> {
     let order = match link.recv(Duration::from_secs(30)) {
         Ok(ToRole::Hello(o)) => *o,
         Ok(other) => {
-            return Err(format!(
+            return Err(ExecError::Protocol(format!(
                 "the first control message was {other:?}, not a hello"
-            ))
+            )))
         }
-        Err(e) => return Err(format!("no order from the runner: {e}")),
+        Err(e) => return Err(ExecError::control("no order from the runner", e)),
     };
     if let Some(Err(why)) = env.admit.map(|admit| admit(&order)) {
         return refuse(link, why);
@@ -89,10 +90,10 @@ pub fn serve(
             let f = transport::find(&transport)
                 .ok()
                 .and_then(|t| t.floor())
-                .ok_or_else(|| format!("transport `{transport}` has no floor"));
+                .ok_or_else(|| ExecError::Refused(format!("transport `{transport}` has no floor")));
             let ends = env
                 .floor_ends
-                .ok_or_else(|| "this floor side was given no ends".to_string());
+                .ok_or_else(|| ExecError::Refused("this floor side was given no ends".into()));
             let prepared = f.and_then(|f| Ok((f, ends?))).and_then(|r| {
                 pin(env.pin.or(cpu))?;
                 Ok(r)
@@ -117,39 +118,39 @@ pub fn serve(
     }
 }
 
-fn send(link: &mut dyn Link, msg: &FromRole) -> Result<(), String> {
+fn send(link: &mut dyn Link, msg: &FromRole) -> Result<(), ExecError> {
     link.send(msg)
-        .map_err(|e| format!("could not answer the runner: {e}"))
+        .map_err(|e| ExecError::control("could not answer the runner", e))
 }
 
 /// Tells the runner why this role cannot take part, and returns it.
-fn refuse<T>(link: &mut dyn Link, why: String) -> Result<T, String> {
-    let _ = link.send(&FromRole::Error(why.clone()));
+fn refuse<T>(link: &mut dyn Link, why: ExecError) -> Result<T, ExecError> {
+    let _ = link.send(&FromRole::Error(why.to_string()));
     Err(why)
 }
 
-fn pin(cpu: Option<usize>) -> Result<(), String> {
+fn pin(cpu: Option<usize>) -> Result<(), ExecError> {
     match cpu {
         Some(c) => sys::pin_current_thread(c).map_err(|e| {
-            format!(
+            ExecError::Refused(format!(
                 "cannot pin to CPU {c}: {e}; pick one of {:?}",
                 sys::allowed_cpus()
-            )
+            ))
         }),
         None => Ok(()),
     }
 }
 
 /// Waits for Go; false if the runner called the case off (Finish, or it went away).
-fn wait_go(link: &mut dyn Link, bound: Duration) -> Result<bool, String> {
+fn wait_go(link: &mut dyn Link, bound: Duration) -> Result<bool, ExecError> {
     loop {
         match link.recv(bound) {
             Ok(ToRole::Go) => return Ok(true),
             // A stop before the start: the runner follows it with Finish.
             Ok(ToRole::Stop) => {}
             Ok(ToRole::Finish) | Err(ControlError::Closed) => return Ok(false),
-            Ok(other) => return Err(format!("expected Go, got {other:?}")),
-            Err(e) => return Err(format!("no start from the runner: {e}")),
+            Ok(other) => return Err(ExecError::Protocol(format!("expected Go, got {other:?}"))),
+            Err(e) => return Err(ExecError::control("no start from the runner", e)),
         }
     }
 }
@@ -174,13 +175,14 @@ fn serve_case(
     role: RoleSpec,
     rendezvous: Rendezvous,
     watched: bool,
-) -> Result<Option<(CaseConfig, RoleResult)>, String> {
+) -> Result<Option<(CaseConfig, RoleResult)>, ExecError> {
     let label = role.id.to_string();
-    let found =
-        transport::find(&case.transport).and_then(|t| Ok((t, workload::find(&case.workload)?)));
+    let found = transport::find(&case.transport)
+        .and_then(|t| Ok((t, workload::find(&case.workload)?)))
+        .map_err(|e| ExecError::Refused(e.to_string()));
     let (t, w) = match found.and_then(|tw| pin(env.pin.or(role.cpu)).map(|_| tw)) {
         Ok(tw) => tw,
-        Err(e) => return refuse(link, format!("{label}: {e}")),
+        Err(e) => return refuse(link, ExecError::Refused(format!("{label}: {e}"))),
     };
     let spec = ChannelSpec {
         options: case.effective_options.clone(),
@@ -206,7 +208,10 @@ fn serve_case(
             Err(e) => {
                 return refuse(
                     link,
-                    format!("{label} could not open {}: {e}", side_label(*side)),
+                    ExecError::transport(
+                        format!("{label} could not open {}", side_label(*side)),
+                        e,
+                    ),
                 )
             }
         }
@@ -215,8 +220,17 @@ fn serve_case(
     let rendezvous = match link.recv(bound) {
         Ok(ToRole::Open(r)) => r,
         Ok(ToRole::Finish | ToRole::Stop) | Err(ControlError::Closed) => return Ok(None),
-        Ok(other) => return Err(format!("{label}: expected Open, got {other:?}")),
-        Err(e) => return Err(format!("{label}: no rendezvous from the runner: {e}")),
+        Ok(other) => {
+            return Err(ExecError::Protocol(format!(
+                "{label}: expected Open, got {other:?}"
+            )))
+        }
+        Err(e) => {
+            return Err(ExecError::control(
+                format!("{label}: no rendezvous from the runner"),
+                e,
+            ))
+        }
     };
 
     // Meet the peers, channel by channel in the same order in every role.
@@ -230,7 +244,10 @@ fn serve_case(
             Err(e) => {
                 return refuse(
                     link,
-                    format!("{label} could not open {}: {e}", side_label(role.ends[i])),
+                    ExecError::transport(
+                        format!("{label} could not open {}", side_label(role.ends[i])),
+                        e,
+                    ),
                 )
             }
         }
@@ -307,19 +324,19 @@ fn side_label(side: Side) -> String {
 /// follow it; SIGUSR1 raises its stop flag. It stays single-threaded: the kernel then skips the
 /// reference counting of a shared descriptor table on each read and write, as for a plain C
 /// loop, and glibc its cancellation-point bookkeeping.
-pub fn process_main() -> Result<(), String> {
+pub fn process_main() -> Result<(), ExecError> {
     let mut fds = sys::inherited_fds(3);
     if fds.is_empty() {
-        return Err(
+        return Err(ExecError::Refused(
             "no control socket at fd 3: `msgperf role` is started by msgperf itself, not by hand"
                 .into(),
-        );
+        ));
     }
     let control = fds.remove(0);
     let mut conn = Conn::Unix(std::os::unix::net::UnixStream::from(control));
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGUSR1, stop.clone())
-        .map_err(|e| format!("could not take SIGUSR1: {e}"))?;
+        .map_err(|e| ExecError::os("could not take SIGUSR1", e))?;
     let env = RoleEnv {
         stop: &stop,
         floor_ends: (!fds.is_empty()).then_some(FloorEnds::Fds(fds)),

@@ -6,6 +6,7 @@
 //! (`watchdog.rs`), a thread ends when its role does, and a `msgperf serve` sends heartbeats.
 
 use super::control::{read_frame, Conn, ControlAddr, ControlError, FromRole, ToRole};
+use super::ExecError;
 use crate::sys;
 use crate::transport::FloorEnds;
 use crossbeam_channel::{bounded, Receiver, Sender};
@@ -46,7 +47,7 @@ impl Event {
 /// A role that was started.
 pub trait RoleHandle: Send {
     /// Sends it a control message.
-    fn send(&mut self, msg: &ToRole) -> Result<(), String>;
+    fn send(&mut self, msg: &ToRole) -> Result<(), ExecError>;
     /// Raises its stop flag out of band (a signal, a flag), for a role busy in its loop.
     fn stop(&mut self);
     /// Its process (this process for a thread; 0 where unknown).
@@ -108,13 +109,13 @@ impl ProcessRole {
         args: &[String],
         ends: Option<FloorEnds>,
         events: Sender<Event>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, ExecError> {
         let (ours, theirs) =
-            UnixStream::pair().map_err(|e| format!("could not make a control socket: {e}"))?;
+            UnixStream::pair().map_err(|e| ExecError::os("could not make a control socket", e))?;
         let floor_fds = match ends {
             Some(FloorEnds::Fds(f)) => f,
             Some(FloorEnds::Local(_)) => {
-                return Err("this floor runs in threads only".into());
+                return Err(ExecError::Refused("this floor runs in threads only".into()));
             }
             None => vec![],
         };
@@ -129,7 +130,7 @@ impl ProcessRole {
         sys::role_command(&mut cmd, &fds);
         let mut child = cmd
             .spawn()
-            .map_err(|e| format!("could not start a role process: {e}"))?;
+            .map_err(|e| ExecError::os("could not start a role process", e))?;
         // The child holds its copies now.
         drop(theirs);
         drop(floor_fds);
@@ -144,7 +145,8 @@ impl ProcessRole {
         let conn = Conn::Unix(ours);
         pump(
             index,
-            conn.try_clone().map_err(|e| e.to_string())?,
+            conn.try_clone()
+                .map_err(|e| ExecError::os("could not share a control socket", e))?,
             events,
             None,
         );
@@ -160,8 +162,10 @@ impl ProcessRole {
 }
 
 impl RoleHandle for ProcessRole {
-    fn send(&mut self, msg: &ToRole) -> Result<(), String> {
-        self.conn.send(msg).map_err(|e| e.to_string())
+    fn send(&mut self, msg: &ToRole) -> Result<(), ExecError> {
+        self.conn
+            .send(msg)
+            .map_err(|e| ExecError::control("its control channel", e))
     }
     fn stop(&mut self) {
         sys::kill(self.pid, libc::SIGUSR1);
@@ -225,7 +229,7 @@ fn last_words(stderr: &str) -> Option<String> {
 pub struct ThreadRole {
     conn: Conn,
     stop: Arc<AtomicBool>,
-    done: Receiver<Result<(), String>>,
+    done: Receiver<Result<(), ExecError>>,
     outcome: Option<Option<String>>,
 }
 
@@ -235,10 +239,10 @@ impl ThreadRole {
         index: usize,
         name: String,
         events: Sender<Event>,
-        body: impl FnOnce(Conn, Arc<AtomicBool>) -> Result<(), String> + Send + 'static,
-    ) -> Result<Self, String> {
+        body: impl FnOnce(Conn, Arc<AtomicBool>) -> Result<(), ExecError> + Send + 'static,
+    ) -> Result<Self, ExecError> {
         let (ours, theirs) =
-            UnixStream::pair().map_err(|e| format!("could not make a control socket: {e}"))?;
+            UnixStream::pair().map_err(|e| ExecError::os("could not make a control socket", e))?;
         let stop = Arc::new(AtomicBool::new(false));
         let (done_tx, done) = bounded(1);
         let flag = stop.clone();
@@ -248,14 +252,15 @@ impl ThreadRole {
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     body(Conn::Unix(theirs), flag)
                 }))
-                .unwrap_or_else(|_| Err("the role's thread panicked".into()));
+                .unwrap_or_else(|_| Err(ExecError::Reported("the role's thread panicked".into())));
                 let _ = done_tx.send(r);
             })
-            .map_err(|e| format!("could not start a role thread: {e}"))?;
+            .map_err(|e| ExecError::os("could not start a role thread", e))?;
         let conn = Conn::Unix(ours);
         pump(
             index,
-            conn.try_clone().map_err(|e| e.to_string())?,
+            conn.try_clone()
+                .map_err(|e| ExecError::os("could not share a control socket", e))?,
             events,
             None,
         );
@@ -269,8 +274,10 @@ impl ThreadRole {
 }
 
 impl RoleHandle for ThreadRole {
-    fn send(&mut self, msg: &ToRole) -> Result<(), String> {
-        self.conn.send(msg).map_err(|e| e.to_string())
+    fn send(&mut self, msg: &ToRole) -> Result<(), ExecError> {
+        self.conn
+            .send(msg)
+            .map_err(|e| ExecError::control("its control channel", e))
     }
     fn stop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
@@ -289,7 +296,7 @@ impl RoleHandle for ThreadRole {
             return o.clone();
         }
         let why = match self.done.recv_timeout(grace) {
-            Ok(r) => r.err(),
+            Ok(r) => r.err().map(|e| e.to_string()),
             Err(_) => Some(format!("its thread did not end within {grace:?}")),
         };
         self.outcome = Some(why.clone());
@@ -313,13 +320,14 @@ impl RemoteRole {
         at: &ControlAddr,
         timeout: Duration,
         events: Sender<Event>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, ExecError> {
         let conn = at.connect(timeout)?;
         // Silence longer than the timeout (and a few heartbeats) is a hung server.
         let silence = timeout.max(HEARTBEAT * 3);
         pump(
             index,
-            conn.try_clone().map_err(|e| e.to_string())?,
+            conn.try_clone()
+                .map_err(|e| ExecError::os("could not share a control socket", e))?,
             events,
             Some(silence),
         );
@@ -331,10 +339,10 @@ impl RemoteRole {
 }
 
 impl RoleHandle for RemoteRole {
-    fn send(&mut self, msg: &ToRole) -> Result<(), String> {
+    fn send(&mut self, msg: &ToRole) -> Result<(), ExecError> {
         self.conn
             .send(msg)
-            .map_err(|e| format!("`msgperf serve` at {}: {e}", self.at))
+            .map_err(|e| ExecError::control(format!("`msgperf serve` at {}", self.at), e))
     }
     fn stop(&mut self) {
         // The server raises its role's flag when the Stop frame comes.

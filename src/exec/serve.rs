@@ -7,6 +7,7 @@
 use super::control::{read_frame, Conn, ControlAddr, ControlError, FromRole, Order, ToRole};
 use super::role::{self, Link, RoleEnv};
 use super::runner::HEARTBEAT;
+use super::ExecError;
 use crate::result::{CaseConfig, RoleResult};
 use crate::transport::{self, Options};
 use crossbeam_channel::{bounded, Receiver};
@@ -35,30 +36,30 @@ enum Listener {
 }
 
 impl Listener {
-    fn bind(at: &ControlAddr, option: &str) -> Result<Self, String> {
+    fn bind(at: &ControlAddr, option: &str) -> Result<Self, ExecError> {
         match at {
             ControlAddr::Tcp(a) => std::net::TcpListener::bind(a)
                 .map(Listener::Tcp)
                 .map_err(|e| match e.kind() {
-                    std::io::ErrorKind::AddrInUse => format!(
+                    std::io::ErrorKind::AddrInUse => ExecError::Address(format!(
                         "address {a} is in use: pick another with {option}, or stop what holds it"
-                    ),
-                    _ => format!("cannot listen at {a}: {e}"),
+                    )),
+                    _ => ExecError::os(format!("cannot listen at {a}"), e),
                 }),
             ControlAddr::Unix(p) => {
                 use std::os::unix::fs::FileTypeExt;
                 if let Ok(m) = std::fs::symlink_metadata(p) {
                     if !m.file_type().is_socket() {
-                        return Err(format!(
+                        return Err(ExecError::Address(format!(
                             "{} exists and is not a socket: pick another {option}, or remove it",
                             p.display()
-                        ));
+                        )));
                     }
                     if std::os::unix::net::UnixStream::connect(p).is_ok() {
-                        return Err(format!(
+                        return Err(ExecError::Address(format!(
                             "address {} is in use: another `msgperf serve` listens there; pick another {option}",
                             p.display()
-                        ));
+                        )));
                     }
                     // Left by a server that died.
                     let _ = std::fs::remove_file(p);
@@ -68,7 +69,7 @@ impl Listener {
                 }
                 std::os::unix::net::UnixListener::bind(p)
                     .map(|l| Listener::Unix(l, p.clone()))
-                    .map_err(|e| format!("cannot listen at {}: {e}", p.display()))
+                    .map_err(|e| ExecError::os(format!("cannot listen at {}", p.display()), e))
             }
         }
     }
@@ -81,20 +82,22 @@ impl Listener {
     }
 
     /// The next control connection, or None after `slice` (so that Ctrl-C is noticed).
-    fn accept(&self, slice: Duration) -> Result<Option<Conn>, String> {
+    fn accept(&self, slice: Duration) -> Result<Option<Conn>, ExecError> {
         use std::os::fd::AsRawFd;
         let fd = match self {
             Listener::Tcp(l) => l.as_raw_fd(),
             Listener::Unix(l, _) => l.as_raw_fd(),
         };
-        if !crate::sys::wait_readable(fd, slice.as_millis() as i32).map_err(|e| e.to_string())? {
+        if !crate::sys::wait_readable(fd, slice.as_millis() as i32)
+            .map_err(|e| ExecError::os("could not wait for a connection", e))?
+        {
             return Ok(None);
         }
         match self {
             Listener::Tcp(l) => l.accept().map(|(s, _)| Some(Conn::Tcp(s))),
             Listener::Unix(l, _) => l.accept().map(|(s, _)| Some(Conn::Unix(s))),
         }
-        .map_err(|e| format!("could not accept a connection: {e}"))
+        .map_err(|e| ExecError::os("could not accept a connection", e))
     }
 }
 
@@ -109,14 +112,14 @@ impl Drop for Listener {
 /// Serves cases until Ctrl-C (or one, with `once`); `report` hears of each.
 pub fn serve(
     o: &ServeOptions,
-    mut report: impl FnMut(Result<(CaseConfig, RoleResult), String>),
-) -> Result<(), String> {
-    let t = transport::find(&o.transport)?;
+    mut report: impl FnMut(Result<&(CaseConfig, RoleResult), &ExecError>),
+) -> Result<(), ExecError> {
+    let t = transport::find(&o.transport).map_err(|e| ExecError::Refused(e.to_string()))?;
     if !t.capabilities(&o.options).cross_process {
-        return Err(format!(
+        return Err(ExecError::Refused(format!(
             "transport `{}` joins threads of one process: it cannot be served to another",
             t.name()
-        ));
+        )));
     }
     let listener = Listener::bind(&o.at, o.option)?;
     super::say(&format!(
@@ -131,14 +134,14 @@ pub fn serve(
         let Some(conn) = listener.accept(Duration::from_millis(250))? else {
             continue;
         };
-        let r = serve_one(conn, o);
-        let failed = r.as_ref().err().cloned();
-        if let Ok(None) = r {
-            continue; // the runner called it off before the start
-        }
-        report(r.map(|x| x.expect("checked above")));
+        let r = match serve_one(conn, o) {
+            Ok(None) => continue, // the runner called it off before the start
+            Ok(Some(served)) => Ok(served),
+            Err(e) => Err(e),
+        };
+        report(r.as_ref());
         if o.once {
-            return failed.map_or(Ok(()), Err);
+            return r.map(|_| ());
         }
     }
 }
@@ -166,10 +169,12 @@ impl Link for ServeLink {
     }
 }
 
-fn serve_one(conn: Conn, o: &ServeOptions) -> Result<Option<(CaseConfig, RoleResult)>, String> {
+fn serve_one(conn: Conn, o: &ServeOptions) -> Result<Option<(CaseConfig, RoleResult)>, ExecError> {
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicBool::new(false));
-    let mut reader = conn.try_clone().map_err(|e| e.to_string())?;
+    let mut reader = conn
+        .try_clone()
+        .map_err(|e| ExecError::os("could not share the control connection", e))?;
     let writer = Arc::new(Mutex::new(conn));
     let (tx, frames) = bounded(16);
     {
@@ -213,23 +218,25 @@ fn serve_one(conn: Conn, o: &ServeOptions) -> Result<Option<(CaseConfig, RoleRes
 }
 
 /// Refuses an order this server was not started for, naming why.
-fn admit(o: &ServeOptions, order: &Order) -> Result<(), String> {
+fn admit(o: &ServeOptions, order: &Order) -> Result<(), ExecError> {
     let Order::Case { case, .. } = order else {
-        return Err("msgperf serve plays a case's roles, not floors".into());
+        return Err(ExecError::Refused(
+            "msgperf serve plays a case's roles, not floors".into(),
+        ));
     };
     if case.transport != o.transport {
-        return Err(format!(
+        return Err(ExecError::Refused(format!(
             "this server serves `{}`, the case is on `{}`: start `msgperf serve -t {}`",
             o.transport, case.transport, case.transport
-        ));
+        )));
     }
     for (k, v) in &o.options {
         let theirs = case.effective_options.get(k);
         if theirs != Some(v) {
-            return Err(format!(
+            return Err(ExecError::Refused(format!(
                 "this server was started with --opt {k}={v}, the case runs {k}={}: run the case with --opt {k}={v}, or restart the server without it",
                 theirs.map_or("(unset)", String::as_str)
-            ));
+            )));
         }
     }
     Ok(())

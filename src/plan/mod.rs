@@ -5,6 +5,9 @@
 
 pub mod options;
 
+mod error;
+
+pub use error::PlanError;
 pub use options::{DeliveryArg, HistoryArg, OutputOptions, PlacementArg, RunOptions};
 
 use crate::delivery::{Delivery, History, Reliability};
@@ -26,7 +29,7 @@ pub enum ControlTarget {
 }
 
 /// A server name: what `serve --name` and `run --name` accept.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), PlanError> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && !name.starts_with('.')
@@ -36,9 +39,9 @@ pub fn check_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
+        Err(PlanError::BadValue(format!(
             "--name `{name}` is not a server name: use 1 to 64 letters, digits, `.`, `_` or `-`, not starting with `.` (e.g. --name demo)"
-        ))
+        )))
     }
 }
 
@@ -50,25 +53,25 @@ pub fn resolve_placement(
     placement: Option<Placement>,
     pin: Option<&[usize]>,
     remote_peer: bool,
-) -> Result<(Placement, RoleCpus), String> {
+) -> Result<(Placement, RoleCpus), PlanError> {
     let allowed = sys::allowed_cpus();
     if let Some(p) = pin {
         for c in p {
             if !allowed.contains(c) {
-                return Err(format!(
+                return Err(PlanError::Machine(format!(
                     "--pin {c}: this process may only use CPUs {allowed:?}; pick from those"
-                ));
+                )));
             }
         }
         return match (p, remote_peer) {
             ([a], true) => Ok((Placement::Pinned, (Some(*a), None))),
             ([a, b], false) => Ok((Placement::Pinned, (Some(*a), Some(*b)))),
-            (_, true) => {
-                Err("--pin with --connect takes one CPU (the local roles'): e.g. --pin 0".into())
-            }
-            _ => Err(
+            (_, true) => Err(PlanError::BadValue(
+                "--pin with --connect takes one CPU (the local roles'): e.g. --pin 0".into(),
+            )),
+            _ => Err(PlanError::BadValue(
                 "--pin takes two CPUs, the driving roles' and the others': e.g. --pin 0,1".into(),
-            ),
+            )),
         };
     }
     let placement = placement.unwrap_or(if allowed.len() >= 2 && !remote_peer {
@@ -84,12 +87,16 @@ pub fn resolve_placement(
         Placement::CrossCpu => match allowed.get(1) {
             Some(&second) => (first, Some(second)),
             None => {
-                return Err(format!(
+                return Err(PlanError::Machine(format!(
                     "--placement cross-cpu needs two CPUs but this process may only use {allowed:?}: use --placement same-cpu"
-                ))
+                )))
             }
         },
-        Placement::Pinned => return Err("--placement pinned is set by --pin a,b".into()),
+        Placement::Pinned => {
+            return Err(PlanError::BadValue(
+                "--placement pinned is set by --pin a,b".into(),
+            ))
+        }
     };
     Ok((placement, cpus))
 }
@@ -111,10 +118,10 @@ fn delivery_of(o: &RunOptions) -> Delivery {
 
 /// Validates a run into cases: one per transport, option set, size, rate and swept parameter,
 /// in that order.
-pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
-    let name = o.workload.as_deref().ok_or(
+pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, PlanError> {
+    let name = o.workload.as_deref().ok_or(PlanError::Missing(
         "no workload given: write `msgperf run WORKLOAD -t TRANSPORT` (see `msgperf transports` for both), or give --scenario FILE",
-    )?;
+    ))?;
     let w = workload::find(name)?;
     let param_sets = param_sets(w, &o.params.0)?;
     // Without -t, each set of parameters runs over the workload's default transport for it.
@@ -128,18 +135,26 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
         }
     }
     if transports.is_empty() {
-        return Err("no transport given: add --transport NAME (see `msgperf transports`)".into());
+        return Err(PlanError::Missing(
+            "no transport given: add --transport NAME (see `msgperf transports`)",
+        ));
     }
     if o.count == Some(0) {
-        return Err("--count 0 measures nothing: give at least 1".into());
+        return Err(PlanError::BadValue(
+            "--count 0 measures nothing: give at least 1".into(),
+        ));
     }
     let duration = o.duration()?;
     if duration.is_some_and(|d| d.is_zero()) {
-        return Err("--duration 0 measures nothing: give e.g. --duration 5s".into());
+        return Err(PlanError::BadValue(
+            "--duration 0 measures nothing: give e.g. --duration 5s".into(),
+        ));
     }
     let timeout = o.timeout()?;
     if timeout.is_zero() {
-        return Err("--timeout 0 would give up at once: give e.g. --timeout 10s".into());
+        return Err(PlanError::BadValue(
+            "--timeout 0 would give up at once: give e.g. --timeout 10s".into(),
+        ));
     }
     if let Some(crate::plan::ControlTarget::Name(n)) = o.connect() {
         check_name(&n)?;
@@ -150,10 +165,10 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
     let delivery = delivery_of(o);
     let fixed = w.fixed_work();
     if fixed && duration.is_some() {
-        return Err(format!(
+        return Err(PlanError::Conflict(format!(
             "{} does a fixed amount of work (--n, and --count per pair for pairs): drop --duration",
             w.name()
-        ));
+        )));
     }
     let wait = if o.poll == Some(true) {
         Wait::Poll
@@ -168,18 +183,20 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
     for (t, options) in run
         .iter()
         .copied()
-        .zip(transport::options_for_each(&run, &o.options())?)
+        .zip(transport::options_for_each(&run, &o.options()).map_err(PlanError::BadValue)?)
     {
         for given in option_sets(&options) {
-            transport::validate_options(t, &given)?;
-            let mapping = t.map_delivery(&delivery, &given)?;
+            transport::validate_options(t, &given).map_err(PlanError::BadValue)?;
+            let mapping = t
+                .map_delivery(&delivery, &given)
+                .map_err(PlanError::Unsupported)?;
             let mut options = given.clone();
             for (k, v) in &mapping.options {
                 match given.get(k) {
-                    Some(g) if g != v => return Err(format!(
+                    Some(g) if g != v => return Err(PlanError::Conflict(format!(
                         "--delivery/--history ask `{}` for --opt {k}={v}, but --opt {k}={g} was given: drop one of them",
                         t.name()
-                    )),
+                    ))),
                     _ => {
                         options.insert(k.clone(), v.clone());
                     }
@@ -188,10 +205,10 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
             let effective = transport::effective_options(t, &options);
             let caps = t.capabilities(&effective);
             if remote && !caps.cross_process {
-                return Err(format!(
+                return Err(PlanError::Unsupported(format!(
                     "transport `{}` joins threads of one process: it cannot --connect to a server",
                     t.name()
-                ));
+                )));
             }
             for &size in &sizes {
                 for &rate_hz in &rates {
@@ -238,7 +255,7 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
                             params: shown_params(w, &o.params.0, params),
                             effective_params: params.clone(),
                         };
-                        w.check(&case, &caps)?;
+                        w.check(&case, &caps).map_err(PlanError::Unsupported)?;
                         if remote {
                             check_remote(w, &case, &caps)?;
                         }
@@ -257,15 +274,15 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, String> {
 fn param_sets(
     w: &dyn workload::Workload,
     given: &workload::Params,
-) -> Result<Vec<workload::Params>, String> {
+) -> Result<Vec<workload::Params>, PlanError> {
     for key in given.keys() {
         if !w.params().iter().any(|p| p.key == key) {
             let takes = workload::declaring(key);
-            return Err(format!(
+            return Err(PlanError::Unsupported(format!(
                 "--{key} is for {}, not {}: drop it",
                 takes.join(", "),
                 w.name()
-            ));
+            )));
         }
     }
     let mut sets = vec![workload::Params::new()];
@@ -275,7 +292,7 @@ fn param_sets(
             None => p.default.map(str::to_string).into_iter().collect(),
         };
         for v in &values {
-            p.check(v)?;
+            p.check(v).map_err(PlanError::BadValue)?;
         }
         if values.is_empty() {
             continue;
@@ -329,7 +346,7 @@ fn check_remote(
     w: &dyn workload::Workload,
     case: &CaseConfig,
     caps: &transport::Capabilities,
-) -> Result<(), String> {
+) -> Result<(), PlanError> {
     let roles = w.topology(case, caps).roles;
     let (drivers, others): (Vec<_>, Vec<_>) = roles.iter().partition(|r| r.drives);
     if drivers.len() == 1 && others.len() == 1 {
@@ -339,13 +356,13 @@ fn check_remote(
         v.first()
             .map_or(fallback.to_string(), |r| r.id.kind.label().to_string())
     };
-    Err(format!(
+    Err(PlanError::Unsupported(format!(
         "--connect serves one {} and one {}: this case has {} and {} roles; drop --pubs/--subs, or let msgperf start the roles",
         kind(&drivers, "driving role"),
         kind(&others, "other role"),
         drivers.len(),
         others.len()
-    ))
+    )))
 }
 
 /// `--opt wait=spin,block --opt buffer=queue,latest`: every combination, in order.
@@ -378,7 +395,7 @@ pub fn survey(
     transports: &[String],
     duration: Duration,
     warmup: Duration,
-) -> Result<Vec<CaseConfig>, String> {
+) -> Result<Vec<CaseConfig>, PlanError> {
     for name in transports {
         transport::find(name)?;
     }
@@ -478,7 +495,7 @@ mod tests {
         let with = |f: &dyn Fn(&mut RunOptions)| {
             let mut o = opts();
             f(&mut o);
-            cases(&o).unwrap_err()
+            cases(&o).unwrap_err().to_string()
         };
         assert!(with(&|o| o.size = Some("8".into())).contains("--size 32 or more"));
         assert!(with(&|o| {
@@ -518,6 +535,30 @@ mod tests {
         assert!(
             with(&|o| o.transports = vec!["carrier-pigeon".into()]).contains("unknown transport")
         );
+        // The kind of each refusal is typed, for callers that act on it.
+        let kind = |f: &dyn Fn(&mut RunOptions)| {
+            let mut o = opts();
+            f(&mut o);
+            cases(&o).unwrap_err()
+        };
+        assert!(matches!(
+            kind(&|o| o.transports = vec!["carrier-pigeon".into()]),
+            PlanError::Unknown(u) if u.name == "carrier-pigeon" && u.known.contains(&"tcp")
+        ));
+        assert!(matches!(
+            kind(&|o| o.workload = None),
+            PlanError::Missing(_)
+        ));
+        assert!(matches!(
+            kind(&|o| o.count = Some(0)),
+            PlanError::BadValue(_)
+        ));
+        assert!(matches!(
+            kind(&|o| {
+                o.params.0.insert("confirm".into(), "true".into());
+            }),
+            PlanError::Unsupported(_)
+        ));
         for bad in ["1", "abc", "9T"] {
             let e = with(&|o| {
                 o.transports = vec!["shm".into()];

@@ -3,6 +3,7 @@
 //! not given takes its default in one place, [`RunOptions`]'s accessors, so a scenario and a
 //! command line can be laid over each other and a template prints only what was given.
 
+use super::PlanError;
 use crate::result::Placement;
 use crate::units::{parse_duration, parse_rate_list, parse_size_list};
 use clap::{Args, ValueEnum};
@@ -268,29 +269,32 @@ impl RunOptions {
     pub fn size_text(&self) -> &str {
         self.size.as_deref().unwrap_or("64")
     }
-    pub fn sizes(&self) -> Result<Vec<usize>, String> {
-        parse_size_list(self.size_text()).map_err(|e| format!("--size: {e}"))
+    pub fn sizes(&self) -> Result<Vec<usize>, PlanError> {
+        parse_size_list(self.size_text()).map_err(|e| PlanError::BadValue(format!("--size: {e}")))
     }
-    pub fn rates(&self) -> Result<Vec<Option<f64>>, String> {
-        parse_rate_list(self.rate.as_deref().unwrap_or("max")).map_err(|e| format!("--rate: {e}"))
+    pub fn rates(&self) -> Result<Vec<Option<f64>>, PlanError> {
+        parse_rate_list(self.rate.as_deref().unwrap_or("max"))
+            .map_err(|e| PlanError::BadValue(format!("--rate: {e}")))
     }
-    pub fn duration(&self) -> Result<Option<Duration>, String> {
+    pub fn duration(&self) -> Result<Option<Duration>, PlanError> {
         self.duration
             .as_deref()
-            .map(|d| parse_duration(d).map_err(|e| format!("--duration: {e}")))
+            .map(|d| parse_duration(d).map_err(|e| PlanError::BadValue(format!("--duration: {e}"))))
             .transpose()
     }
     /// `--warmup`, if given (each transport then says what it needs: see
     /// [`crate::plan::warmup_of`]).
-    pub fn warmup(&self) -> Result<Option<Duration>, String> {
+    pub fn warmup(&self) -> Result<Option<Duration>, PlanError> {
         self.warmup
             .as_deref()
-            .map(|w| parse_duration(w).map_err(|e| format!("--warmup: {e}")))
+            .map(|w| parse_duration(w).map_err(|e| PlanError::BadValue(format!("--warmup: {e}"))))
             .transpose()
     }
-    pub fn timeout(&self) -> Result<Duration, String> {
+    pub fn timeout(&self) -> Result<Duration, PlanError> {
         Ok(match self.timeout.as_deref() {
-            Some(t) => parse_duration(t).map_err(|e| format!("--timeout: {e}"))?,
+            Some(t) => {
+                parse_duration(t).map_err(|e| PlanError::BadValue(format!("--timeout: {e}")))?
+            }
             None => crate::plan::DEFAULT_TIMEOUT,
         })
     }
@@ -325,9 +329,9 @@ impl RunOptions {
 
     /// These options laid over `base` (a scenario file's): what is given here wins; outputs
     /// and transport options are merged key by key.
-    pub fn over(&self, base: &RunOptions) -> Result<RunOptions, String> {
-        fn table(o: &RunOptions) -> Result<toml::Table, String> {
-            toml::Table::try_from(o).map_err(|e| e.to_string())
+    pub fn over(&self, base: &RunOptions) -> Result<RunOptions, PlanError> {
+        fn table(o: &RunOptions) -> Result<toml::Table, PlanError> {
+            toml::Table::try_from(o).map_err(|e| PlanError::BadValue(e.to_string()))
         }
         let mut merged = table(base)?;
         for (k, v) in table(self)? {
@@ -340,7 +344,7 @@ impl RunOptions {
         }
         let mut out: RunOptions = merged
             .try_into()
-            .map_err(|e: toml::de::Error| e.to_string())?;
+            .map_err(|e: toml::de::Error| PlanError::BadValue(e.to_string()))?;
         out.params = base.params.clone();
         out.params.0.extend(self.params.0.clone());
         out.name = self.name.clone().or(base.name.clone());
@@ -352,10 +356,13 @@ impl RunOptions {
     /// A scenario file's options; errors carry the line, the column and what was expected.
     /// The workloads' parameters are top-level keys too: they are taken out first, and the
     /// rest is read as [`RunOptions`].
-    pub fn parse_scenario(text: &str, origin: &str) -> Result<RunOptions, String> {
+    pub fn parse_scenario(text: &str, origin: &str) -> Result<RunOptions, PlanError> {
         let located = |mut e: toml::de::Error| {
             e.set_input(Some(text));
-            format!("{origin}: {}", e.to_string().trim_end())
+            PlanError::Scenario {
+                origin: origin.to_string(),
+                why: e.to_string().trim_end().to_string(),
+            }
         };
         let mut root = toml::de::DeTable::parse(text).map_err(located)?;
         let mut params = ParamArgs::default();
@@ -369,12 +376,15 @@ impl RunOptions {
                 (_, Some(i), _) => i.as_str().to_string(),
                 (_, _, Some(b)) => b.to_string(),
                 _ => {
-                    return Err(format!(
-                        "{origin}: `{}` takes a string, a number or true/false, e.g. {} = \"{}\"",
-                        p.scenario_key(),
-                        p.scenario_key(),
-                        p.default.unwrap_or("...")
-                    ))
+                    return Err(PlanError::Scenario {
+                        origin: origin.to_string(),
+                        why: format!(
+                            "`{}` takes a string, a number or true/false, e.g. {} = \"{}\"",
+                            p.scenario_key(),
+                            p.scenario_key(),
+                            p.default.unwrap_or("...")
+                        ),
+                    })
                 }
             };
             params.0.insert(p.key.to_string(), text);
@@ -416,7 +426,9 @@ mod tests {
         "#;
         let o = RunOptions::parse_scenario(text, "t.toml").unwrap();
         // The template is checked exactly like a command line.
-        assert!(cases(&o).unwrap_err().contains("use one of true, false"));
+        assert!(
+            matches!(cases(&o), Err(PlanError::BadValue(e)) if e.contains("use one of true, false"))
+        );
         let text = text.replace("[options]\n            nodelay = \"maybe\"", "");
         let o = RunOptions::parse_scenario(&text, "t.toml").unwrap();
         let c = cases(&o).unwrap();
@@ -448,7 +460,8 @@ mod tests {
         let again = RunOptions::parse_scenario(&o.to_scenario(), "printed").unwrap();
         assert_eq!(again, o);
         let e = RunOptions::parse_scenario(&text.replace("best-effort", "sometimes"), "p.toml")
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("line 9") && e.contains("reliable"), "{e}");
     }
 
@@ -459,6 +472,8 @@ mod tests {
             "bad.toml",
         )
         .unwrap_err();
+        assert!(matches!(&e, PlanError::Scenario { origin, .. } if origin == "bad.toml"));
+        let e = e.to_string();
         assert!(
             e.contains("bad.toml") && e.contains("line 3") && e.contains("column 1"),
             "{e}"
@@ -469,13 +484,15 @@ mod tests {
         );
         let e =
             RunOptions::parse_scenario("workload = \"stream\"\ntransports = \"uds\"\n", "bad.toml")
-                .unwrap_err();
+                .unwrap_err()
+                .to_string();
         assert!(e.contains("line 2") && e.contains("sequence"), "{e}");
         let e = RunOptions::parse_scenario(
             "workload = \"stream\"\ntransports = [\"uds\"]\nplacement = \"everywhere\"\n",
             "bad.toml",
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("line 3") && e.contains("same-cpu"), "{e}");
         let o = RunOptions::parse_scenario(
             "workload = \"stream\"\ntransports = [\"uds\"]\nduration = \"soon\"\n",
@@ -483,7 +500,7 @@ mod tests {
         )
         .unwrap();
         assert!(
-            cases(&o).unwrap_err().contains("duration"),
+            cases(&o).unwrap_err().to_string().contains("duration"),
             "values are checked too"
         );
     }

@@ -6,8 +6,8 @@
 
 use super::FloorRoles;
 use super::{
-    fresh_name, private_dir, ChannelSpec, DirGuard, Endpoint, Place, Rendezvous, Service, Setup,
-    SetupPlan, Side, TransportError,
+    fresh_name, private_dir, ChannelSpec, DirGuard, Endpoint, Opening, Place, Rendezvous, Service,
+    Setup, SetupPlan, Side, TransportError,
 };
 use crate::sys;
 use std::io::{Read, Write};
@@ -81,8 +81,8 @@ impl Broker {
         let mut left = 2;
         loop {
             match Self::start_once(p, cpu, timeout) {
-                Err(TransportError::Unsupported(e))
-                    if left > 0 && e.to_ascii_lowercase().contains("address already in use") =>
+                Err(TransportError::Broker { what, .. })
+                    if left > 0 && what.to_ascii_lowercase().contains("address already in use") =>
                 {
                     left -= 1
                 }
@@ -97,13 +97,13 @@ impl Broker {
         timeout: Duration,
     ) -> Result<Broker, TransportError> {
         let exe = find(p.name).ok_or_else(|| {
-            TransportError::Unsupported(format!(
+            TransportError::broker(p.name, format!(
                 "the broker `{}` is not installed (looked in PATH and /usr/sbin): install it with `apt-get install {}`",
                 p.name, p.package
             ))
         })?;
         if let Some(needs) = p.needs {
-            needs().map_err(TransportError::Unsupported)?;
+            needs().map_err(|why| TransportError::broker(p.name, why))?;
         }
         let dir = DirGuard(private_dir()?);
         let port = free_port()?;
@@ -115,7 +115,7 @@ impl Broker {
             Some(h) => {
                 let hport = free_port()?;
                 let exe = find(h.name).ok_or_else(|| {
-                    TransportError::Unsupported(format!(
+                    TransportError::broker(p.name, format!(
                         "`{}`, which the broker `{}` needs, is not installed: install it with `apt-get install {}`",
                         h.name, p.name, p.package
                     ))
@@ -128,7 +128,10 @@ impl Broker {
                     .stderr(log.try_clone()?);
                 sys::service_command(&mut cmd, cpu);
                 let child = cmd.spawn().map_err(|e| {
-                    TransportError::Unsupported(format!("could not start `{}`: {e}", exe.display()))
+                    TransportError::broker(
+                        p.name,
+                        format!("could not start `{}`: {e}", exe.display()),
+                    )
                 })?;
                 Some((hport, child))
             }
@@ -154,7 +157,7 @@ impl Broker {
             _dir: dir,
         };
         let child = spawned.map_err(|e| {
-            TransportError::Unsupported(format!("could not start `{}`: {e}", exe.display()))
+            TransportError::broker(p.name, format!("could not start `{}`: {e}", exe.display()))
         })?;
         b.pid = child.id();
         b.child = Some(child);
@@ -192,11 +195,14 @@ impl Broker {
             }
             if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
                 self.child = None;
-                return Err(TransportError::Unsupported(format!(
-                    "the broker `{}` exited at start ({status}): {}",
+                return Err(TransportError::broker(
                     self.program,
-                    self.last_words()
-                )));
+                    format!(
+                        "the broker `{}` exited at start ({status}): {}",
+                        self.program,
+                        self.last_words()
+                    ),
+                ));
             }
             if start.elapsed() >= timeout {
                 return Err(TransportError::Timeout(timeout));
@@ -379,6 +385,22 @@ pub fn greet(end: &mut dyn Endpoint, side: Side) -> Result<(), TransportError> {
             hear(end)
         }
         Side::Publish { .. } | Side::Subscribe { .. } => Ok(()),
+    }
+}
+
+/// A brokered end that is made and only has to trade the hello with its peer ([`greet`])
+/// when finished.
+pub struct Greeting<E>(pub E, pub Side);
+
+impl<E: Endpoint + 'static> Opening for Greeting<E> {
+    fn finish(
+        self: Box<Self>,
+        _: &Rendezvous,
+        _: &ChannelSpec,
+    ) -> Result<Box<dyn Endpoint>, TransportError> {
+        let Greeting(mut end, side) = *self;
+        greet(&mut end, side)?;
+        Ok(Box::new(end))
     }
 }
 

@@ -472,15 +472,18 @@ impl FloorRoles {
 /// side runs, given the notes; making them and handing each side its own is common.
 #[cfg(feature = "_floor_notes")]
 pub(crate) trait NotesFloor: Sync {
-    fn run_with(
-        &self,
-        l: FloorLoop,
-        side: usize,
-        notes: Notes,
-        size: usize,
-        roles: &FloorRoles,
-        stop: &AtomicBool,
-    ) -> std::io::Result<Option<FloorFigure>>;
+    fn run_with(&self, s: NotesSide) -> std::io::Result<Option<FloorFigure>>;
+}
+
+/// One side of a notes floor, as [`Floor::run`] hands it over.
+#[cfg(feature = "_floor_notes")]
+pub(crate) struct NotesSide<'a> {
+    pub l: FloorLoop,
+    pub side: usize,
+    pub notes: Notes,
+    pub size: usize,
+    pub roles: &'a FloorRoles,
+    pub stop: &'a AtomicBool,
 }
 
 #[cfg(feature = "_floor_notes")]
@@ -498,7 +501,14 @@ impl<T: NotesFloor> Floor for T {
         roles: &FloorRoles,
         stop: &AtomicBool,
     ) -> std::io::Result<Option<FloorFigure>> {
-        self.run_with(l, side, Notes::of(ends)?, size, roles, stop)
+        self.run_with(NotesSide {
+            l,
+            side,
+            notes: Notes::of(ends)?,
+            size,
+            roles,
+            stop,
+        })
     }
 }
 

@@ -447,6 +447,37 @@ impl DatagramIo for std::os::unix::net::UnixDatagram {
     }
 }
 
+/// A connected socket's waits as every socket end sets them: bounded by the timeout when
+/// `timed` (nothing else watches the peer), non-blocking when the case polls.
+pub(crate) fn set_waits(
+    s: &impl std::os::fd::AsFd,
+    spec: &ChannelSpec,
+    timed: bool,
+) -> std::io::Result<()> {
+    let s = socket2::SockRef::from(s);
+    if timed {
+        s.set_read_timeout(Some(spec.timeout))?;
+        s.set_write_timeout(Some(spec.timeout))?;
+    }
+    s.set_nonblocking(spec.poll)
+}
+
+/// A connected datagram socket's end (`accepted`: it answers a hello that comes again). Its
+/// waits are always bounded: a datagram socket does not see its peer go.
+pub(crate) fn datagram_endpoint<D: DatagramIo + std::os::fd::AsFd + 'static>(
+    s: D,
+    spec: &ChannelSpec,
+    accepted: bool,
+) -> Result<Box<dyn Endpoint>, TransportError> {
+    set_waits(&s, spec, true)?;
+    Ok(Box::new(Datagrams::new(
+        s,
+        spec.timeout,
+        spec.poll,
+        accepted,
+    )))
+}
+
 /// The datagrams both sides exchange while connecting; shorter than any message (under 4 B
 /// could not be one), so a late duplicate is recognised and dropped.
 pub const HELLO: &[u8] = b"hi";

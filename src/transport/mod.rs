@@ -89,7 +89,7 @@ registry! {
 pub static NO_CHANNEL: &dyn Transport = &none::NoChannel;
 
 /// Finds a transport by its CLI name.
-pub fn find(name: &str) -> Result<&'static dyn Transport, String> {
+pub fn find(name: &str) -> Result<&'static dyn Transport, UnknownName> {
     if name == NO_CHANNEL.name() {
         return Ok(NO_CHANNEL);
     }
@@ -97,13 +97,20 @@ pub fn find(name: &str) -> Result<&'static dyn Transport, String> {
         .iter()
         .copied()
         .find(|t| t.name() == name)
-        .ok_or_else(|| {
-            let names: Vec<_> = REGISTRY.iter().map(|t| t.name()).collect();
-            format!(
-                "unknown transport `{name}`: use one of {} (see `msgperf transports`)",
-                names.join(", ")
-            )
+        .ok_or_else(|| UnknownName {
+            kind: "transport",
+            name: name.to_string(),
+            known: REGISTRY.iter().map(|t| t.name()).collect(),
         })
+}
+
+/// A name msgperf does not know (a transport, a workload), with those it knows.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown {kind} `{name}`: use one of {} (see `msgperf transports`)", .known.join(", "))]
+pub struct UnknownName {
+    pub kind: &'static str,
+    pub name: String,
+    pub known: Vec<&'static str>,
 }
 
 /// `--opt` values by key.
@@ -141,6 +148,18 @@ pub trait Transport: Sync {
         side: Side,
         spec: &ChannelSpec,
     ) -> Result<Box<dyn Opening>, TransportError>;
+    /// Listens on this machine for many connections, with `backlog` (the `connect` workload
+    /// measures their set-up); only transports with [`Capabilities::connections`] can.
+    fn listen(
+        &self,
+        _backlog: u32,
+        _spec: &ChannelSpec,
+    ) -> Result<Box<dyn Listener>, TransportError> {
+        Err(TransportError::Unsupported(format!(
+            "`{}` has no connections to set up",
+            self.name()
+        )))
+    }
     /// The plainest loop of this transport, which every ratio divides by.
     fn floor(&self) -> Option<&'static dyn Floor> {
         None
@@ -332,6 +351,45 @@ pub trait Opening: Send {
         at: &Rendezvous,
         spec: &ChannelSpec,
     ) -> Result<Box<dyn Endpoint>, TransportError>;
+}
+
+/// A listener that takes many connections ([`Transport::listen`]). A connection's ends are
+/// [`Endpoint`]s, closed when dropped. I/O errors keep their OS error (`Io`), so a caller can
+/// tell a descriptor limit from a full backlog; a connect that waits out its bound is `Timeout`.
+pub trait Listener: Send + Sync {
+    /// Accepts one connection if one comes within `wait`.
+    fn accept(
+        &self,
+        wait: Duration,
+        spec: &ChannelSpec,
+    ) -> Result<Option<Box<dyn Endpoint>>, TransportError>;
+    /// Connects one more peer to this listener, within `spec.timeout`.
+    fn connect(&self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError>;
+}
+
+/// Accepts on `listener` if a connection comes within `wait` (a blocking listener: accept is
+/// called only once it is readable).
+pub(crate) fn accept_ready<L: std::os::fd::AsRawFd, S>(
+    listener: &L,
+    wait: Duration,
+    accept: impl Fn(&L) -> std::io::Result<S>,
+) -> Result<Option<S>, TransportError> {
+    if !crate::sys::wait_readable(
+        listener.as_raw_fd(),
+        wait.as_millis().min(i32::MAX as u128) as i32,
+    )? {
+        return Ok(None);
+    }
+    Ok(Some(accept(listener)?))
+}
+
+/// A connect's error as [`Listener::connect`] reports it: its OS error kept, a wait past the
+/// bound as `Timeout`.
+pub(crate) fn connect_io(e: std::io::Error, timeout: Duration) -> TransportError {
+    match e.kind() {
+        std::io::ErrorKind::TimedOut => TransportError::Timeout(timeout),
+        _ => TransportError::Io(e),
+    }
 }
 
 /// An end that does all its work when finished (a connecting end).
@@ -564,6 +622,9 @@ pub struct Capabilities {
     pub native_fan_out: usize,
     /// A server process (a broker) must run for its ends to meet.
     pub needs_server: bool,
+    /// Its ends meet by connecting to a listener that takes many ([`Transport::listen`]).
+    #[serde(default)]
+    pub connections: bool,
     /// A reader learns that its peer closed or died ([`TransportError::PeerClosed`]) instead of
     /// waiting out its timeout.
     pub notices_closed_peer: bool,
@@ -722,6 +783,10 @@ pub enum TransportError {
         #[source]
         cause: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A broker msgperf starts that is missing, would not start or exited at start: the
+    /// sentence names the program and the fix.
+    #[error("{what}")]
+    Broker { program: &'static str, what: String },
     /// The queue is full and the transport was told not to wait (`--opt full=fail`).
     #[error("the queue is full")]
     Full,
@@ -743,6 +808,13 @@ impl TransportError {
 }
 
 impl TransportError {
+    pub fn broker(program: &'static str, what: impl Into<String>) -> Self {
+        TransportError::Broker {
+            program,
+            what: what.into(),
+        }
+    }
+
     /// What `client` (a middleware's library) said when `what` failed.
     pub fn middleware(
         client: &'static str,

@@ -2,13 +2,15 @@
 //! host), TCP_NODELAY on unless `--opt nodelay=false`.
 
 use super::floor::{FdFloor, FdSide};
-use super::framing::{stream_endpoint, Bare};
+use super::framing::{set_waits, stream_endpoint, Bare};
 use super::{
-    accept_within, channel_of, host_of, host_setup, Capabilities, ChannelSpec, Deferred, Endpoint,
-    Floor, Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Transport,
-    TransportError,
+    accept_ready, accept_within, channel_of, connect_io, host_of, host_setup, Capabilities,
+    ChannelSpec, Deferred, Endpoint, Floor, Listener, Opening, OptionSpec, Options, Rendezvous,
+    Setup, SetupPlan, Side, Transport, TransportError,
 };
 use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::time::Duration;
 
 pub struct Tcp;
 
@@ -41,6 +43,7 @@ impl Transport for Tcp {
             cross_process: true,
             cross_host: true,
             notices_closed_peer: true,
+            connections: true,
             ..Capabilities::default()
         }
     }
@@ -84,6 +87,12 @@ impl Transport for Tcp {
         })?;
         listener.set_nonblocking(true)?;
         Ok(Box::new(TcpAccept { listener }))
+    }
+
+    fn listen(&self, backlog: u32, _: &ChannelSpec) -> Result<Box<dyn Listener>, TransportError> {
+        let l = TcpListener::bind("127.0.0.1:0")?;
+        crate::sys::listen(l.as_raw_fd(), backlog)?;
+        Ok(Box::new(TcpListen(l)))
     }
 
     fn floor(&self) -> Option<&'static dyn Floor> {
@@ -130,12 +139,28 @@ impl Opening for TcpAccept {
     }
 }
 
+/// A listener on a port of loopback the kernel chose.
+struct TcpListen(TcpListener);
+
+impl Listener for TcpListen {
+    fn accept(
+        &self,
+        wait: Duration,
+        spec: &ChannelSpec,
+    ) -> Result<Option<Box<dyn Endpoint>>, TransportError> {
+        accept_ready(&self.0, wait, |l| l.accept())?
+            .map(|(s, _)| endpoint(s, spec))
+            .transpose()
+    }
+    fn connect(&self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
+        let s = TcpStream::connect_timeout(&self.0.local_addr()?, spec.timeout)
+            .map_err(|e| connect_io(e, spec.timeout))?;
+        endpoint(s, spec)
+    }
+}
+
 fn endpoint(s: TcpStream, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
     s.set_nodelay(spec.flag("nodelay", true))?;
-    if !spec.watched {
-        s.set_read_timeout(Some(spec.timeout))?;
-        s.set_write_timeout(Some(spec.timeout))?;
-    }
-    s.set_nonblocking(spec.poll)?;
+    set_waits(&s, spec, !spec.watched)?;
     Ok(stream_endpoint(Bare(s), spec))
 }

@@ -3,7 +3,7 @@
 //! then connect their sockets to each other.
 
 use super::floor::{FdFloor, FdSide};
-use super::framing::{Datagrams, HELLO};
+use super::framing::{datagram_endpoint, HELLO};
 use super::{
     channel_of, host_of, host_setup, Capabilities, ChannelSpec, Deferred, Endpoint, Floor, Opening,
     Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
@@ -103,7 +103,7 @@ fn connect(address: &str, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, Trans
         match s.recv_from(&mut buf) {
             Ok((n, from)) if buf[..n] == *HELLO && from == server => {
                 s.connect(from)?;
-                return endpoint(s, spec, false);
+                return datagram_endpoint(s, spec, false);
             }
             Ok(_) => {}
             Err(e)
@@ -148,23 +148,8 @@ impl Opening for UdpAccept {
             }
             s.connect(from)?;
             s.send(HELLO)?;
-            return endpoint(s, spec, true);
+            return datagram_endpoint(s, spec, true);
         }
     }
 }
 
-fn endpoint(
-    s: UdpSocket,
-    spec: &ChannelSpec,
-    accepted: bool,
-) -> Result<Box<dyn Endpoint>, TransportError> {
-    s.set_read_timeout(Some(spec.timeout))?;
-    s.set_write_timeout(Some(spec.timeout))?;
-    s.set_nonblocking(spec.poll)?;
-    Ok(Box::new(Datagrams::new(
-        s,
-        spec.timeout,
-        spec.poll,
-        accepted,
-    )))
-}

@@ -1,14 +1,16 @@
 //! `uds`: a unix-domain stream socket per channel, at a path in the case's private directory.
 
 use super::floor::{FdFloor, FdSide};
-use super::framing::{stream_endpoint, Bare};
+use super::framing::{set_waits, stream_endpoint, Bare};
 use super::{
-    accept_within, channel_of, dir_of, dir_setup, Capabilities, ChannelSpec, Deferred, Endpoint,
-    Floor, Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Transport,
-    TransportError,
+    accept_ready, accept_within, channel_of, connect_io, dir_of, dir_setup, private_dir,
+    Capabilities, ChannelSpec, Deferred, DirGuard, Endpoint, Floor, Listener, Opening, OptionSpec,
+    Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
+use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
+use std::time::Duration;
 
 pub struct Uds;
 
@@ -29,6 +31,7 @@ impl Transport for Uds {
             max_message_bytes: 64 << 20,
             cross_process: true,
             notices_closed_peer: true,
+            connections: true,
             ..Capabilities::default()
         }
     }
@@ -56,6 +59,18 @@ impl Transport for Uds {
         let listener = UnixListener::bind(&path).map_err(|e| super::bind_error(e, &path))?;
         listener.set_nonblocking(true)?;
         Ok(Box::new(UdsAccept { listener, path }))
+    }
+
+    fn listen(&self, backlog: u32, _: &ChannelSpec) -> Result<Box<dyn Listener>, TransportError> {
+        let dir = DirGuard(private_dir()?);
+        let path = dir.0.join("s");
+        let l = UnixListener::bind(&path).map_err(|e| super::bind_error(e, &path))?;
+        crate::sys::listen(l.as_raw_fd(), backlog)?;
+        Ok(Box::new(UdsListen {
+            socket: l,
+            path,
+            _dir: dir,
+        }))
     }
 
     fn floor(&self) -> Option<&'static dyn Floor> {
@@ -98,11 +113,31 @@ impl Opening for UdsAccept {
     }
 }
 
-fn endpoint(s: UnixStream, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
-    if !spec.watched {
-        s.set_read_timeout(Some(spec.timeout))?;
-        s.set_write_timeout(Some(spec.timeout))?;
+/// A listener at a path in a directory of its own (removed with it).
+struct UdsListen {
+    socket: UnixListener,
+    path: PathBuf,
+    _dir: DirGuard,
+}
+
+impl Listener for UdsListen {
+    fn accept(
+        &self,
+        wait: Duration,
+        spec: &ChannelSpec,
+    ) -> Result<Option<Box<dyn Endpoint>>, TransportError> {
+        accept_ready(&self.socket, wait, |l| l.accept())?
+            .map(|(s, _)| endpoint(s, spec))
+            .transpose()
     }
-    s.set_nonblocking(spec.poll)?;
+    fn connect(&self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
+        let fd = crate::sys::unix_connect_timeout(&self.path, libc::SOCK_STREAM, spec.timeout)
+            .map_err(|e| connect_io(e, spec.timeout))?;
+        endpoint(UnixStream::from(fd), spec)
+    }
+}
+
+fn endpoint(s: UnixStream, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
+    set_waits(&s, spec, !spec.watched)?;
     Ok(stream_endpoint(Bare(s), spec))
 }

@@ -3,7 +3,7 @@
 //! kept. The connecting end says hello until the accepting end answers, as for `udp`.
 
 use super::floor::{FdFloor, FdSide};
-use super::framing::{Datagrams, HELLO};
+use super::framing::{datagram_endpoint, HELLO};
 use super::bind_error;
 use super::{
     channel_of, dir_of, dir_setup, Capabilities, ChannelSpec, Deferred, Endpoint, Floor, Opening,
@@ -97,7 +97,7 @@ fn connect(
         match s.recv_from(&mut buf) {
             Ok((n, from)) if buf[..n] == *HELLO && from.as_pathname() == Some(server) => {
                 s.connect(server)?;
-                return endpoint(s, spec, false);
+                return datagram_endpoint(s, spec, false);
             }
             Ok(_) => {}
             Err(e)
@@ -140,23 +140,8 @@ impl Opening for DgramAccept {
             }
             s.connect(peer)?;
             s.send(HELLO)?;
-            return endpoint(s, spec, true);
+            return datagram_endpoint(s, spec, true);
         }
     }
 }
 
-fn endpoint(
-    s: UnixDatagram,
-    spec: &ChannelSpec,
-    accepted: bool,
-) -> Result<Box<dyn Endpoint>, TransportError> {
-    s.set_read_timeout(Some(spec.timeout))?;
-    s.set_write_timeout(Some(spec.timeout))?;
-    s.set_nonblocking(spec.poll)?;
-    Ok(Box::new(Datagrams::new(
-        s,
-        spec.timeout,
-        spec.poll,
-        accepted,
-    )))
-}

@@ -4,15 +4,16 @@
 //! nothing needs a length to split the stream.
 
 use super::floor::{FdFloor, FdSide};
-use super::framing::{DatagramIo, Datagrams};
+use super::framing::{set_waits, DatagramIo, Datagrams};
 use super::{
-    accept_within, bind_error, channel_of, dir_of, dir_setup, Capabilities, ChannelSpec,
-    Deferred, Endpoint, Floor, Opening, Options, Rendezvous, Setup, SetupPlan, Side, Transport,
-    TransportError,
+    accept_ready, accept_within, bind_error, channel_of, connect_io, dir_of, dir_setup,
+    private_dir, Capabilities, ChannelSpec, Deferred, DirGuard, Endpoint, Floor, Listener,
+    Opening, Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use socket2::{Domain, SockAddr, Socket, Type};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
+use std::time::Duration;
 
 pub struct UdsSeqpacket;
 
@@ -33,6 +34,7 @@ impl Transport for UdsSeqpacket {
             max_message_bytes: MAX_MESSAGE,
             cross_process: true,
             notices_closed_peer: true,
+            connections: true,
             ..Capabilities::default()
         }
     }
@@ -67,6 +69,21 @@ impl Transport for UdsSeqpacket {
         socket.listen(1)?;
         socket.set_nonblocking(true)?;
         Ok(Box::new(SeqpacketAccept { socket, path }))
+    }
+
+    fn listen(&self, backlog: u32, _: &ChannelSpec) -> Result<Box<dyn Listener>, TransportError> {
+        let dir = DirGuard(private_dir()?);
+        let path = dir.0.join("s");
+        let socket = Socket::new(Domain::UNIX, Type::SEQPACKET, None)?;
+        socket
+            .bind(&SockAddr::unix(&path)?)
+            .map_err(|e| bind_error(e, &path))?;
+        crate::sys::listen(socket.as_raw_fd(), backlog)?;
+        Ok(Box::new(SeqpacketListen {
+            socket,
+            path,
+            _dir: dir,
+        }))
     }
 
     fn floor(&self) -> Option<&'static dyn Floor> {
@@ -105,6 +122,30 @@ impl Opening for SeqpacketAccept {
     }
 }
 
+/// A listener at a path in a directory of its own (removed with it).
+struct SeqpacketListen {
+    socket: Socket,
+    path: PathBuf,
+    _dir: DirGuard,
+}
+
+impl Listener for SeqpacketListen {
+    fn accept(
+        &self,
+        wait: Duration,
+        spec: &ChannelSpec,
+    ) -> Result<Option<Box<dyn Endpoint>>, TransportError> {
+        accept_ready(&self.socket, wait, |l| l.accept())?
+            .map(|(s, _)| endpoint(s, spec, true))
+            .transpose()
+    }
+    fn connect(&self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
+        let fd = crate::sys::unix_connect_timeout(&self.path, libc::SOCK_SEQPACKET, spec.timeout)
+            .map_err(|e| connect_io(e, spec.timeout))?;
+        endpoint(Socket::from(fd), spec, false)
+    }
+}
+
 fn endpoint(
     s: Socket,
     spec: &ChannelSpec,
@@ -112,11 +153,7 @@ fn endpoint(
 ) -> Result<Box<dyn Endpoint>, TransportError> {
     // A peer that msgperf watches ends the case itself if it stops; a socket that is connected
     // sees one that closes or dies as an end of file, so its waits need no timer then.
-    if !spec.watched {
-        s.set_read_timeout(Some(spec.timeout))?;
-        s.set_write_timeout(Some(spec.timeout))?;
-    }
-    s.set_nonblocking(spec.poll)?;
+    set_waits(&s, spec, !spec.watched)?;
     Ok(Box::new(Datagrams::new(
         Packets(s),
         spec.timeout,

@@ -12,7 +12,7 @@ use super::{
 };
 use crate::measure::integrity::{Arrival, SeqTracker};
 use crate::measure::{clock, Metric, Recorder};
-use crate::result::{CaseConfig, FloorKind, LatencyKind, RoleKind};
+use crate::result::{CaseConfig, LatencyKind, RoleKind};
 use crate::transport::{Capabilities, Endpoint, Exchange};
 use std::sync::atomic::AtomicBool;
 
@@ -58,10 +58,6 @@ impl Workload for Burst {
     }
     fn latency(&self, _: &CaseConfig) -> (LatencyKind, Metric) {
         (BURST_ROUND_TRIP, BURST_RTT)
-    }
-    fn floor_kind(&self, _: &CaseConfig) -> Option<FloorKind> {
-        // No plain loop sends bursts: nothing compares like with like.
-        None
     }
     fn check(&self, case: &CaseConfig, caps: &Capabilities) -> Result<(), String> {
         check_two_roles(case)?;

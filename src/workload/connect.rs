@@ -1,5 +1,6 @@
 //! `connect`: connections set up and torn down (the Tcl report's connection rate): connect,
-//! accept, one small exchange, close, each step timed, over tcp or uds. With `--hold`,
+//! accept, one small exchange, close, each step timed, over every transport that has
+//! connections ([`Transport::listen`](crate::transport::Transport::listen)). With `--hold`,
 //! connections are opened and kept until the first failure (or `--n`, or `--duration`): how
 //! many one process held, and what stopped it; with `--no-accept` the listener never accepts,
 //! so connections queue in its backlog (`--backlog`) until one times out. The accepting side is
@@ -7,18 +8,15 @@
 
 use super::runtime::check_fixed;
 use super::{
-    param, Param, ParamKind, RoleControl, RoleError, RoleSpec, Sent, StopRule, Topology,
-    Workload, N,
+    check_common, message, param, Param, ParamKind, RoleControl, RoleError, RoleSpec, Sent,
+    StopRule, Topology, Workload, N,
 };
 use crate::measure::{clock, Metric, Recorder};
-use crate::result::{CaseConfig, FloorKind, LatencyKind, RoleId, RoleKind};
+use crate::result::{CaseConfig, LatencyKind, RoleId, RoleKind};
 use crate::sys;
-use crate::transport::{Capabilities, Endpoint, SetupPlan, TransportError};
-use std::io::{self, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
+use crate::transport::{
+    self, Capabilities, ChannelSpec, Endpoint, Exchange, Listener, SetupPlan, TransportError,
+};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -93,7 +91,7 @@ impl Workload for Connect {
         "connect"
     }
     fn about(&self) -> &'static str {
-        "connections set up and torn down over tcp or uds (connect, accept, one exchange, close); --hold: how many one process holds"
+        "connections set up and torn down (connect, accept, one exchange, close) on every transport that has connections; --hold: how many one process holds"
     }
     fn params(&self) -> &'static [&'static Param] {
         &[&UP_TO_N, &HOLD, &BACKLOG, &NO_ACCEPT]
@@ -108,15 +106,19 @@ impl Workload for Connect {
             (CONNECT_TO_CLOSE, CONNECTION)
         }
     }
-    fn floor_kind(&self, _: &CaseConfig) -> Option<FloorKind> {
-        None
-    }
-    fn check(&self, case: &CaseConfig, _: &Capabilities) -> Result<(), String> {
+    fn check(&self, case: &CaseConfig, caps: &Capabilities) -> Result<(), String> {
         check_fixed(case, "opens connections")?;
-        if !matches!(case.transport.as_str(), "tcp" | "uds") {
+        check_common(case, caps)?;
+        if !caps.connections {
+            let connecting: Vec<&str> = transport::REGISTRY
+                .iter()
+                .filter(|t| t.capabilities(&Default::default()).connections)
+                .map(|t| t.name())
+                .collect();
             return Err(format!(
-                "connect measures the kernel's connection set-up over tcp or uds, not `{}`: use -t tcp,uds",
-                case.transport
+                "connect measures connection set-up, which `{}` does not have: use -t {}",
+                case.transport,
+                connecting.join(",")
             ));
         }
         if case.count.is_some() {
@@ -153,14 +155,28 @@ impl Workload for Connect {
             Some(b) => b.min(u32::MAX as u64) as u32,
             None => sys::somaxconn().unwrap_or(4096),
         };
-        let listener = Listener::bind(&case.transport, backlog).map_err(fail)?;
-        rec.figure("listen backlog", "", backlog as f64);
-        let r = if param::flag(case, HOLD.key) {
-            hold(&listener, case, rec, ctl.stop)
-        } else {
-            rate(&listener, case, rec, ctl.stop)
+        let t = transport::find(&case.transport).map_err(|e| RoleError::Work(e.to_string()))?;
+        // The connector's and the acceptor's waits are their own: nothing else watches them.
+        let spec = ChannelSpec {
+            options: case.effective_options.clone(),
+            timeout: case.timeout,
+            poll: false,
+            max_message: case.size_bytes,
+            watched: false,
+            exchange: Exchange::Both,
         };
-        r.map_err(fail)?;
+        let listener = t.listen(backlog, &spec)?;
+        rec.figure("listen backlog", "", backlog as f64);
+        let at = Connections {
+            listener: &*listener,
+            spec: &spec,
+            case,
+        };
+        if param::flag(case, HOLD.key) {
+            hold(&at, rec, ctl.stop);
+        } else {
+            rate(&at, rec, ctl.stop)?;
+        }
         Ok(Some(Sent {
             first_measured: 0,
             next: rec.counters.messages_sent,
@@ -168,152 +184,60 @@ impl Workload for Connect {
     }
 }
 
-fn fail(e: String) -> RoleError {
-    RoleError::Transport(TransportError::Unsupported(e))
+/// Where a case's connections are made: the listener, their ends' settings, the case.
+struct Connections<'a> {
+    listener: &'a dyn Listener,
+    spec: &'a ChannelSpec,
+    case: &'a CaseConfig,
 }
-
-/// A listener on loopback or in a private directory (removed when dropped).
-enum Listener {
-    Tcp(TcpListener),
-    Uds(UnixListener, PathBuf),
-}
-
-enum Conn {
-    Tcp(TcpStream),
-    Uds(UnixStream),
-}
-
-impl Listener {
-    /// Listens with `backlog` (std picks its own; listen again sets ours).
-    fn bind(transport: &str, backlog: u32) -> Result<Self, String> {
-        let made = if transport == "tcp" {
-            TcpListener::bind("127.0.0.1:0").map(Listener::Tcp)
-        } else {
-            crate::transport::private_dir()
-                .and_then(|dir| UnixListener::bind(dir.join("s")).map(|l| Listener::Uds(l, dir)))
-        };
-        let l = made.map_err(|e| format!("could not listen for connections: {e}"))?;
-        sys::listen(l.fd(), backlog)
-            .map_err(|e| format!("could not set the listen backlog to {backlog}: {e}"))?;
-        Ok(l)
-    }
-
-    fn fd(&self) -> i32 {
-        match self {
-            Listener::Tcp(l) => l.as_raw_fd(),
-            Listener::Uds(l, _) => l.as_raw_fd(),
-        }
-    }
-
-    /// Accepts one connection if one comes within 100 ms.
-    fn accept(&self) -> io::Result<Option<Conn>> {
-        if !sys::wait_readable(self.fd(), 100)? {
-            return Ok(None);
-        }
-        Ok(Some(match self {
-            Listener::Tcp(l) => Conn::Tcp(l.accept()?.0),
-            Listener::Uds(l, _) => Conn::Uds(l.accept()?.0),
-        }))
-    }
-
-    fn connect(&self, timeout: Duration) -> io::Result<Conn> {
-        match self {
-            Listener::Tcp(l) => {
-                let s = TcpStream::connect_timeout(&l.local_addr()?, timeout)?;
-                s.set_nodelay(true)?;
-                Ok(Conn::Tcp(s))
-            }
-            Listener::Uds(_, dir) => {
-                sys::unix_connect_timeout(&dir.join("s"), timeout).map(Conn::Uds)
-            }
-        }
-    }
-}
-
-impl Drop for Listener {
-    fn drop(&mut self) {
-        if let Listener::Uds(_, dir) = self {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
-}
-
-impl Conn {
-    fn stream(&mut self) -> &mut dyn ReadWrite {
-        match self {
-            Conn::Tcp(s) => s,
-            Conn::Uds(s) => s,
-        }
-    }
-    fn set_timeout(&self, t: Duration) -> io::Result<()> {
-        match self {
-            Conn::Tcp(s) => s
-                .set_read_timeout(Some(t))
-                .and(s.set_write_timeout(Some(t))),
-            Conn::Uds(s) => s
-                .set_read_timeout(Some(t))
-                .and(s.set_write_timeout(Some(t))),
-        }
-    }
-}
-
-trait ReadWrite: Read + Write {}
-impl<T: Read + Write> ReadWrite for T {}
 
 /// Connections per second: each one connected, one exchange, closed, every step timed; the
 /// acceptor echoes the exchange and closes after its peer.
-fn rate(
-    listener: &Listener,
-    case: &CaseConfig,
-    rec: &mut Recorder,
-    stop: &AtomicBool,
-) -> Result<(), String> {
+fn rate(at: &Connections, rec: &mut Recorder, stop: &AtomicBool) -> Result<(), RoleError> {
     let done = AtomicBool::new(false);
     let measuring = AtomicBool::new(false);
-    let cap = param::count(case, N.key).unwrap_or(u64::MAX);
+    let cap = param::count(at.case, N.key).unwrap_or(u64::MAX);
     std::thread::scope(|s| {
-        let acceptor = s.spawn(|| accept_loop(listener, case, &done, Some(&measuring)));
-        let r = connect_loop(listener, case, rec, stop, cap, &measuring);
+        let acceptor = s.spawn(|| accept_loop(at, &done, Some(&measuring)));
+        let r = connect_loop(at, rec, stop, cap, &measuring);
         done.store(true, Ordering::SeqCst);
         let accepted = acceptor.join().unwrap_or_else(|_| Accepted {
-            error: Some(io::Error::other("the acceptor panicked")),
+            error: Some(RoleError::Work("the acceptor panicked".into())),
             ..Accepted::default()
         });
         for &t in &accepted.times {
             rec.record(ACCEPT_CALL, t);
         }
-        if let Some(e) = accepted.error {
-            return Err(format!("the accepting side: {e}"));
+        match accepted.error {
+            Some(e) => Err(RoleError::Work(format!("the accepting side: {e}"))),
+            None => r,
         }
-        r
     })
 }
 
 fn connect_loop(
-    listener: &Listener,
-    case: &CaseConfig,
+    at: &Connections,
     rec: &mut Recorder,
     stop: &AtomicBool,
     cap: u64,
     measuring: &AtomicBool,
-) -> Result<(), String> {
-    // The exchange: one message of --size bytes, echoed.
-    let msg = vec![7u8; case.size_bytes];
-    let mut back = vec![0u8; case.size_bytes];
-    let mut one = |rec: &mut Recorder, measured: bool| -> Result<(), String> {
+) -> Result<(), RoleError> {
+    // The exchange: one message of --size bytes, echoed and checked.
+    let size = at.case.size_bytes;
+    let mut out = message::Outgoing::new(size, at.case.checksum);
+    let mut back = vec![0u8; size];
+    let mut seq = 0;
+    let mut one = |rec: &mut Recorder, measured: bool| -> Result<(), RoleError> {
         let t0 = clock::now();
-        let mut c = listener
-            .connect(case.timeout)
-            .map_err(|e| format!("connect: {e}"))?;
+        let mut c = at.listener.connect(at.spec)?;
         let t1 = clock::now();
-        c.set_timeout(case.timeout).map_err(|e| e.to_string())?;
-        c.stream()
-            .write_all(&msg)
-            .and_then(|_| c.stream().read_exact(&mut back))
-            .map_err(|e| format!("the exchange on a new connection: {e}"))?;
+        c.send(out.stamp(seq, t1, message::MEASURED, 0))?;
+        let n = c.recv(&mut back)?;
+        message::verify(&back[..n], size, at.case.checksum).map_err(RoleError::Integrity)?;
         let t2 = clock::now();
         drop(c);
         let t3 = clock::now();
+        seq += 1;
         if measured {
             rec.record_primary(CONNECTION, t3 - t0, t3);
             rec.record(CONNECT_CALL, t1 - t0);
@@ -322,13 +246,13 @@ fn connect_loop(
             let c = &mut rec.counters;
             c.messages_sent += 1;
             c.messages_received += 1;
-            c.bytes_sent += msg.len() as u64;
-            c.bytes_received += msg.len() as u64;
+            c.bytes_sent += size as u64;
+            c.bytes_received += n as u64;
             rec.mark_end(t3);
         }
         Ok(())
     };
-    let warm = StopRule::warmup(case);
+    let warm = StopRule::warmup(at.case);
     let mut n = 0;
     while !warm.done(n, clock::now(), stop) {
         one(rec, false)?;
@@ -338,7 +262,7 @@ fn connect_loop(
     // Each warm-up connection was accepted before its exchange ended: the acceptor's timings
     // from here on are the measured connections'.
     measuring.store(true, Ordering::SeqCst);
-    let rule = StopRule::measured(case);
+    let rule = StopRule::measured(at.case);
     let mut n = 0;
     while n < cap && !rule.done(n, clock::now(), stop) {
         one(rec, true)?;
@@ -351,14 +275,9 @@ fn connect_loop(
 /// its close, timing accepts once `echo` is raised (the warm-up is over); without, keeps every
 /// connection open (`--hold`). Returns the accepts' times, the connections kept, and the error
 /// that ended it early.
-fn accept_loop(
-    listener: &Listener,
-    case: &CaseConfig,
-    done: &AtomicBool,
-    echo: Option<&AtomicBool>,
-) -> Accepted {
+fn accept_loop(at: &Connections, done: &AtomicBool, echo: Option<&AtomicBool>) -> Accepted {
     let mut a = Accepted::default();
-    if let Err(e) = accept_into(&mut a, listener, case, done, echo) {
+    if let Err(e) = accept_into(&mut a, at, done, echo) {
         a.error = Some(e);
     }
     a
@@ -367,24 +286,23 @@ fn accept_loop(
 #[derive(Default)]
 struct Accepted {
     times: Vec<u64>,
-    kept: Vec<Conn>,
-    error: Option<io::Error>,
+    kept: Vec<Box<dyn Endpoint>>,
+    error: Option<RoleError>,
 }
 
 fn accept_into(
     a: &mut Accepted,
-    listener: &Listener,
-    case: &CaseConfig,
+    at: &Connections,
     done: &AtomicBool,
     echo: Option<&AtomicBool>,
-) -> io::Result<()> {
-    if let Some(cpu) = case.cpus.1 {
+) -> Result<(), RoleError> {
+    if let Some(cpu) = at.case.cpus.1 {
         let _ = sys::pin_current_thread(cpu);
     }
-    let mut buf = vec![0u8; case.size_bytes];
+    let mut buf = vec![0u8; at.case.size_bytes];
     while !done.load(Ordering::SeqCst) {
         let t0 = clock::now();
-        let Some(mut c) = listener.accept()? else {
+        let Some(mut c) = at.listener.accept(Duration::from_millis(100), at.spec)? else {
             continue;
         };
         let took = clock::now() - t0;
@@ -396,34 +314,32 @@ fn accept_into(
         if measuring.load(Ordering::SeqCst) {
             a.times.push(took);
         }
-        c.set_timeout(case.timeout)?;
-        let s = c.stream();
-        s.read_exact(&mut buf).and_then(|_| s.write_all(&buf))?;
+        let n = c.recv(&mut buf)?;
+        c.send(&buf[..n])?;
         // The connector closes first; its close ends this read.
-        let _ = s.read(&mut buf);
+        let _ = c.recv(&mut buf);
     }
     Ok(())
 }
 
 /// Opens connections and keeps them until one fails (or --n, or --duration), with the
 /// descriptor limit raised to its hard limit meanwhile; says what stopped it.
-fn hold(
-    listener: &Listener,
-    case: &CaseConfig,
-    rec: &mut Recorder,
-    stop: &AtomicBool,
-) -> Result<(), String> {
+fn hold(at: &Connections, rec: &mut Recorder, stop: &AtomicBool) {
+    let case = at.case;
     let limit = sys::FdLimit::raise_to(u64::MAX);
     rec.figure("descriptor limit while holding", "fds", limit.now as f64);
     let done = AtomicBool::new(false);
     let cap = param::count(case, N.key).unwrap_or(u64::MAX);
     let timeout = case.timeout.min(Duration::from_secs(2));
+    let spec = ChannelSpec {
+        timeout,
+        ..at.spec.clone()
+    };
     let why = std::thread::scope(|s| {
         // A stalled server's listener: nothing accepts, the backlog fills.
-        let acceptor =
-            (!param::flag(case, NO_ACCEPT.key))
-                .then(|| s.spawn(|| accept_loop(listener, case, &done, None)));
-        let mut held: Vec<Conn> = Vec::new();
+        let acceptor = (!param::flag(case, NO_ACCEPT.key))
+            .then(|| s.spawn(|| accept_loop(at, &done, None)));
+        let mut held: Vec<Box<dyn Endpoint>> = Vec::new();
         let rule = StopRule::measured(case);
         let why = loop {
             let n = held.len() as u64;
@@ -434,20 +350,20 @@ fn hold(
                 break "--duration ended".into();
             }
             let t0 = clock::now();
-            match listener.connect(timeout) {
+            match at.listener.connect(&spec) {
                 Ok(c) => {
                     let t1 = clock::now();
                     rec.record_primary(CONNECT_CALL, t1 - t0, t1);
                     rec.mark_end(t1);
                     held.push(c);
                 }
-                Err(e) => break why_stopped(&e, &limit, timeout, case, rec),
+                Err(e) => break why_stopped(&e, &limit, case, rec),
             }
         };
         done.store(true, Ordering::SeqCst);
         let accepted = match acceptor {
             Some(a) => a.join().unwrap_or_else(|_| Accepted {
-                error: Some(io::Error::other("the acceptor panicked")),
+                error: Some(RoleError::Work("the acceptor panicked".into())),
                 ..Accepted::default()
             }),
             None => Accepted::default(),
@@ -461,36 +377,38 @@ fn hold(
         }
         match &accepted.error {
             // The accepting side met a limit first: that is what stopped it.
-            Some(e) => format!(
-                "{}, met by accept",
-                why_stopped(e, &limit, timeout, case, rec)
-            ),
+            Some(RoleError::Transport(e)) => {
+                format!("{}, met by accept", why_stopped(e, &limit, case, rec))
+            }
+            Some(e) => format!("the accepting side: {e}"),
             None => why,
         }
     });
     rec.stopped_by(why);
-    Ok(())
 }
 
 fn why_stopped(
-    e: &io::Error,
+    e: &TransportError,
     limit: &sys::FdLimit,
-    timeout: Duration,
     case: &CaseConfig,
     rec: &mut Recorder,
 ) -> String {
-    match e.raw_os_error() {
-        Some(libc::EMFILE) => format!(
+    let os = match e {
+        TransportError::Io(io) => io.raw_os_error(),
+        _ => None,
+    };
+    match (os, e) {
+        (Some(libc::EMFILE), _) => format!(
             "the descriptor limit (RLIMIT_NOFILE {}, raised from {}; both ends are in this process)",
             limit.now, limit.before
         ),
-        Some(libc::ENFILE) => "the system's descriptor limit (fs.file-max)".into(),
-        Some(libc::EADDRNOTAVAIL) => format!(
+        (Some(libc::ENFILE), _) => "the system's descriptor limit (fs.file-max)".into(),
+        (Some(libc::EADDRNOTAVAIL), _) => format!(
             "no ephemeral port left (net.ipv4.ip_local_port_range {})",
             sys::ephemeral_ports().unwrap_or_default()
         ),
-        Some(libc::ENOMEM) | Some(libc::ENOBUFS) => format!("memory: {e}"),
-        _ if e.kind() == io::ErrorKind::TimedOut => {
+        (Some(libc::ENOMEM) | Some(libc::ENOBUFS), _) => format!("memory: {e}"),
+        (_, TransportError::Timeout(timeout)) => {
             rec.figure("connects timed out", "", 1.0);
             format!(
                 "a connect timed out after {timeout:?}: the listener's backlog was full{}",

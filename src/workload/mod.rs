@@ -50,14 +50,15 @@ registry! {
     burst: Burst;
 }
 
-pub fn find(name: &str) -> Result<&'static dyn Workload, String> {
+pub fn find(name: &str) -> Result<&'static dyn Workload, crate::transport::UnknownName> {
     REGISTRY
         .iter()
         .copied()
         .find(|w| w.name() == name)
-        .ok_or_else(|| {
-            let names: Vec<_> = REGISTRY.iter().map(|w| w.name()).collect();
-            format!("unknown workload `{name}`: use one of {}", names.join(", "))
+        .ok_or_else(|| crate::transport::UnknownName {
+            kind: "workload",
+            name: name.to_string(),
+            known: REGISTRY.iter().map(|w| w.name()).collect(),
         })
 }
 
@@ -73,9 +74,12 @@ pub trait Workload: Sync {
     fn metrics(&self) -> &'static [Metric];
     /// What this case's latency figure measures, and the metric that holds it.
     fn latency(&self, case: &CaseConfig) -> (LatencyKind, Metric);
-    /// Which plain loop of the transport this case's figures divide by; None where no floor
-    /// compares like with like (a paced case moves what its schedule says).
-    fn floor_kind(&self, case: &CaseConfig) -> Option<FloorKind>;
+    /// Which plain loop of the transport this case's figures divide by; None (the default)
+    /// where no floor compares like with like (a paced case moves what its schedule says, no
+    /// plain loop sends bursts or sets up connections).
+    fn floor_kind(&self, _case: &CaseConfig) -> Option<FloorKind> {
+        None
+    }
     /// Refuses a case this workload cannot run on a transport, naming the fix.
     fn check(&self, case: &CaseConfig, caps: &Capabilities) -> Result<(), String>;
     /// The case's roles and their ends, and what the transport's set-up makes for them.
@@ -295,6 +299,10 @@ pub enum RoleError {
     Transport(#[from] TransportError),
     #[error("integrity: {0}")]
     Integrity(String),
+    /// A step of the workload's own that is not the transport's (a thread, a task, a runtime,
+    /// a machine limit it met): the sentence names it.
+    #[error("{0}")]
+    Work(String),
     /// A driving role failed after sending `sent`: its END can still tell its readers so.
     #[error("{cause}")]
     Ended { sent: Sent, cause: Box<RoleError> },
@@ -507,9 +515,9 @@ pub(crate) fn two_roles(
 pub(crate) fn only_end(ends: &mut [Box<dyn Endpoint>]) -> Result<&mut dyn Endpoint, RoleError> {
     match ends {
         [ep] => Ok(&mut **ep),
-        _ => Err(RoleError::Transport(TransportError::Unsupported(format!(
+        _ => Err(RoleError::Work(format!(
             "this role takes one channel end, not {}",
             ends.len()
-        )))),
+        ))),
     }
 }

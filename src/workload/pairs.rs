@@ -11,7 +11,7 @@ use super::{
 };
 use crate::measure::integrity::{Arrival, SeqTracker};
 use crate::measure::{clock, Metric, Recorder};
-use crate::result::{CaseConfig, Counters, FloorKind, LatencyKind, RoleId, RoleKind};
+use crate::result::{CaseConfig, Counters, LatencyKind, RoleId, RoleKind};
 use crate::transport::{Capabilities, Endpoint, Exchange, SetupPlan, Side, TransportError};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -60,9 +60,6 @@ impl Workload for Pairs {
     }
     fn fixed_work(&self) -> bool {
         true
-    }
-    fn floor_kind(&self, _: &CaseConfig) -> Option<FloorKind> {
-        None
     }
     fn check(&self, case: &CaseConfig, caps: &Capabilities) -> Result<(), String> {
         check_fixed(case, "sends --count messages per pair")?;
@@ -161,10 +158,10 @@ fn thread_budget(n: usize, case: &CaseConfig) -> Result<(), RoleError> {
     };
     let need = in_process * MAPS_PER_THREAD;
     if used + need + 1000 > max {
-        return Err(RoleError::Transport(TransportError::Unsupported(format!(
+        return Err(RoleError::Work(format!(
             "{n} pairs start {in_process} threads in this process, about {need} memory maps, over vm.max_map_count {max}: run the roles as processes (e.g. -t {THREADS_CHANNEL}) or raise it (sysctl -w vm.max_map_count={})",
             (used + need) * 2
-        ))));
+        )));
     }
     Ok(())
 }
@@ -244,7 +241,7 @@ fn send_all(
         }
         Ok((released, senders))
     })
-    .map_err(|e| RoleError::Transport(TransportError::Unsupported(e)))?;
+    .map_err(RoleError::Work)?;
     sum_senders(senders, released, case, rec)?;
     Ok(Sent {
         first_measured: 0,
@@ -318,7 +315,7 @@ fn receive_all(
             .filter_map(|h| h.join().ok())
             .collect::<Vec<Receiver>>())
     })
-    .map_err(|e| RoleError::Transport(TransportError::Unsupported(e)))?;
+    .map_err(RoleError::Work)?;
     sum_receivers(receivers, rec)
 }
 
@@ -439,7 +436,7 @@ type Msg = (Box<[u8]>, usize);
 fn run_tasks(case: &CaseConfig, rec: &mut Recorder, stop: &AtomicBool) -> Result<(), RoleError> {
     let n = param::count(case, N.key).unwrap_or(1) as usize;
     let runtime = tokio_runtime(Runtime::of(case))
-        .map_err(|e| RoleError::Transport(TransportError::Unsupported(e)))?;
+        .map_err(RoleError::Work)?;
     let job = Arc::new(Job {
         case: case.clone(),
         count: case.count.unwrap_or(DEFAULT_COUNT),
@@ -495,11 +492,11 @@ fn run_tasks(case: &CaseConfig, rec: &mut Recorder, stop: &AtomicBool) -> Result
         }
     });
     if senders.len() < n || receivers.len() < n {
-        return Err(RoleError::Transport(TransportError::Unsupported(format!(
+        return Err(RoleError::Work(format!(
             "{} of {n} sender tasks and {} of {n} receiver tasks finished: the others panicked",
             senders.len(),
             receivers.len()
-        ))));
+        )));
     }
     let sent = sum_senders(senders, released, case, rec);
     sum_receivers(receivers, rec)?;

@@ -7,9 +7,9 @@ use super::runtime::{
 };
 use super::{param, Param, Params, RoleControl, RoleError, RoleSpec, Sent, Topology, Workload, N};
 use crate::measure::{clock, Metric, Recorder};
-use crate::result::{CaseConfig, FloorKind, LatencyKind, RoleKind};
+use crate::result::{CaseConfig, LatencyKind, RoleKind};
 use crate::sys;
-use crate::transport::{Capabilities, Endpoint, TransportError};
+use crate::transport::{Capabilities, Endpoint};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -50,9 +50,6 @@ impl Workload for Spawn {
     fn fixed_work(&self) -> bool {
         true
     }
-    fn floor_kind(&self, _: &CaseConfig) -> Option<FloorKind> {
-        None
-    }
     fn check(&self, case: &CaseConfig, _: &Capabilities) -> Result<(), String> {
         check_no_transport(case)?;
         check_fixed(case, "starts threads or tasks")
@@ -75,7 +72,7 @@ impl Workload for Spawn {
             Runtime::Threads => threads(n, case, rec, before),
             rt => tasks(rt, n, case, rec, before),
         };
-        r.map_err(|e| RoleError::Transport(TransportError::Unsupported(e)))?;
+        r.map_err(RoleError::Work)?;
         Ok(Some(Sent {
             first_measured: 0,
             next: rec.counters.messages_sent,

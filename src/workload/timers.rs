@@ -7,8 +7,8 @@ use super::runtime::{
 };
 use super::{param, Param, Params, RoleControl, RoleError, RoleSpec, Sent, Topology, Workload, N};
 use crate::measure::{clock, Metric, Recorder};
-use crate::result::{CaseConfig, FloorKind, LatencyKind, RoleKind};
-use crate::transport::{Capabilities, Endpoint, TransportError};
+use crate::result::{CaseConfig, LatencyKind, RoleKind};
+use crate::transport::{Capabilities, Endpoint};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,9 +49,6 @@ impl Workload for Timers {
     fn fixed_work(&self) -> bool {
         true
     }
-    fn floor_kind(&self, _: &CaseConfig) -> Option<FloorKind> {
-        None
-    }
     fn check(&self, case: &CaseConfig, _: &Capabilities) -> Result<(), String> {
         check_no_transport(case)?;
         check_fixed(case, "starts waiters")
@@ -75,7 +72,7 @@ impl Workload for Timers {
                 Runtime::Threads => threads(n, shared, case.timeout),
                 rt => tasks(rt, n, shared, case.timeout),
             }
-            .map_err(|e| RoleError::Transport(TransportError::Unsupported(e)))?;
+            .map_err(RoleError::Work)?;
             woke += pass.record(rec, shared);
         }
         rec.counters.messages_sent = 2 * n as u64;

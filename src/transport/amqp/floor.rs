@@ -7,12 +7,14 @@
 use super::{Client, Settings, SERVER};
 use crate::sys;
 use crate::transport::broker;
-use crate::transport::floor::{FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow, io, measure_round_trips};
+use crate::transport::floor::{
+    io, measure_round_trips, FloorFigure, FloorLoop, NotesFloor, NotesSide, ReadWindow,
+};
 use crate::transport::runtime::runtime;
 use futures_util::{FutureExt, StreamExt};
 use lapin::options::{BasicAckOptions, BasicQosOptions};
 use lapin::Consumer;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 pub struct AmqpFloor;
@@ -47,15 +49,15 @@ fn next(c: &mut Consumer, s: &Settings) -> std::io::Result<Option<usize>> {
 }
 
 impl NotesFloor for AmqpFloor {
-    fn run_with(
-        &self,
-        l: FloorLoop,
-        side: usize,
-        notes: Notes,
-        size: usize,
-        roles: &FloorRoles,
-        stop: &AtomicBool,
-    ) -> std::io::Result<Option<FloorFigure>> {
+    fn run_with(&self, at: NotesSide) -> std::io::Result<Option<FloorFigure>> {
+        let NotesSide {
+            l,
+            side,
+            notes,
+            size,
+            roles,
+            stop,
+        } = at;
         let s = Settings::of(&roles.options);
         let rt = runtime();
         let data = vec![7u8; size];

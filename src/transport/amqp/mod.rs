@@ -11,9 +11,10 @@ mod floor;
 
 use super::broker::{self, Helper, Program};
 use super::runtime::wait;
-use super::{Need, 
-    reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Opening,
-    OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport, TransportError,
+use super::{
+    reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Need,
+    Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport,
+    TransportError,
 };
 use crate::delivery::{Delivery, History, Reliability, Setting};
 use futures_util::{FutureExt, StreamExt};
@@ -472,7 +473,7 @@ impl Transport for Amqp {
         };
         // A reader deletes its queue, but not a stream, which set-up deletes.
         let delete = inbound.filter(|_| !s.stream());
-        Ok(Box::new(AmqpOpening(
+        Ok(Box::new(broker::Greeting(
             AmqpEnd {
                 client,
                 out,
@@ -658,20 +659,6 @@ impl Drop for Client {
             Duration::from_secs(1),
             self.connection.close(200, "msgperf is done".into()),
         );
-    }
-}
-
-struct AmqpOpening(AmqpEnd, Side);
-
-impl Opening for AmqpOpening {
-    fn finish(
-        self: Box<Self>,
-        _: &Rendezvous,
-        _: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
-        let AmqpOpening(mut end, side) = *self;
-        broker::greet(&mut end, side)?;
-        Ok(Box::new(end))
     }
 }
 

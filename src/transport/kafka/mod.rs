@@ -12,9 +12,10 @@ mod floor;
 
 use super::broker::{self, Program};
 use super::runtime::wait;
-use super::{Get, Need, 
-    reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Opening,
-    OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport, TransportError,
+use super::{
+    reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Get, Need,
+    Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport,
+    TransportError,
 };
 use crate::delivery::{Delivery, History, Reliability, Setting};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -626,7 +627,7 @@ impl Transport for Kafka {
             Some(topic) => Some(s.consumer(url, &topic, spec.timeout)?),
             None => None,
         };
-        Ok(Box::new(KafkaOpening(
+        Ok(Box::new(broker::Greeting(
             KafkaEnd {
                 writer,
                 reader,
@@ -772,20 +773,6 @@ fn delete_topics(url: &str, name: &str, _: &SetupPlan) {
     if !ours.is_empty() {
         let names: Vec<&str> = ours.iter().map(String::as_str).collect();
         let _ = wait(t, admin.delete_topics(&names, &AdminOptions::new()));
-    }
-}
-
-struct KafkaOpening(KafkaEnd, Side);
-
-impl Opening for KafkaOpening {
-    fn finish(
-        self: Box<Self>,
-        _: &Rendezvous,
-        _: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
-        let KafkaOpening(mut end, side) = *self;
-        broker::greet(&mut end, side)?;
-        Ok(Box::new(end))
     }
 }
 

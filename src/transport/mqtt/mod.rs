@@ -8,9 +8,9 @@ mod floor;
 
 use super::broker::{self, Program};
 use super::runtime::{runtime, wait};
-use super::{Need, 
+use super::{
     as_it_is, reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor,
-    Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport,
+    Need, Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport,
     TransportError,
 };
 use crate::delivery::{Delivery, Reliability, Setting};
@@ -33,7 +33,12 @@ const INBOX: usize = 1024;
 /// QoS 2 publishes a client has in flight: mosquitto's default receive quota.
 const QOS2_INFLIGHT: u16 = 20;
 
-pub(super) static SERVER: Program = Program::plain("mosquitto", "mosquitto", |_, _| vec!["-c".into(), "mosquitto.conf".into()], Some(configure));
+pub(super) static SERVER: Program = Program::plain(
+    "mosquitto",
+    "mosquitto",
+    |_, _| vec!["-c".into(), "mosquitto.conf".into()],
+    Some(configure),
+);
 
 fn configure(port: u16, dir: &Path) -> std::io::Result<()> {
     // Loopback only, TCP_NODELAY, nothing persisted, no limit on what it queues for a slow
@@ -148,7 +153,7 @@ impl Transport for Mqtt {
             wait(spec.timeout, end.client.subscribe(topic, qos))?.map_err(failed)?;
             end.until(spec.timeout, |p| matches!(p, Packet::SubAck(_)))?;
         }
-        Ok(Box::new(MqttOpening(
+        Ok(Box::new(broker::Greeting(
             MqttEnd {
                 end,
                 out,
@@ -327,20 +332,6 @@ impl Drop for Client {
         let _ = wait(Duration::from_secs(1), self.client.disconnect());
         let _ = wait(Duration::from_secs(1), &mut self.task);
         self.task.abort();
-    }
-}
-
-struct MqttOpening(MqttEnd, Side);
-
-impl Opening for MqttOpening {
-    fn finish(
-        self: Box<Self>,
-        _: &Rendezvous,
-        _: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
-        let MqttOpening(mut end, side) = *self;
-        broker::greet(&mut end, side)?;
-        Ok(Box::new(end))
     }
 }
 

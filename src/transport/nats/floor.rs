@@ -11,12 +11,14 @@ use super::{
 };
 use crate::sys;
 use crate::transport::broker;
-use crate::transport::floor::{FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow, io, measure_round_trips};
+use crate::transport::floor::{
+    io, measure_round_trips, FloorFigure, FloorLoop, NotesFloor, NotesSide, ReadWindow,
+};
 use async_nats::jetstream::{self, consumer::push};
 use async_nats::{Client, Subscriber};
 use bytes::Bytes;
 use futures_util::StreamExt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 pub struct NatsFloor;
@@ -83,15 +85,15 @@ async fn publish(
 }
 
 impl NotesFloor for NatsFloor {
-    fn run_with(
-        &self,
-        l: FloorLoop,
-        side: usize,
-        notes: Notes,
-        size: usize,
-        roles: &FloorRoles,
-        stop: &AtomicBool,
-    ) -> std::io::Result<Option<FloorFigure>> {
+    fn run_with(&self, at: NotesSide) -> std::io::Result<Option<FloorFigure>> {
+        let NotesSide {
+            l,
+            side,
+            notes,
+            size,
+            roles,
+            stop,
+        } = at;
         let spec = roles.spec(size, WAIT);
         let rt = runtime();
         let data = Bytes::from(vec![7u8; size]);

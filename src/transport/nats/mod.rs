@@ -16,9 +16,9 @@ mod floor;
 
 use super::broker::{self, Program};
 use super::runtime::{runtime, wait};
-use super::{Need, 
+use super::{
     as_it_is, reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor,
-    Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport,
+    Need, Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport,
     TransportError,
 };
 use crate::delivery::{Delivery, Setting};
@@ -35,7 +35,12 @@ pub struct Nats;
 /// The largest message: nats-server's `max_payload` as msgperf configures it.
 const MAX_PAYLOAD: usize = 8 << 20;
 
-pub(super) static SERVER: Program = Program::plain("nats-server", "nats-server", |_, _| vec!["-c".into(), "nats.conf".into()], Some(configure));
+pub(super) static SERVER: Program = Program::plain(
+    "nats-server",
+    "nats-server",
+    |_, _| vec!["-c".into(), "nats.conf".into()],
+    Some(configure),
+);
 
 fn configure(port: u16, dir: &Path) -> std::io::Result<()> {
     // Loopback only; payloads as large as msgperf's largest, and room to queue them; JetStream
@@ -197,7 +202,7 @@ impl Transport for Nats {
             ))),
             (None, _) => None,
         };
-        Ok(Box::new(NatsOpening(
+        Ok(Box::new(broker::Greeting(
             NatsEnd {
                 client,
                 js,
@@ -368,20 +373,6 @@ fn delete_stream(url: &str, name: &str, _: &SetupPlan) {
     });
 }
 
-struct NatsOpening(NatsEnd, Side);
-
-impl Opening for NatsOpening {
-    fn finish(
-        self: Box<Self>,
-        _: &Rendezvous,
-        _: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
-        let NatsOpening(mut end, side) = *self;
-        broker::greet(&mut end, side)?;
-        Ok(Box::new(end))
-    }
-}
-
 /// What an end reads: a core subscription, or a JetStream consumer's messages.
 enum Inbox {
     Core(Subscriber),
@@ -502,10 +493,17 @@ fn stored(
 ) -> Result<usize, TransportError> {
     let m = match next {
         Some(Ok(m)) => m,
-        Some(Err(e)) => return Err(TransportError::middleware("async-nats", "a JetStream message", e)),
+        Some(Err(e)) => {
+            return Err(TransportError::middleware(
+                "async-nats",
+                "a JetStream message",
+                e,
+            ))
+        }
         None => return Err(TransportError::PeerClosed),
     };
     let n = take(&m.payload);
-    wait(timeout, m.ack())?.map_err(|e| TransportError::middleware("async-nats", "an acknowledgement", e))?;
+    wait(timeout, m.ack())?
+        .map_err(|e| TransportError::middleware("async-nats", "an acknowledgement", e))?;
     n
 }

@@ -15,9 +15,9 @@ mod floor;
 
 use super::broker::{self, Program};
 use super::runtime::Local;
-use super::{Need, 
+use super::{
     as_it_is, reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor,
-    Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport,
+    Need, Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport,
     TransportError,
 };
 use crate::delivery::{Delivery, Setting};
@@ -37,7 +37,12 @@ const MAX_MESSAGE: usize = 64 << 20;
 /// Entries one XREAD takes at most.
 const BATCH: usize = 256;
 
-pub(super) static SERVER: Program = Program::plain("redis-server", "redis-server", |_, _| vec!["redis.conf".into()], Some(configure));
+pub(super) static SERVER: Program = Program::plain(
+    "redis-server",
+    "redis-server",
+    |_, _| vec!["redis.conf".into()],
+    Some(configure),
+);
 
 fn configure(port: u16, dir: &Path) -> std::io::Result<()> {
     // Loopback only, nothing saved; a subscriber may fall 256 MB behind before the server
@@ -165,8 +170,9 @@ impl Transport for Redis {
             .and_then(|m| m.parse().ok())
             .unwrap_or(1_000_000);
         let (out, inbound) = broker::names(name, ':', side);
-        let client = redis::Client::open(url)
-            .map_err(|e| TransportError::middleware("redis-rs", format!("connecting to {url}"), e))?;
+        let client = redis::Client::open(url).map_err(|e| {
+            TransportError::middleware("redis-rs", format!("connecting to {url}"), e)
+        })?;
         let refused = |e: redis::RedisError| broker::not_there(url, e, "redis-server");
         let con = commands(&client, spec.timeout).map_err(refused)?;
         let inbox = match inbound {
@@ -192,7 +198,7 @@ impl Transport for Redis {
             }),
             None => None,
         };
-        Ok(Box::new(RedisOpening(
+        Ok(Box::new(broker::Greeting(
             RedisEnd {
                 con,
                 out,
@@ -210,20 +216,6 @@ impl Transport for Redis {
     }
     fn floor(&self) -> Option<&'static dyn Floor> {
         Some(&floor::RedisFloor)
-    }
-}
-
-struct RedisOpening(RedisEnd, Side);
-
-impl Opening for RedisOpening {
-    fn finish(
-        self: Box<Self>,
-        _: &Rendezvous,
-        _: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
-        let RedisOpening(mut end, side) = *self;
-        broker::greet(&mut end, side)?;
-        Ok(Box::new(end))
     }
 }
 
