@@ -386,20 +386,19 @@ fn leaves_nothing(t: &'static dyn Transport) -> Result<(), Failed> {
             }
             continue;
         }
-        // Free again for TCP and UDP alike (the other protocol's port was never taken), at once
-        // or after a library's own thread closed it (ZeroMQ closes sockets in the background).
+        // No socket of this process holds the port any more, at once or after a library's own
+        // thread closed it (ZeroMQ closes sockets in the background). Another process may take
+        // the same number meanwhile (an ephemeral port of a loaded machine): that is no leak.
+        let port = addr
+            .rsplit_once(':')
+            .and_then(|(_, p)| p.parse::<u16>().ok())
+            .ok_or_else(|| fail(format!("{bound}: no port")))?;
         let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            let free = std::net::TcpListener::bind(addr)
-                .map(drop)
-                .and(std::net::UdpSocket::bind(addr).map(drop));
-            match free {
-                Ok(()) => break,
-                Err(e) if Instant::now() > deadline => {
-                    return Err(fail(format!("{bound} is still held: {e}")))
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        while held_here(port) {
+            if Instant::now() > deadline {
+                return Err(fail(format!("{bound} is still held by this process")));
             }
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
     let again = t
@@ -409,6 +408,34 @@ fn leaves_nothing(t: &'static dyn Transport) -> Result<(), Failed> {
         return Err(fail("a dropped case's channel opened again"));
     }
     Ok(())
+}
+
+/// Whether a socket of this process is bound to `port` (TCP or UDP, IPv4 or IPv6): its inode
+/// in the kernel's socket tables is one of this process's descriptors.
+fn held_here(port: u16) -> bool {
+    let ours: std::collections::HashSet<String> = std::fs::read_dir("/proc/self/fd")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_string_lossy();
+            l.strip_prefix("socket:[")
+                .map(|i| i.trim_end_matches(']').to_string())
+        })
+        .collect();
+    ["tcp", "tcp6", "udp", "udp6"].iter().any(|table| {
+        std::fs::read_to_string(format!("/proc/self/net/{table}"))
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+            .any(|line| {
+                let c: Vec<&str> = line.split_whitespace().collect();
+                let local = c.get(1).and_then(|a| a.rsplit_once(':'));
+                local.and_then(|(_, p)| u16::from_str_radix(p, 16).ok()) == Some(port)
+                    && c.get(9).is_some_and(|inode| ours.contains(*inode))
+            })
+    })
 }
 
 fn nobody_there(t: &'static dyn Transport) -> Result<(), Failed> {
