@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-/// Parses one size: a number with an optional binary suffix (`k`/`KiB` = 1024, `M`, `G`).
+/// Parses one size: a number with an optional suffix, binary as msgperf writes sizes (`k`,
+/// `K`, `KiB` = 1024, `M`, `MiB`, `G`, `GiB`) or decimal as the SI writes them (`kB` = 1000,
+/// `MB`, `GB`): a suffix means what it says, never bent to the other.
 pub fn parse_size(s: &str) -> Result<usize, String> {
     let t = s.trim();
     let lower = t.to_ascii_lowercase();
@@ -12,9 +14,9 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
         ("kib", 1usize << 10),
         ("mib", 1 << 20),
         ("gib", 1 << 30),
-        ("kb", 1 << 10),
-        ("mb", 1 << 20),
-        ("gb", 1 << 30),
+        ("kb", 1_000),
+        ("mb", 1_000_000),
+        ("gb", 1_000_000_000),
         ("k", 1 << 10),
         ("m", 1 << 20),
         ("g", 1 << 30),
@@ -223,11 +225,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_take_binary_suffixes() {
+    fn sizes_take_binary_and_decimal_suffixes_as_they_say() {
         assert_eq!(parse_size("64").unwrap(), 64);
         assert_eq!(parse_size("4k").unwrap(), 4096);
         assert_eq!(parse_size("64KiB").unwrap(), 65536);
         assert_eq!(parse_size("1M").unwrap(), 1 << 20);
+        assert_eq!(parse_size("1MiB").unwrap(), 1 << 20);
+        // Decimal suffixes mean what they say.
+        assert_eq!(parse_size("64kB").unwrap(), 64_000);
+        assert_eq!(parse_size("64kb").unwrap(), 64_000);
+        assert_eq!(parse_size("1MB").unwrap(), 1_000_000);
+        assert_eq!(parse_size("2GB").unwrap(), 2_000_000_000);
         assert!(parse_size("abc").is_err());
         assert!(parse_size("-1").is_err());
     }
