@@ -317,10 +317,13 @@ pub fn role_command(cmd: &mut std::process::Command, fds: &[RawFd]) {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return Err(io::Error::last_os_error());
             }
-            // Out of the way first, so that moving one to 3 + i cannot close another.
+            // Out of the way first, above the range 3.. they move to, so that moving one to
+            // 3 + i cannot close another (and as low as that: a descriptor limit of 100 or
+            // less must not refuse it).
+            let above = 3 + fds.len().min(16) as RawFd;
             let mut high = [0 as RawFd; 16];
             for (i, &fd) in fds.iter().enumerate().take(16) {
-                high[i] = check(libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 100))?;
+                high[i] = check(libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, above))?;
             }
             for (i, &fd) in high.iter().enumerate().take(fds.len().min(16)) {
                 // dup2 clears close-on-exec on the copy: the role inherits it.
@@ -518,6 +521,42 @@ pub fn fd_limit() -> io::Result<(u64, u64)> {
         return Err(io::Error::last_os_error());
     }
     Ok((r.rlim_cur, r.rlim_max))
+}
+
+/// Tasks (processes and threads) this machine can still start: the least of the kernel's
+/// `threads-max` and `pid_max` and, for a user other than root, RLIMIT_NPROC, less the tasks
+/// that run now (/proc/loadavg). None where it cannot be read.
+pub fn tasks_free() -> Option<u64> {
+    let read = |p: &str| -> Option<u64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
+    let mut most = read("/proc/sys/kernel/threads-max")?.min(read("/proc/sys/kernel/pid_max")?);
+    // SAFETY: getuid cannot fail.
+    if unsafe { libc::getuid() } != 0 {
+        let mut r = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: r is a valid out-pointer.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut r) } == 0 {
+            most = most.min(r.rlim_cur);
+        }
+    }
+    let loadavg = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let running: u64 = loadavg
+        .split_whitespace()
+        .nth(3)?
+        .split_once('/')?
+        .1
+        .parse()
+        .ok()?;
+    Some(most.saturating_sub(running))
+}
+
+/// Memory the kernel can give without swapping (MemAvailable), in bytes.
+pub fn memory_available() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// Sets the soft descriptor limit (at most the hard one).

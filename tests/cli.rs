@@ -80,6 +80,144 @@ fn bad_options_exit_2_naming_the_fix() {
     usage_error(&["frobnicate"], "unrecognized subcommand");
 }
 
+/// Input this machine or the transport cannot run is refused before anything starts (issue 40,
+/// class 1): exit 2, one line naming the limit or the form, nothing made.
+#[test]
+fn what_cannot_run_here_is_refused_before_anything_starts() {
+    let dir = temp_dir();
+    // More roles than any machine starts: its descriptors, tasks or memory say so at once.
+    let out = run_command(
+        {
+            let mut c = msgperf(&["run", "pubsub", "-t", "uds", "--subs", "100000"]);
+            c.current_dir(dir.path());
+            c
+        },
+        Duration::from_secs(30),
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("100001 roles need about"), "{err}");
+    // A descriptor limit that the roles asked for would pass.
+    let out = run_command(
+        {
+            let mut c = std::process::Command::new("sh");
+            c.arg("-c").arg(format!(
+                "ulimit -Sn 200; ulimit -Hn 200; exec {MSGPERF} run pubsub -t uds --subs 100"
+            ));
+            c
+        },
+        Duration::from_secs(30),
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "101 roles need about 367 descriptors, over this process's limit of 200 (ulimit -Hn)"
+        ),
+        "{err}"
+    );
+    // An address that is not host:port is not taken for a file name here.
+    let out = run_command(
+        {
+            let mut c = msgperf(&[
+                "serve",
+                "-t",
+                "tcp",
+                "--listen",
+                "127.0.0.1:99999",
+                "--once",
+            ]);
+            c.current_dir(dir.path());
+            c
+        },
+        Duration::from_secs(30),
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("not host:port") && err.contains("e.g. 127.0.0.1:7000"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing made"
+    );
+    usage_error(
+        &[
+            "run",
+            "stream",
+            "-t",
+            "uds",
+            "--rate",
+            "0.001hz",
+            "--duration",
+            "1s",
+        ],
+        "none within --duration 1s",
+    );
+    usage_error(
+        &["run", "pingpong", "-t", "tcp", "--connect", "nowhere"],
+        "--connect nowhere: not host:port",
+    );
+}
+
+/// A temp dir that cannot take msgperf's sockets is named, with the fix, before anything starts.
+#[test]
+fn an_unusable_tmpdir_is_named_before_anything_starts() {
+    let dir = temp_dir();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let read_only = dir.path().join("read-only");
+    std::fs::create_dir(&read_only).unwrap();
+    std::fs::set_permissions(
+        &read_only,
+        std::os::unix::fs::PermissionsExt::from_mode(0o555),
+    )
+    .unwrap();
+    let mut cases = vec![
+        (dir.path().join("missing"), "no such directory"),
+        (file, "not a directory"),
+    ];
+    // Root writes where the mode says it may not.
+    if std::fs::File::create(read_only.join("probe")).is_err() {
+        cases.push((read_only, "cannot make a directory in it"));
+    }
+    for (tmp, why) in cases {
+        let mut c = msgperf(&["run", "pingpong", "-t", "uds", "--count", "10"]);
+        c.env("TMPDIR", &tmp);
+        let out = run_command(c, Duration::from_secs(30));
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&format!("TMPDIR={}: {why}", tmp.display()))
+                && err.contains("set TMPDIR to a writable directory"),
+            "{err}"
+        );
+    }
+}
+
+/// A low descriptor limit is no reason for a role not to start: its control socket moves to
+/// fd 3 through a copy just above its range, not at 100.
+#[test]
+fn roles_start_under_a_descriptor_limit_of_64() {
+    let out = run_command(
+        {
+            let mut c = std::process::Command::new("sh");
+            c.arg("-c").arg(format!(
+                "ulimit -Sn 64; exec {MSGPERF} run pingpong -t uds --count 200 --no-floor"
+            ));
+            c
+        },
+        Duration::from_secs(60),
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(text(&out.stdout).contains("all 1 cases ran without an error"));
+}
+
 #[test]
 fn json_and_csv_hold_every_figure_and_the_environment() {
     let dir = temp_dir();

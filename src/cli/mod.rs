@@ -198,6 +198,12 @@ fn dispatch(cli: Cli, args: &[String]) -> Exit {
         return Ok(0);
     }
     transport::remove_stale_dirs();
+    if matches!(
+        cli.command,
+        None | Some(Command::Survey(_) | Command::Run(_) | Command::Floor(_) | Command::Serve(_))
+    ) {
+        transport::check_temp_dir().map_err(CliError::Usage)?;
+    }
     match cli.command {
         None => survey(
             SurveyArgs {
@@ -302,10 +308,13 @@ fn run(a: RunOptions, args: &[String]) -> Exit {
         print_out(&printed.to_scenario())?;
         return Ok(0);
     }
-    let connect = o.connect().map(|c| match c {
-        ControlTarget::Address(a) => ControlAddr::parse(&a),
-        ControlTarget::Name(n) => ControlAddr::named(&n),
-    });
+    let connect = match o.connect() {
+        Some(ControlTarget::Address(a)) => {
+            Some(ControlAddr::parse(&a, "--connect").map_err(|e| CliError::Usage(e.to_string()))?)
+        }
+        Some(ControlTarget::Name(n)) => Some(ControlAddr::named(&n)),
+        None => None,
+    };
     let floor = o.floor() && connect.is_none();
     execute(cases, &o.output, connect, floor, args)
 }
@@ -500,7 +509,9 @@ fn serve(a: ServeArgs) -> Exit {
             plan::check_name(n)?;
             ControlAddr::named(n)
         }
-        (None, Some(l)) => ControlAddr::parse(l),
+        (None, Some(l)) => {
+            ControlAddr::parse(l, "--listen").map_err(|e| CliError::Usage(e.to_string()))?
+        }
         (None, None) => ControlAddr::Tcp("127.0.0.1:0".into()),
     };
     let o = ServeOptions {

@@ -40,6 +40,10 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>) -> CaseRun {
     let w = workload::find(&case.workload).expect("cases are validated");
     let caps = t.capabilities(&case.effective_options);
     let topology = w.topology(case, &caps);
+    // The runner's descriptors and its role processes' (which inherit its limit), up to the
+    // hard limit the plan checked; the limit before is restored when the case ends.
+    let (runner, role) = topology.descriptors();
+    let _descriptors = crate::sys::FdLimit::raise_to(runner.max(role));
     let threads = case.threads || !caps.cross_process;
     let watchable = Watchdog::can_watch();
     // Every role's peers are watched by this runner, so blocking waits need no timer.

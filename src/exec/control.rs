@@ -266,12 +266,21 @@ pub enum ControlAddr {
 }
 
 impl ControlAddr {
-    pub fn parse(s: &str) -> ControlAddr {
+    /// `host:port` that resolves, or a path with a `/`; anything else is refused, never taken
+    /// for a file name in the current directory.
+    pub fn parse(s: &str, option: &str) -> Result<ControlAddr, ExecError> {
         use std::net::ToSocketAddrs;
-        if !s.contains('/') && s.to_socket_addrs().is_ok_and(|mut a| a.next().is_some()) {
-            ControlAddr::Tcp(s.to_string())
-        } else {
-            ControlAddr::Unix(PathBuf::from(s))
+        if s.contains('/') {
+            return Ok(ControlAddr::Unix(PathBuf::from(s)));
+        }
+        match s.to_socket_addrs().map(|mut a| a.next()) {
+            Ok(Some(_)) => Ok(ControlAddr::Tcp(s.to_string())),
+            Ok(None) => Err(ExecError::Address(format!(
+                "{option} {s}: resolves to no address: write host:port (e.g. 127.0.0.1:7000) or a socket path with a `/` (e.g. ./demo.sock)"
+            ))),
+            Err(e) => Err(ExecError::Address(format!(
+                "{option} {s}: not host:port ({e}): write host:port with a port up to 65535 (e.g. 127.0.0.1:7000) or a socket path with a `/` (e.g. ./demo.sock)"
+            ))),
         }
     }
 
@@ -440,13 +449,21 @@ mod tests {
     #[test]
     fn addresses_are_told_apart() {
         assert_eq!(
-            ControlAddr::parse("127.0.0.1:7000"),
+            ControlAddr::parse("127.0.0.1:7000", "--listen").unwrap(),
             ControlAddr::Tcp("127.0.0.1:7000".into())
         );
         assert_eq!(
-            ControlAddr::parse("/tmp/x.sock"),
+            ControlAddr::parse("/tmp/x.sock", "--listen").unwrap(),
             ControlAddr::Unix("/tmp/x.sock".into())
         );
+        // Neither: refused, not taken for a file in the current directory.
+        for bad in ["127.0.0.1:99999", "demo", "127.0.0.1", "localhost:port"] {
+            let e = ControlAddr::parse(bad, "--listen").unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("--listen {bad}: ")) && e.contains("e.g. 127.0.0.1:7000"),
+                "{e}"
+            );
+        }
         assert_eq!(
             ControlAddr::named("demo"),
             ControlAddr::Unix("/dev/shm/msgperf-demo".into())

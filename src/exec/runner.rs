@@ -61,8 +61,13 @@ pub trait RoleHandle: Send {
 
 /// Reads frames from `conn` into `events` until it ends. `silence`: a role that sends nothing
 /// (not even a heartbeat) for this long is hung.
-fn pump(index: usize, mut conn: Conn, events: Sender<Event>, silence: Option<Duration>) {
-    std::thread::spawn(move || {
+fn pump(
+    index: usize,
+    mut conn: Conn,
+    events: Sender<Event>,
+    silence: Option<Duration>,
+) -> Result<(), ExecError> {
+    spawn("msgperf control", move || {
         let _ = conn.set_read_timeout(silence);
         loop {
             match read_frame::<FromRole>(&mut conn) {
@@ -91,7 +96,16 @@ fn pump(index: usize, mut conn: Conn, events: Sender<Event>, silence: Option<Dur
             }
         }
         let _ = events.send(Event::Ended(index, None));
-    });
+    })
+}
+
+/// Starts a thread of the runner's, or says why it could not (the machine's task limit).
+fn spawn(name: &str, body: impl FnOnce() + Send + 'static) -> Result<(), ExecError> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(body)
+        .map(drop)
+        .map_err(|e| ExecError::os("could not start a thread of the runner", e))
 }
 
 /// A role in a process of its own: `msgperf role KIND ...`, its control socket at fd 3.
@@ -137,11 +151,11 @@ impl ProcessRole {
         let pid = child.id();
         let mut stderr = child.stderr.take().expect("piped");
         let (err_tx, err_rx) = bounded(1);
-        std::thread::spawn(move || {
+        spawn("msgperf stderr", move || {
             let mut s = String::new();
             let _ = stderr.read_to_string(&mut s);
             let _ = err_tx.send(s);
-        });
+        })?;
         let conn = Conn::Unix(ours);
         pump(
             index,
@@ -149,7 +163,7 @@ impl ProcessRole {
                 .map_err(|e| ExecError::os("could not share a control socket", e))?,
             events,
             None,
-        );
+        )?;
         // Reaped with a bound (`finish`), not by std's unbounded wait.
         drop(child);
         Ok(ProcessRole {
@@ -263,7 +277,7 @@ impl ThreadRole {
                 .map_err(|e| ExecError::os("could not share a control socket", e))?,
             events,
             None,
-        );
+        )?;
         Ok(ThreadRole {
             conn,
             stop,
@@ -330,7 +344,7 @@ impl RemoteRole {
                 .map_err(|e| ExecError::os("could not share a control socket", e))?,
             events,
             Some(silence),
-        );
+        )?;
         Ok(RemoteRole {
             conn,
             at: at.clone(),

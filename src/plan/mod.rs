@@ -256,6 +256,8 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, PlanError> {
                             effective_params: params.clone(),
                         };
                         w.check(&case, &caps).map_err(PlanError::Unsupported)?;
+                        check_rate(&case)?;
+                        check_machine(&case, &w.topology(&case, &caps), &machine())?;
                         if remote {
                             check_remote(w, &case, &caps)?;
                         }
@@ -363,6 +365,81 @@ fn check_remote(
         drivers.len(),
         others.len()
     )))
+}
+
+/// A paced case whose schedule sends nothing within its measured window.
+fn check_rate(case: &CaseConfig) -> Result<(), PlanError> {
+    match (case.rate_hz, case.duration) {
+        (Some(hz), Some(d)) if case.count.is_none() && hz * d.as_secs_f64() < 1.0 => {
+            Err(PlanError::BadValue(format!(
+                "--rate {hz} Hz sends one message every {:.3} s, none within --duration {}: raise --rate to at least {:.3} Hz or lengthen --duration",
+                1.0 / hz,
+                crate::units::format_duration(d),
+                1.0 / d.as_secs_f64()
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// What this machine allows a case's roles, read once per check.
+#[derive(Clone, Copy, Debug)]
+pub struct Machine {
+    /// The hard descriptor limit (the runner raises its soft limit up to it).
+    pub descriptors: u64,
+    /// Tasks it can still start.
+    pub tasks: Option<u64>,
+    /// MemAvailable, in bytes.
+    pub memory: Option<u64>,
+    /// This process's resident memory: what each role process, a copy of msgperf, starts at.
+    pub role_memory: Option<u64>,
+}
+
+pub fn machine() -> Machine {
+    Machine {
+        descriptors: sys::fd_limit().map_or(u64::MAX, |(_, hard)| hard),
+        tasks: sys::tasks_free(),
+        memory: sys::memory_available(),
+        role_memory: sys::resident_bytes(),
+    }
+}
+
+/// Refuses a case whose roles this machine cannot start (descriptors, tasks, memory), before
+/// anything starts, naming the limit and the fix.
+fn check_machine(
+    case: &CaseConfig,
+    topology: &workload::Topology,
+    m: &Machine,
+) -> Result<(), PlanError> {
+    let n = topology.roles.len();
+    let (runner, role) = topology.descriptors();
+    let descriptors = runner.max(role);
+    if descriptors > m.descriptors {
+        return Err(PlanError::Machine(format!(
+            "{n} roles need about {descriptors} descriptors, over this process's limit of {} (ulimit -Hn): raise it, or run fewer roles",
+            m.descriptors
+        )));
+    }
+    // A role process, and a thread of the runner for its control channel and one for its
+    // stderr; a role thread is one task.
+    let tasks = if case.threads { n } else { 3 * n } as u64;
+    if let Some(free) = m.tasks.filter(|&free| tasks > free) {
+        return Err(PlanError::Machine(format!(
+            "{n} roles need about {tasks} tasks, over the {free} this machine can still start (kernel.threads-max, kernel.pid_max, ulimit -u): run fewer roles"
+        )));
+    }
+    if let (false, Some(avail), Some(each)) = (case.threads, m.memory, m.role_memory) {
+        let need = n as u64 * each;
+        if need > avail {
+            return Err(PlanError::Machine(format!(
+                "{n} role processes of about {} MiB each need {} MiB, over the {} MiB this machine has available (MemAvailable): run fewer roles, or --threads",
+                each >> 20,
+                need >> 20,
+                avail >> 20
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `--opt wait=spin,block --opt buffer=queue,latest`: every combination, in order.
@@ -488,6 +565,82 @@ mod tests {
         assert!(!read_in_place("shm", false, false));
         // A zero-copy reader waits its own way (--opt wait), polling or not.
         assert!(read_in_place("shm", true, false) && read_in_place("shm", true, true));
+    }
+
+    #[test]
+    fn a_case_this_machine_cannot_start_is_refused_naming_the_limit() {
+        let mut o = opts();
+        o.workload = Some("pubsub".into());
+        o.transports = vec!["uds".into()];
+        o.size = Some("64".into());
+        o.count = None;
+        o.subs = Some(100);
+        // Planned on this machine (100 role processes fit it), then checked against made-up
+        // ones.
+        let case = &cases(&o).unwrap()[0];
+        let w = workload::find("pubsub").unwrap();
+        let t = transport::find("uds").unwrap();
+        let topology = w.topology(case, &t.capabilities(&case.effective_options));
+        let plenty = Machine {
+            descriptors: 1 << 20,
+            tasks: Some(1 << 20),
+            memory: Some(1 << 40),
+            role_memory: Some(10 << 20),
+        };
+        check_machine(case, &topology, &plenty).unwrap();
+        let refused = |m: Machine| check_machine(case, &topology, &m).unwrap_err().to_string();
+        let e = refused(Machine {
+            descriptors: 256,
+            ..plenty
+        });
+        assert!(
+            e.contains("101 roles need about 367 descriptors") && e.contains("ulimit -Hn"),
+            "{e}"
+        );
+        let e = refused(Machine {
+            tasks: Some(200),
+            ..plenty
+        });
+        assert!(e.contains("303 tasks, over the 200"), "{e}");
+        let e = refused(Machine {
+            memory: Some(512 << 20),
+            ..plenty
+        });
+        assert!(
+            e.contains("need 1010 MiB, over the 512 MiB") && e.contains("--threads"),
+            "{e}"
+        );
+        // As threads, a role costs a task and no process.
+        let mut threads = case.clone();
+        threads.threads = true;
+        check_machine(
+            &threads,
+            &topology,
+            &Machine {
+                memory: Some(1 << 20),
+                tasks: Some(150),
+                ..plenty
+            },
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_rate_that_sends_nothing_within_the_duration_is_refused() {
+        let mut o = opts();
+        o.workload = Some("stream".into());
+        o.count = None;
+        o.rate = Some("0.001hz".into());
+        o.duration = Some("1s".into());
+        let e = cases(&o).unwrap_err();
+        assert!(matches!(e, PlanError::BadValue(_)), "{e}");
+        assert!(
+            e.to_string()
+                .contains("none within --duration 1s: raise --rate to at least 1.000 Hz"),
+            "{e}"
+        );
+        o.rate = Some("2hz".into());
+        cases(&o).unwrap();
     }
 
     #[test]

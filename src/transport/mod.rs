@@ -949,6 +949,30 @@ macro_rules! reads_in_place {
 #[allow(unused_imports)]
 pub(crate) use reads_in_place;
 
+/// Checks that the temp dir (TMPDIR, else /tmp), where ends meet and brokers keep their files,
+/// takes a directory of msgperf's: the error names it and the fix.
+pub fn check_temp_dir() -> Result<(), String> {
+    let dir = std::env::temp_dir();
+    let why = match std::fs::metadata(&dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => "no such directory".to_string(),
+        Err(e) => e.to_string(),
+        Ok(m) if !m.is_dir() => "not a directory".into(),
+        Ok(_) => match private_dir() {
+            Ok(made) => return std::fs::remove_dir(made).or(Ok(())),
+            Err(e) => format!("cannot make a directory in it ({e})"),
+        },
+    };
+    let named = if std::env::var_os("TMPDIR").is_some() {
+        "TMPDIR="
+    } else {
+        "the temp dir "
+    };
+    Err(format!(
+        "{named}{}: {why}: msgperf makes its sockets and brokers' files there; set TMPDIR to a writable directory",
+        dir.display()
+    ))
+}
+
 /// A fresh private directory for socket paths and FIFOs, `msgperf-PID-N` in the temp dir.
 pub(crate) fn private_dir() -> std::io::Result<std::path::PathBuf> {
     let dir = std::env::temp_dir().join(fresh_name());

@@ -261,6 +261,15 @@ pub struct Topology {
     pub fan_out: Option<FanOut>,
 }
 
+impl Topology {
+    /// The descriptors its runner holds: a control socket and a stderr pipe for each role,
+    /// and its own. A role needs its ends and its own.
+    pub fn descriptors(&self) -> (u64, u64) {
+        let ends = self.roles.iter().map(|r| r.ends.len()).max().unwrap_or(0) as u64;
+        (3 * self.roles.len() as u64 + 64, ends + 64)
+    }
+}
+
 /// One role of a case: plain data, as it travels to a role process.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct RoleSpec {
