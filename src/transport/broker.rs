@@ -554,6 +554,7 @@ pub fn program_need(name: &str, package: &'static str) -> super::Need {
     super::Need {
         what: name.to_string(),
         present: find(name).is_some(),
+        to_run: true,
         get: super::Get::Debian(package),
     }
 }

@@ -183,6 +183,9 @@ pub struct Need {
     pub what: String,
     /// Whether this machine has it now.
     pub present: bool,
+    /// A run needs it (false: only getting something else does, as Maven fetches Kafka's
+    /// jars): a run is refused without it.
+    pub to_run: bool,
     pub get: Get,
 }
 

@@ -641,10 +641,14 @@ impl Transport for Kafka {
         // Maven fetches the jars; Java runs them.
         vec![
             SERVER.needs(),
-            broker::program_need("mvn", "maven"),
+            Need {
+                to_run: false,
+                ..broker::program_need("mvn", "maven")
+            },
             Need {
                 what: format!("Kafka {VERSION}'s jars in {}", libs().display()),
                 present: jars_present().is_ok(),
+                to_run: true,
                 get: Get::Script(FETCH),
             },
         ]

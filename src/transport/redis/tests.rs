@@ -244,3 +244,23 @@ fn redis_names_a_server_that_is_not_there() {
         "fifo only",
     );
 }
+
+#[test]
+fn redis_without_its_server_is_refused_before_anything_starts_naming_the_package() {
+    // Where msgperf looks for it (PATH and the sbin directories), redis-server is not.
+    let out = run_command(
+        {
+            let mut c = msgperf(&["run", "pingpong", "-t", "redis", "--size", "64,1k"]);
+            c.env("PATH", "/nonexistent");
+            c
+        },
+        Duration::from_secs(30),
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "said once: {err}");
+    assert!(
+        err.contains("`redis` needs redis-server, which this machine does not have: apt-get install redis-server (or use a broker that runs elsewhere: --opt broker=URL)"),
+        "{err}"
+    );
+}
