@@ -55,8 +55,13 @@ pub fn drive(
     bounds: Bounds,
     at_go: &mut dyn FnMut(),
 ) -> Driven {
+    let broker = match rendezvous.as_ref().map(|r| &r.place) {
+        Some(crate::transport::Place::Broker { url, .. }) => Some(url.clone()),
+        _ => None,
+    };
     let mut d = Driver {
         outcomes: roles.iter().map(|_| None).collect(),
+        broker,
         died: None,
         failed: None,
         interrupted: false,
@@ -101,6 +106,8 @@ pub fn drive(
 
 struct Driver {
     outcomes: Vec<Option<Outcome>>,
+    /// The broker the roles meet at, if they do: what to name when they do not get ready.
+    broker: Option<String>,
     died: Option<String>,
     failed: Option<String>,
     interrupted: bool,
@@ -185,10 +192,16 @@ impl Driver {
                         .filter(|(_, g)| g.is_none())
                         .map(|(r, _)| r.label.as_str())
                         .collect();
-                    self.failed = Some(format!(
-                        "the {} did not get ready within {bound:?}: raise --timeout, or see why in its error",
-                        late.join(", the ")
-                    ));
+                    self.failed = Some(match &self.broker {
+                        Some(url) => format!(
+                            "the {} did not get ready within {bound:?}, meeting at the broker at {url}: is it running and answering there? (raise --timeout if it is only slow)",
+                            late.join(", the ")
+                        ),
+                        None => format!(
+                            "the {} did not get ready within {bound:?}: raise --timeout, or see why in its error",
+                            late.join(", the ")
+                        ),
+                    });
                     return None;
                 }
                 continue;

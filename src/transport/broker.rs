@@ -282,7 +282,7 @@ pub fn setup(
                 return Ok(Setup::new(rendezvous, ()));
             };
             let dir = ledger_dir();
-            sweep(&dir, transport, url, remove);
+            sweep(&dir, transport, url, remove, spec.timeout);
             let made = Made {
                 transport: transport.into(),
                 url: url.into(),
@@ -296,6 +296,7 @@ pub fn setup(
                     made,
                     remove,
                     noted,
+                    timeout: spec.timeout,
                 },
             ))
         }
@@ -406,8 +407,9 @@ impl<E: Endpoint + 'static> Opening for Greeting<E> {
 
 /// Removes what a case made on a broker that msgperf did not start (streams, keys, topics),
 /// given the broker's URL, the case's name there and its plan; what is not there is no error.
-/// Called when the case ends, or by a later case for a run killed before it could.
-pub type Remove = fn(url: &str, name: &str, plan: &SetupPlan);
+/// Called when the case ends, or by a later case for a run killed before it could; each call
+/// to the broker waits at most `timeout` (the case's), as every wait of a case does.
+pub type Remove = fn(url: &str, name: &str, plan: &SetupPlan, timeout: Duration);
 
 /// What a case made on a broker msgperf did not start, as its note in the ledger keeps it.
 #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -423,12 +425,13 @@ struct Cleanup {
     made: Made,
     remove: Remove,
     noted: Option<PathBuf>,
+    timeout: Duration,
 }
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
         let m = &self.made;
-        (self.remove)(&m.url, &m.name, &m.plan);
+        (self.remove)(&m.url, &m.name, &m.plan, self.timeout);
         if let Some(note) = &self.noted {
             let _ = std::fs::remove_file(note);
         }
@@ -474,7 +477,7 @@ fn note(dir: &Path, made: &Made) -> Option<PathBuf> {
 
 /// Removes what runs that are gone left on `transport`'s broker at `url`, and their notes;
 /// says so on stderr. The names of runs still alive, and those on other brokers, stay.
-fn sweep(dir: &Path, transport: &str, url: &str, remove: Remove) {
+fn sweep(dir: &Path, transport: &str, url: &str, remove: Remove, timeout: Duration) {
     let Ok(notes) = std::fs::read_dir(dir) else {
         return;
     };
@@ -493,7 +496,7 @@ fn sweep(dir: &Path, transport: &str, url: &str, remove: Remove) {
             .and_then(|b| serde_json::from_slice(&b).ok());
         match made {
             Some(m) if m.transport == transport && m.url == url => {
-                remove(url, &m.name, &m.plan);
+                remove(url, &m.name, &m.plan, timeout);
                 let _ = std::fs::remove_file(n.path());
                 eprintln!(
                     "msgperf: removed from {url} what run {pid} made there and, killed, left ({}*)",
@@ -619,7 +622,7 @@ mod tests {
     /// The cases that the ledger's test's `remove` was asked to remove, as `url name channels`.
     static REMOVED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
-    fn removed(url: &str, name: &str, plan: &SetupPlan) {
+    fn removed(url: &str, name: &str, plan: &SetupPlan, _: Duration) {
         REMOVED
             .lock()
             .unwrap()
@@ -648,6 +651,7 @@ mod tests {
             made: mine,
             remove: removed,
             noted: Some(noted.clone()),
+            timeout: Duration::from_secs(1),
         });
         assert!(!noted.exists());
         assert_eq!(
@@ -665,7 +669,7 @@ mod tests {
         let elsewhere = note(dir.path(), &made(gone, 8, "t", "u://b")).unwrap();
         let other = note(dir.path(), &made(gone, 9, "other", "u://a")).unwrap();
         let alive = note(dir.path(), &made(me, 10, "t", "u://a")).unwrap();
-        sweep(dir.path(), "t", "u://a", removed);
+        sweep(dir.path(), "t", "u://a", removed, Duration::from_secs(1));
         assert_eq!(
             *REMOVED.lock().unwrap(),
             [format!("u://a msgperf-{gone}-7 2")]

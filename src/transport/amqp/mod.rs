@@ -528,8 +528,8 @@ fn stream_refusals(d: &Delivery, given: &Options) -> Result<(), String> {
 /// The streams a case's set-up made, deleted when it ends, before its broker stops.
 /// Deletes a case's streams from a broker msgperf did not start (one it started goes with
 /// its directory).
-fn delete_streams(url: &str, name: &str, plan: &SetupPlan) {
-    if let Ok(client) = Client::connect(url, Duration::from_secs(1)) {
+fn delete_streams(url: &str, name: &str, plan: &SetupPlan, timeout: Duration) {
+    if let Ok(client) = Client::connect(url, timeout) {
         client.delete(&broker::plan_names(name, '.', plan));
     }
 }

@@ -761,9 +761,8 @@ fn refused(url: &str, why: &str) -> TransportError {
 }
 
 /// Removes the case's topics (named `name.`...) from a broker msgperf did not start.
-fn delete_topics(url: &str, name: &str, _: &SetupPlan) {
+fn delete_topics(url: &str, name: &str, _: &SetupPlan, t: Duration) {
     let s = Settings::of(&Options::new());
-    let t = Duration::from_secs(5);
     let Ok(admin) = admin(&s, url) else { return };
     let Ok(meta) = admin.inner().fetch_metadata(None, t) else {
         return;

@@ -360,8 +360,7 @@ impl Acks {
 
 /// Deletes a case's stream from a server msgperf did not start (one it started goes with its
 /// directory).
-fn delete_stream(url: &str, name: &str, _: &SetupPlan) {
-    let t = Duration::from_secs(2);
+fn delete_stream(url: &str, name: &str, _: &SetupPlan, t: Duration) {
     let _ = wait(t, async {
         let client = async_nats::ConnectOptions::new()
             .connection_timeout(t)

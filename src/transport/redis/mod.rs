@@ -68,9 +68,8 @@ fn check_maxlen(v: &str) -> Result<(), String> {
 }
 
 /// Deletes the case's keys (streams mode) from a server msgperf did not start.
-fn remove(url: &str, name: &str, _: &SetupPlan) {
-    let Ok(mut con) = redis::Client::open(url).and_then(|c| commands(&c, Duration::from_secs(5)))
-    else {
+fn remove(url: &str, name: &str, _: &SetupPlan, timeout: Duration) {
+    let Ok(mut con) = redis::Client::open(url).and_then(|c| commands(&c, timeout)) else {
         return;
     };
     let keys: Vec<String> = con.keys(format!("{name}:*")).unwrap_or_default();
@@ -153,7 +152,10 @@ impl Transport for Redis {
     }
 
     fn setup(&self, plan: &SetupPlan, spec: &ChannelSpec) -> Result<Setup, TransportError> {
-        broker::setup(self.name(), &SERVER, "redis", plan, spec, Some(remove))
+        // Only streams leave keys behind; a channel is gone with its last subscriber.
+        let streams = spec.options.get("mode").is_some_and(|m| m == "streams");
+        let remove = streams.then_some(remove as broker::Remove);
+        broker::setup(self.name(), &SERVER, "redis", plan, spec, remove)
     }
 
     fn open(
