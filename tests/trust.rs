@@ -221,8 +221,8 @@ fn a_named_server_killed_leaves_its_name_free() {
 }
 
 #[test]
-fn a_run_that_runs_out_of_descriptors_cleans_up_after_itself() {
-    // 16 channels and 8 role processes do not fit in 20 descriptors.
+fn a_run_that_would_run_out_of_descriptors_is_refused_and_leaves_nothing() {
+    // 16 channels and 8 role processes do not fit in 20 descriptors: refused before any starts.
     let script = format!(
         "ulimit -n 20; exec {MSGPERF} run pubsub -t uds --pubs 4 --subs 4 --count 50 --warmup 0s --no-floor --timeout 3s"
     );
@@ -235,7 +235,14 @@ fn a_run_that_runs_out_of_descriptors_cleans_up_after_itself() {
         .unwrap();
     let pid = child.id();
     let out = wait_output(child, Duration::from_secs(60));
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "8 roles need about 88 descriptors, over this process's limit of 20 (ulimit -Hn)"
+        ),
+        "{err}"
+    );
     assert!(
         leftovers_of(pid).is_empty(),
         "left behind: {:?}",
