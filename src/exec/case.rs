@@ -186,7 +186,11 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>) -> CaseRun {
                 Report::Floor(_) => None,
             },
             Some(Outcome::Failed(why)) => Some(RoleResult::missing(spec.id, pid, why)),
-            None => None,
+            None => Some(RoleResult::missing(
+                spec.id,
+                pid,
+                "it reported nothing: the case ended before it could".into(),
+            )),
         })
         .collect();
     if !at_go.is_empty() {
