@@ -179,6 +179,8 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, PlanError> {
         .iter()
         .map(|name| transport::find(name))
         .collect::<Result<_, _>>()?;
+    // Read once: every case is checked against the same machine.
+    let machine = machine();
     let mut out = Vec::new();
     for (t, options) in run
         .iter()
@@ -258,7 +260,7 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, PlanError> {
                         };
                         w.check(&case, &caps).map_err(PlanError::Unsupported)?;
                         check_rate(&case)?;
-                        check_machine(&case, &w.topology(&case, &caps), &machine())?;
+                        check_machine(&case, &w.topology(&case, &caps), &machine)?;
                         if remote {
                             check_remote(w, &case, &caps)?;
                         }

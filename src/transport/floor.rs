@@ -472,18 +472,15 @@ impl FloorRoles {
 /// side runs, given the notes; making them and handing each side its own is common.
 #[cfg(feature = "_floor_notes")]
 pub(crate) trait NotesFloor: Sync {
-    fn run_with(&self, s: NotesSide) -> std::io::Result<Option<FloorFigure>>;
-}
-
-/// One side of a notes floor, as [`Floor::run`] hands it over.
-#[cfg(feature = "_floor_notes")]
-pub(crate) struct NotesSide<'a> {
-    pub l: FloorLoop,
-    pub side: usize,
-    pub notes: Notes,
-    pub size: usize,
-    pub roles: &'a FloorRoles,
-    pub stop: &'a AtomicBool,
+    fn run_with(
+        &self,
+        l: FloorLoop,
+        side: usize,
+        notes: Notes,
+        size: usize,
+        roles: &FloorRoles,
+        stop: &AtomicBool,
+    ) -> std::io::Result<Option<FloorFigure>>;
 }
 
 #[cfg(feature = "_floor_notes")]
@@ -501,14 +498,7 @@ impl<T: NotesFloor> Floor for T {
         roles: &FloorRoles,
         stop: &AtomicBool,
     ) -> std::io::Result<Option<FloorFigure>> {
-        self.run_with(NotesSide {
-            l,
-            side,
-            notes: Notes::of(ends)?,
-            size,
-            roles,
-            stop,
-        })
+        self.run_with(l, side, Notes::of(ends)?, size, roles, stop)
     }
 }
 

@@ -357,8 +357,9 @@ pub trait Opening: Send {
 }
 
 /// A listener that takes many connections ([`Transport::listen`]). A connection's ends are
-/// [`Endpoint`]s, closed when dropped. I/O errors keep their OS error (`Io`), so a caller can
-/// tell a descriptor limit from a full backlog; a connect that waits out its bound is `Timeout`.
+/// [`Endpoint`]s, closed when dropped. Errors are mapped by [`TransportError::from_io`]: a
+/// connect that waits out its bound is `Timeout`, and a limit met (descriptors, ports, memory)
+/// keeps its OS error (`Io`), so a caller can tell them apart.
 pub trait Listener: Send + Sync {
     /// Accepts one connection if one comes within `wait`.
     fn accept(
@@ -384,15 +385,6 @@ pub(crate) fn accept_ready<L: std::os::fd::AsRawFd, S>(
         return Ok(None);
     }
     Ok(Some(accept(listener)?))
-}
-
-/// A connect's error as [`Listener::connect`] reports it: its OS error kept, a wait past the
-/// bound as `Timeout`.
-pub(crate) fn connect_io(e: std::io::Error, timeout: Duration) -> TransportError {
-    match e.kind() {
-        std::io::ErrorKind::TimedOut => TransportError::Timeout(timeout),
-        _ => TransportError::Io(e),
-    }
 }
 
 /// An end that does all its work when finished (a connecting end).

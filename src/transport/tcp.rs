@@ -4,7 +4,7 @@
 use super::floor::{FdFloor, FdSide};
 use super::framing::{set_waits, stream_endpoint, Bare};
 use super::{
-    accept_ready, accept_within, channel_of, connect_io, host_of, host_setup, Capabilities,
+    accept_ready, accept_within, channel_of, host_of, host_setup, Capabilities,
     ChannelSpec, Deferred, Endpoint, Floor, Listener, Opening, OptionSpec, Options, Rendezvous,
     Setup, SetupPlan, Side, Transport, TransportError,
 };
@@ -154,7 +154,7 @@ impl Listener for TcpListen {
     }
     fn connect(&self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
         let s = TcpStream::connect_timeout(&self.0.local_addr()?, spec.timeout)
-            .map_err(|e| connect_io(e, spec.timeout))?;
+            .map_err(|e| TransportError::from_io(e, spec.timeout))?;
         endpoint(s, spec)
     }
 }

@@ -3,7 +3,7 @@
 use super::floor::{FdFloor, FdSide};
 use super::framing::{set_waits, stream_endpoint, Bare};
 use super::{
-    accept_ready, accept_within, channel_of, connect_io, dir_of, dir_setup, private_dir,
+    accept_ready, accept_within, channel_of, dir_of, dir_setup, private_dir,
     Capabilities, ChannelSpec, Deferred, DirGuard, Endpoint, Floor, Listener, Opening, OptionSpec,
     Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
@@ -132,7 +132,7 @@ impl Listener for UdsListen {
     }
     fn connect(&self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
         let fd = crate::sys::unix_connect_timeout(&self.path, libc::SOCK_STREAM, spec.timeout)
-            .map_err(|e| connect_io(e, spec.timeout))?;
+            .map_err(|e| TransportError::from_io(e, spec.timeout))?;
         endpoint(UnixStream::from(fd), spec)
     }
 }

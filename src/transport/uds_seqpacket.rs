@@ -6,7 +6,7 @@
 use super::floor::{FdFloor, FdSide};
 use super::framing::{set_waits, DatagramIo, Datagrams};
 use super::{
-    accept_ready, accept_within, bind_error, channel_of, connect_io, dir_of, dir_setup,
+    accept_ready, accept_within, bind_error, channel_of, dir_of, dir_setup,
     private_dir, Capabilities, ChannelSpec, Deferred, DirGuard, Endpoint, Floor, Listener,
     Opening, Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
@@ -141,7 +141,7 @@ impl Listener for SeqpacketListen {
     }
     fn connect(&self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
         let fd = crate::sys::unix_connect_timeout(&self.path, libc::SOCK_SEQPACKET, spec.timeout)
-            .map_err(|e| connect_io(e, spec.timeout))?;
+            .map_err(|e| TransportError::from_io(e, spec.timeout))?;
         endpoint(Socket::from(fd), spec, false)
     }
 }

@@ -8,13 +8,13 @@ use super::{Client, Settings, SERVER};
 use crate::sys;
 use crate::transport::broker;
 use crate::transport::floor::{
-    io, measure_round_trips, FloorFigure, FloorLoop, NotesFloor, NotesSide, ReadWindow,
+    io, measure_round_trips, FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow,
 };
 use crate::transport::runtime::runtime;
 use futures_util::{FutureExt, StreamExt};
 use lapin::options::{BasicAckOptions, BasicQosOptions};
 use lapin::Consumer;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub struct AmqpFloor;
@@ -49,15 +49,15 @@ fn next(c: &mut Consumer, s: &Settings) -> std::io::Result<Option<usize>> {
 }
 
 impl NotesFloor for AmqpFloor {
-    fn run_with(&self, at: NotesSide) -> std::io::Result<Option<FloorFigure>> {
-        let NotesSide {
-            l,
-            side,
-            notes,
-            size,
-            roles,
-            stop,
-        } = at;
+    fn run_with(
+        &self,
+        l: FloorLoop,
+        side: usize,
+        notes: Notes,
+        size: usize,
+        roles: &FloorRoles,
+        stop: &AtomicBool,
+    ) -> std::io::Result<Option<FloorFigure>> {
         let s = Settings::of(&roles.options);
         let rt = runtime();
         let data = vec![7u8; size];

@@ -8,10 +8,10 @@ use super::proto::{Done, Frame, Hello};
 use super::{connect, runtime, serve, wait_on, Local};
 use crate::sys;
 use crate::transport::floor::{
-    measure_round_trips, FloorFigure, FloorLoop, NotesFloor, NotesSide, ReadWindow,
+    measure_round_trips, FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow,
 };
 use bytes::Bytes;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -76,15 +76,15 @@ impl Bench for Plain {
 }
 
 impl NotesFloor for GrpcFloor {
-    fn run_with(&self, at: NotesSide) -> std::io::Result<Option<FloorFigure>> {
-        let NotesSide {
-            l,
-            side,
-            notes,
-            size,
-            roles,
-            stop,
-        } = at;
+    fn run_with(
+        &self,
+        l: FloorLoop,
+        side: usize,
+        notes: Notes,
+        size: usize,
+        roles: &FloorRoles,
+        stop: &AtomicBool,
+    ) -> std::io::Result<Option<FloorFigure>> {
         let spec = roles.spec(size, WAIT);
         let io = |e: crate::transport::TransportError| std::io::Error::other(e.to_string());
         // Ping-pong: side 0 calls, side 1 serves. A stream: side 1 writes, side 0 serves and

@@ -8,9 +8,9 @@ use super::{create_topics, read_next, up, Settings, SERVER};
 use crate::sys;
 use crate::transport::broker;
 use crate::transport::floor::{
-    io, measure_round_trips, FloorFigure, FloorLoop, NotesFloor, NotesSide, ReadWindow,
+    io, measure_round_trips, FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow,
 };
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub struct KafkaFloor;
@@ -34,15 +34,15 @@ fn topics(name: &str) -> [String; 3] {
 }
 
 impl NotesFloor for KafkaFloor {
-    fn run_with(&self, at: NotesSide) -> std::io::Result<Option<FloorFigure>> {
-        let NotesSide {
-            l,
-            side,
-            notes,
-            size,
-            roles,
-            stop,
-        } = at;
+    fn run_with(
+        &self,
+        l: FloorLoop,
+        side: usize,
+        notes: Notes,
+        size: usize,
+        roles: &FloorRoles,
+        stop: &AtomicBool,
+    ) -> std::io::Result<Option<FloorFigure>> {
         let s = Settings::of(&roles.options);
         let data = vec![7u8; size];
         let loop_ns = (roles.warmup + roles.duration).as_nanos() as u64;

@@ -8,11 +8,11 @@ use super::{qos_of, Client, SERVER};
 use crate::sys;
 use crate::transport::broker;
 use crate::transport::floor::{
-    io, measure_round_trips, FloorFigure, FloorLoop, NotesFloor, NotesSide, ReadWindow,
+    io, measure_round_trips, FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow,
 };
 use crate::transport::runtime::runtime;
 use rumqttc::Packet;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub struct MqttFloor;
@@ -26,15 +26,15 @@ const SUBSCRIBED: u64 = 1;
 const DONE: u64 = 2;
 
 impl NotesFloor for MqttFloor {
-    fn run_with(&self, at: NotesSide) -> std::io::Result<Option<FloorFigure>> {
-        let NotesSide {
-            l,
-            side,
-            notes,
-            size,
-            roles,
-            stop,
-        } = at;
+    fn run_with(
+        &self,
+        l: FloorLoop,
+        side: usize,
+        notes: Notes,
+        size: usize,
+        roles: &FloorRoles,
+        stop: &AtomicBool,
+    ) -> std::io::Result<Option<FloorFigure>> {
         let spec = roles.spec(size, WAIT);
         let qos = qos_of(&roles.options);
         let rt = runtime();

@@ -10,7 +10,7 @@ use super::{commands, subscribe, BATCH, SERVER};
 use crate::sys;
 use crate::transport::broker;
 use crate::transport::floor::{
-    io, measure_round_trips, FloorFigure, FloorLoop, NotesFloor, NotesSide, ReadWindow,
+    io, measure_round_trips, FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow,
 };
 use crate::transport::runtime::Local;
 use futures_util::{FutureExt, StreamExt};
@@ -18,7 +18,7 @@ use redis::aio::PubSubStream;
 use redis::streams::StreamReadReply;
 use redis::{Commands, Connection, Value};
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub struct RedisFloor;
@@ -134,15 +134,15 @@ fn connect(url: &str) -> redis::RedisResult<(redis::Client, Connection)> {
 }
 
 impl NotesFloor for RedisFloor {
-    fn run_with(&self, at: NotesSide) -> std::io::Result<Option<FloorFigure>> {
-        let NotesSide {
-            l,
-            side,
-            notes,
-            size,
-            roles,
-            stop,
-        } = at;
+    fn run_with(
+        &self,
+        l: FloorLoop,
+        side: usize,
+        notes: Notes,
+        size: usize,
+        roles: &FloorRoles,
+        stop: &AtomicBool,
+    ) -> std::io::Result<Option<FloorFigure>> {
         let streams = roles.options.get("mode").is_some_and(|m| m == "streams");
         let rt = Local::new()?;
         let data = vec![7u8; size];

@@ -6,9 +6,9 @@
 use super::{config, copy_out, publisher, wait_matched, Inbox};
 use crate::sys;
 use crate::transport::floor::{
-    measure_round_trips, FloorFigure, FloorLoop, NotesFloor, NotesSide, ReadWindow,
+    measure_round_trips, FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow,
 };
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use zenoh::Wait;
 
@@ -18,15 +18,15 @@ pub struct ZenohFloor;
 const WAIT: Duration = Duration::from_secs(10);
 
 impl NotesFloor for ZenohFloor {
-    fn run_with(&self, at: NotesSide) -> std::io::Result<Option<FloorFigure>> {
-        let NotesSide {
-            l,
-            side,
-            notes,
-            size,
-            roles,
-            stop,
-        } = at;
+    fn run_with(
+        &self,
+        l: FloorLoop,
+        side: usize,
+        notes: Notes,
+        size: usize,
+        roles: &FloorRoles,
+        stop: &AtomicBool,
+    ) -> std::io::Result<Option<FloorFigure>> {
         let spec = roles.spec(size, WAIT);
         let io = |e: crate::transport::TransportError| std::io::Error::other(e.to_string());
         // A unix socket's directory, removed when the loop ends.

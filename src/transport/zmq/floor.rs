@@ -6,9 +6,9 @@
 use super::socket;
 use crate::sys;
 use crate::transport::floor::{
-    measure_round_trips, FloorFigure, FloorLoop, NotesFloor, NotesSide, ReadWindow,
+    measure_round_trips, FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow,
 };
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub struct ZmqFloor;
@@ -17,15 +17,15 @@ pub struct ZmqFloor;
 const WAIT: Duration = Duration::from_secs(10);
 
 impl NotesFloor for ZmqFloor {
-    fn run_with(&self, at: NotesSide) -> std::io::Result<Option<FloorFigure>> {
-        let NotesSide {
-            l,
-            side,
-            notes,
-            size,
-            roles,
-            stop,
-        } = at;
+    fn run_with(
+        &self,
+        l: FloorLoop,
+        side: usize,
+        notes: Notes,
+        size: usize,
+        roles: &FloorRoles,
+        stop: &AtomicBool,
+    ) -> std::io::Result<Option<FloorFigure>> {
         let spec = roles.spec(size, WAIT);
         let pattern = roles.options.get("pattern").map_or("pair", String::as_str);
         let kind = match (l, pattern, side) {
