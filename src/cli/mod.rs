@@ -9,7 +9,7 @@ use crate::exec::control::ControlAddr;
 use crate::exec::serve::ServeOptions;
 use crate::exec::{self, environment, Runner};
 use crate::plan::{self, ControlTarget, OutputOptions, RunOptions};
-use crate::report::{self, progress::Progress};
+use crate::report::{self, export, progress::Progress};
 use crate::result::{CaseConfig, RunResult, Wait, SCHEMA_VERSION};
 use crate::transport;
 use crate::units::{format_duration, format_size, parse_duration};
@@ -75,8 +75,10 @@ enum Command {
     Serve(ServeArgs),
     /// List the transports, their options and capabilities.
     Transports(TransportsArgs),
-    /// Render a saved JSON result again.
+    /// Render a saved JSON result again (the table, or any export: `-o report.html`).
     Report(ReportArgs),
+    /// Compare two saved runs case by case, with a verdict per figure over repetitions.
+    Compare(CompareArgs),
     /// Print shell completions, made from the same definition as the parser (e.g. `msgperf
     /// completions bash > /etc/bash_completion.d/msgperf`).
     Completions(CompletionsArgs),
@@ -152,8 +154,51 @@ struct TransportsArgs {
 struct ReportArgs {
     /// A JSON file written by `--json`.
     file: PathBuf,
+    /// Write the run to this file, in the format its extension names (report.html, r.md,
+    /// r.hlog, r.csv, r.json), instead of printing the table.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<PathBuf>,
     #[command(flatten)]
     out: OutputOptions,
+}
+
+#[derive(Args, Debug)]
+struct CompareArgs {
+    /// The run to compare against (JSON written by `--json`).
+    base: PathBuf,
+    /// The run compared.
+    new: PathBuf,
+    /// Changes smaller than this are `same` (a percentage).
+    #[arg(long, default_value = "3%", value_parser = parse_percent)]
+    noise: f64,
+    /// Exit 1 when any figure of any case is slower (for CI).
+    #[arg(long, value_enum)]
+    fail_on: Option<FailOn>,
+    /// Compare cases whose settings or environment differ (the differences are printed).
+    #[arg(long)]
+    allow_different: bool,
+    /// Write the comparison in these formats too, FORMAT=PATH: md (for a pull request) or
+    /// json.
+    #[arg(long, value_name = "FORMAT=PATH", value_delimiter = ',')]
+    export: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum FailOn {
+    Slower,
+}
+
+/// `3%` or `0.03` as a fraction.
+fn parse_percent(s: &str) -> Result<f64, String> {
+    let v = match s.trim().strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|p| p / 100.0),
+        None => s.trim().parse::<f64>(),
+    }
+    .map_err(|_| format!("`{s}` is not a percentage: write e.g. 3%"))?;
+    if !(0.0..1.0).contains(&v) {
+        return Err(format!("`{s}`: give a noise band from 0% to 99%"));
+    }
+    Ok(v)
 }
 
 #[derive(Args, Debug)]
@@ -235,6 +280,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Exit {
             Ok(0)
         }
         Some(Command::Report(a)) => report_file(a),
+        Some(Command::Compare(a)) => compare(a),
         Some(Command::Completions(a)) => {
             let mut out = Vec::new();
             clap_complete::generate(a.shell, &mut Cli::command(), "msgperf", &mut out);
@@ -280,7 +326,7 @@ fn install_stop_handler() {
 
 fn survey(a: SurveyArgs, args: &[String]) -> Exit {
     let cases = plan::survey(&a.transports, a.duration, a.warmup)?;
-    execute(cases, &a.out, None, true, args)
+    execute(cases, 1, &a.out, None, true, args)
 }
 
 fn run(a: RunOptions, args: &[String]) -> Exit {
@@ -316,7 +362,7 @@ fn run(a: RunOptions, args: &[String]) -> Exit {
         None => None,
     };
     let floor = o.floor() && connect.is_none();
-    execute(cases, &o.output, connect, floor, args)
+    execute(cases, o.repeat()?, &o.output, connect, floor, args)
 }
 
 fn label(c: &CaseConfig) -> String {
@@ -331,48 +377,98 @@ fn label(c: &CaseConfig) -> String {
     )
 }
 
-fn check_outputs(out: &OutputOptions) -> Result<(), CliError> {
-    let paths = out.json.iter().cloned().chain(
-        out.csv
-            .iter()
-            .flat_map(|c| [Some(c.clone()), output::roles_csv(c)])
-            .flatten(),
-    );
-    for p in paths {
-        output::check(&p).map_err(CliError::Usage)?;
+/// Every output a run writes: `--json`, `--csv` and each `--export FORMAT=PATH`.
+type Outputs = Vec<(&'static dyn export::Format, PathBuf)>;
+
+fn outputs(out: &OutputOptions) -> Result<Outputs, CliError> {
+    let mut list: Outputs = Vec::new();
+    let find = |name: &str| export::find(name).map_err(CliError::Usage);
+    if let Some(p) = &out.json {
+        list.push((find("json")?, p.clone()));
+    }
+    if let Some(p) = &out.csv {
+        list.push((find("csv")?, p.clone()));
+    }
+    for spec in &out.export {
+        let (name, path) = spec
+            .split_once('=')
+            .filter(|(_, p)| !p.trim().is_empty())
+            .ok_or_else(|| {
+                CliError::Usage(format!(
+                    "--export `{spec}` is not FORMAT=PATH: write e.g. --export html=report.html"
+                ))
+            })?;
+        let f = find(name.trim())?;
+        if f.directory() && path == "-" {
+            return Err(CliError::Usage(format!(
+                "--export {name}=-: {name} writes a file per case and role, so it needs a directory: write e.g. --export {name}=results/"
+            )));
+        }
+        list.push((f, PathBuf::from(path)));
+    }
+    if list.iter().filter(|(_, p)| p.as_os_str() == "-").count() > 1 {
+        return Err(CliError::Usage(
+            "only one output can go to standard output (`-`): name a file for the others".into(),
+        ));
+    }
+    Ok(list)
+}
+
+/// Checks, before anything runs, that every output can be written.
+fn check_outputs(list: &Outputs) -> Result<(), CliError> {
+    for (f, p) in list {
+        if f.directory() {
+            std::fs::create_dir_all(p).map_err(|e| {
+                CliError::Usage(format!(
+                    "cannot make the directory {} for --export {}: {e}; name a directory you can write",
+                    p.display(),
+                    f.name()
+                ))
+            })?;
+            output::check(&p.join("msgperf-probe")).map_err(CliError::Usage)?;
+            continue;
+        }
+        for path in std::iter::once(p.clone()).chain(f.beside(p)) {
+            output::check(&path).map_err(CliError::Usage)?;
+        }
     }
     Ok(())
 }
 
 /// Writes the outputs: regular files after every case (so that a crash keeps what was
 /// measured), FIFOs and standard output once, when `last`.
-fn write_outputs(run: &RunResult, out: &OutputOptions, last: bool) -> Result<(), String> {
-    let now = |p: &std::path::Path| last || output::rewritable(p);
-    if let Some(p) = out.json.as_deref().filter(|p| now(p)) {
-        output::write(p, &report::to_json(run)?)?;
-    }
-    if let Some(p) = out.csv.as_deref().filter(|p| now(p)) {
-        output::write(p, &report::to_csv(run)?)?;
-        if let Some(roles) = output::roles_csv(p) {
-            output::write(&roles, &report::roles_csv(run)?)?;
+fn write_outputs(run: &RunResult, list: &Outputs, last: bool) -> Result<(), String> {
+    for (f, p) in list {
+        if !(last || f.directory() || output::rewritable(p)) {
+            continue;
+        }
+        for (path, bytes) in f.render(run, p)? {
+            output::write(&path, &bytes)?;
         }
     }
     Ok(())
 }
 
-/// Runs cases one after another, writing results after each, and prints the table.
+/// Runs cases one after another, `repeat` times over (ABAB: every case once, then again),
+/// writing results after each, and prints the table.
 fn execute(
     cases: Vec<CaseConfig>,
+    repeat: u32,
     out: &OutputOptions,
     connect: Option<ControlAddr>,
     floor: bool,
     args: &[String],
 ) -> Exit {
-    check_outputs(out)?;
+    let outs = outputs(out)?;
+    check_outputs(&outs)?;
     install_stop_handler();
     // Each case's expected time: its warm-up and length, and its floor's (at most 3 s).
+    let cases: Vec<(u32, CaseConfig)> = (1..=repeat)
+        .flat_map(|r| cases.iter().map(move |c| (r, c.clone())))
+        .collect();
     let steps: Vec<Duration> = cases
         .iter()
+        .map(|(_, c)| c)
         .map(|c| {
             let length = c.warmup + c.duration.unwrap_or(Duration::from_secs(1));
             let floor_length = c.warmup
@@ -391,6 +487,7 @@ fn execute(
         schema_version: SCHEMA_VERSION,
         msgperf_version: env!("CARGO_PKG_VERSION").to_string(),
         command_line: args.to_vec(),
+        repeat,
         environment: environment::probe(),
         cases: Vec::new(),
         interrupted: false,
@@ -399,7 +496,7 @@ fn execute(
     let mut runner = Runner::new(connect, floor);
     // A rate sweep stops offering more load to a case that could not hold a lower one.
     let mut saturated: Vec<(CaseConfig, f64)> = Vec::new();
-    for (i, case) in cases.iter().enumerate() {
+    for (i, (repetition, case)) in cases.iter().enumerate() {
         if exec::stop_requested() {
             break;
         }
@@ -409,8 +506,13 @@ fn execute(
         {
             continue;
         }
-        progress.step(i, &label(case));
-        let result = runner.run_case(case);
+        let what = match repeat {
+            1 => label(case),
+            _ => format!("{} (run {repetition} of {repeat})", label(case)),
+        };
+        progress.step(i, &what);
+        let mut result = runner.run_case(case);
+        result.repetition = *repetition;
         if let (Some(hz), Some(err)) = (
             case.rate_hz,
             report::summary::summarize(&result).rate_error_pct,
@@ -420,26 +522,19 @@ fn execute(
             }
         }
         run.cases.push(result);
-        write_outputs(&run, out, false).map_err(CliError::Run)?;
+        write_outputs(&run, &outs, false).map_err(CliError::Run)?;
     }
     run.interrupted = exec::stop_requested();
-    write_outputs(&run, out, true).map_err(CliError::Run)?;
+    write_outputs(&run, &outs, true).map_err(CliError::Run)?;
     progress.finish();
     let layout = report::Layout {
         details: out.details.unwrap_or(cases.len() <= 8),
         width: width(out),
     };
     let mut text = report::render_terminal(&run, &layout);
-    let written: Vec<String> = out
-        .json
+    let written: Vec<String> = outs
         .iter()
-        .cloned()
-        .chain(
-            out.csv
-                .iter()
-                .flat_map(|c| [Some(c.clone()), output::roles_csv(c)])
-                .flatten(),
-        )
+        .flat_map(|(f, p)| std::iter::once(p.clone()).chain(f.beside(p)))
         .filter(|p| p.as_os_str() != "-")
         .map(|p| p.display().to_string())
         .collect();
@@ -450,9 +545,7 @@ fn execute(
         ));
     }
     // The JSON or CSV on standard output is what the caller reads: the table then goes to stderr.
-    if out.json.as_deref().is_some_and(|p| p.as_os_str() == "-")
-        || out.csv.as_deref().is_some_and(|p| p.as_os_str() == "-")
-    {
+    if outs.iter().any(|(_, p)| p.as_os_str() == "-") {
         eprint!("{text}");
     } else {
         print_out(&text)?;
@@ -694,17 +787,108 @@ fn width(out: &OutputOptions) -> Option<usize> {
     crate::sys::terminal_width().or_else(|| std::env::var("COLUMNS").ok()?.parse().ok())
 }
 
-fn report_file(a: ReportArgs) -> Exit {
-    let bytes = std::fs::read(&a.file)
-        .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", a.file.display())))?;
-    let run: RunResult = serde_json::from_slice(&bytes).map_err(|e| {
+/// A run saved as JSON.
+fn read_run(path: &std::path::Path) -> Result<RunResult, CliError> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", path.display())))?;
+    serde_json::from_slice(&bytes).map_err(|e| {
         CliError::Usage(format!(
             "{} is not a msgperf JSON result of this version ({e}): write one with `msgperf run ... --json FILE`",
-            a.file.display()
+            path.display()
         ))
-    })?;
-    check_outputs(&a.out)?;
-    write_outputs(&run, &a.out, true).map_err(CliError::Run)?;
+    })
+}
+
+fn compare(a: CompareArgs) -> Exit {
+    use report::compare;
+    let (base, new) = (read_run(&a.base)?, read_run(&a.new)?);
+    let mut files = Vec::new();
+    for spec in &a.export {
+        let (name, path) = spec
+            .split_once('=')
+            .filter(|(n, p)| ["md", "json"].contains(n) && !p.is_empty())
+            .ok_or_else(|| {
+                CliError::Usage(format!(
+                    "--export `{spec}`: compare writes md=PATH or json=PATH"
+                ))
+            })?;
+        let path = PathBuf::from(path);
+        output::check(&path).map_err(CliError::Usage)?;
+        files.push((name.to_string(), path));
+    }
+    let c = compare::compare(&base, &new, a.noise, a.allow_different);
+    let w = crate::sys::terminal_width().or_else(|| std::env::var("COLUMNS").ok()?.parse().ok());
+    let mut text = String::new();
+    for d in &c.differences {
+        text.push_str(&report::table::wrap(&format!("differs: {d}"), w));
+    }
+    if !c.differences.is_empty() && !a.allow_different {
+        print_out(&text)?;
+        return Err(CliError::Usage(format!(
+            "{} and {} were not taken alike ({} differences above): compare them anyway with --allow-different",
+            a.base.display(),
+            a.new.display(),
+            c.differences.len()
+        )));
+    }
+    if c.rows.is_empty() {
+        print_out(&text)?;
+        return Err(CliError::Usage(format!(
+            "{} and {} have no case in common: compare runs of the same cases",
+            a.base.display(),
+            a.new.display()
+        )));
+    }
+    let grid = compare::grid(&c);
+    text.push_str(&grid.render(w));
+    for n in compare::notes(&c, a.noise) {
+        text.push_str(&report::table::wrap(&n, w));
+    }
+    print_out(&text)?;
+    for (name, path) in files {
+        let bytes = match name.as_str() {
+            "md" => {
+                let mut md = grid.markdown();
+                for n in compare::notes(&c, a.noise) {
+                    md.push_str(&format!("\n{n}\n"));
+                }
+                md.into_bytes()
+            }
+            _ => serde_json::to_vec_pretty(&c).map_err(|e| CliError::Run(e.to_string()))?,
+        };
+        output::write(&path, &bytes).map_err(CliError::Run)?;
+    }
+    match a.fail_on {
+        Some(FailOn::Slower) if c.any(compare::Verdict::Slower) => Ok(1),
+        _ => Ok(0),
+    }
+}
+
+fn report_file(a: ReportArgs) -> Exit {
+    let run = read_run(&a.file)?;
+    let mut outs = outputs(&a.out)?;
+    if let Some(o) = &a.output {
+        let ext = o.extension().and_then(|e| e.to_str()).unwrap_or("");
+        let f = export::find(ext).map_err(|_| {
+            CliError::Usage(format!(
+                "-o {}: name a file ending in the format's name ({}), or use --export FORMAT=PATH",
+                o.display(),
+                export::REGISTRY
+                    .iter()
+                    .filter(|f| !f.directory())
+                    .map(|f| format!(".{}", f.name()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?;
+        outs.push((f, o.clone()));
+        check_outputs(&outs)?;
+        write_outputs(&run, &outs, true).map_err(CliError::Run)?;
+        print_out(&format!("wrote {}\n", o.display()))?;
+        return Ok(0);
+    }
+    check_outputs(&outs)?;
+    write_outputs(&run, &outs, true).map_err(CliError::Run)?;
     let layout = report::Layout {
         details: a.out.details.unwrap_or(false),
         width: width(&a.out),

@@ -129,20 +129,6 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
     }
 }
 
-/// The roles' CSV beside the cases' one, `r.csv` → `r.roles.csv`, where the cases' CSV is a
-/// file (not standard output, a FIFO or a device, which have no place beside them).
-pub fn roles_csv(path: &Path) -> Option<PathBuf> {
-    if !matches!(target(path), Ok(Target::Regular(_))) {
-        return None;
-    }
-    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
-    let ext = path.extension().map(|e| e.to_string_lossy().to_string());
-    Some(path.with_file_name(match ext {
-        Some(e) => format!("{stem}.roles.{e}"),
-        None => format!("{stem}.roles"),
-    }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,11 +153,5 @@ mod tests {
         assert!(check(Path::new("/nonexistent/dir/x.json"))
             .unwrap_err()
             .contains("cannot write"));
-        assert_eq!(
-            roles_csv(Path::new("a/r.csv")).unwrap(),
-            Path::new("a/r.roles.csv")
-        );
-        assert_eq!(roles_csv(Path::new("-")), None);
-        assert_eq!(roles_csv(Path::new("/dev/null")), None);
     }
 }

@@ -84,6 +84,7 @@ impl Runner {
         };
         let mut result = CaseResult {
             key: case.key(),
+            repetition: 1,
             config: case.clone(),
             latency_kind,
             latency_metric,

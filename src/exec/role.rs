@@ -253,7 +253,7 @@ fn serve_case(
         }
     }
     let mut ends: Vec<Box<dyn Endpoint>> = ends.into_iter().flatten().collect();
-    let mut rec = Recorder::new(w.metrics());
+    let mut rec = Recorder::new(w.metrics(), case.interval);
     send(link, &FromRole::Ready)?;
     if !wait_go(link, bound)? {
         return Ok(None);

@@ -27,7 +27,7 @@ pub fn calibrate() -> ClockInfo {
     }
     let read_cost_ns = (last - start) as f64 / READS as f64;
 
-    let mut rec = super::Recorder::new(&[super::Metric::RTT]);
+    let mut rec = super::Recorder::new(&[super::Metric::RTT], std::time::Duration::from_secs(1));
     let t0 = now();
     for i in 0..READS {
         rec.record(super::Metric::RTT, 1_000 + (i & 0xFFFF));

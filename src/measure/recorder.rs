@@ -2,7 +2,7 @@
 //! measurement loop only increments counters and histogram buckets.
 
 pub use crate::result::Metric;
-use crate::result::{Counters, CpuUsage, EncodedHistogram, RoleId, RoleResult};
+use crate::result::{Counters, CpuUsage, EncodedHistogram, IntervalHistogram, RoleId, RoleResult};
 use crate::sys;
 use hdrhistogram::Histogram;
 
@@ -11,6 +11,15 @@ const HIGHEST_NS: u64 = 3_600_000_000_000;
 /// Interval length for the warm-up check.
 const INTERVAL_NS: u64 = 100_000_000;
 const MAX_INTERVALS: usize = 36_000;
+/// At most this many interval histograms are kept (an hour of 1 s intervals); a longer run's
+/// later intervals count in the whole-run histogram only.
+const MAX_INTERVAL_HISTOGRAMS: usize = 3_600;
+
+/// A histogram of the primary metric for one interval (`--interval`): 2 significant digits,
+/// so that starting the next one (zeroed memory, in the loop) costs a few microseconds.
+fn interval_histogram() -> Histogram<u64> {
+    Histogram::<u64>::new_with_bounds(1, HIGHEST_NS, 2).expect("valid histogram bounds")
+}
 
 pub struct Recorder {
     /// The role's metrics, and a histogram for each at its metric's slot.
@@ -20,6 +29,8 @@ pub struct Recorder {
     stopped_by: Option<String>,
     pub counters: Counters,
     start_ns: u64,
+    /// The window's start on the wall clock (nanoseconds since the epoch), for logs.
+    start_unix_ns: u64,
     end_ns: u64,
     usage_start: sys::Usage,
     process_start_ns: u64,
@@ -28,13 +39,22 @@ pub struct Recorder {
     interval_sum: u64,
     interval_count: u64,
     interval_means: Vec<u64>,
+    /// The primary metric's histogram per `--interval`: the one being filled, when it ends,
+    /// and those done (start and end as offsets from the window's start).
+    interval_len_ns: u64,
+    interval_metric: Option<Metric>,
+    interval_hist: Histogram<u64>,
+    interval_hist_start: u64,
+    interval_hist_end: u64,
+    interval_hists: Vec<(u64, u64, Histogram<u64>)>,
     /// Parts of this role that other threads measured (a subscriber's other channels).
     absorbed: Option<RoleResult>,
 }
 
 impl Recorder {
-    /// A recorder for a role that records `metrics` (a workload's, with distinct slots).
-    pub fn new(metrics: &'static [Metric]) -> Self {
+    /// A recorder for a role that records `metrics` (a workload's, with distinct slots), with a
+    /// histogram of its primary metric per `interval`.
+    pub fn new(metrics: &'static [Metric], interval: std::time::Duration) -> Self {
         let h =
             || Histogram::<u64>::new_with_bounds(1, HIGHEST_NS, 3).expect("valid histogram bounds");
         let slots = metrics.iter().map(|m| m.slot() + 1).max().unwrap_or(0);
@@ -46,6 +66,7 @@ impl Recorder {
             stopped_by: None,
             counters: Counters::default(),
             start_ns: 0,
+            start_unix_ns: 0,
             end_ns: 0,
             usage_start: sys::Usage::default(),
             process_start_ns: 0,
@@ -54,6 +75,12 @@ impl Recorder {
             interval_sum: 0,
             interval_count: 0,
             interval_means: Vec::with_capacity(MAX_INTERVALS),
+            interval_len_ns: (interval.as_nanos() as u64).max(1_000_000),
+            interval_metric: None,
+            interval_hist: interval_histogram(),
+            interval_hist_start: 0,
+            interval_hist_end: 0,
+            interval_hists: Vec::new(),
             absorbed: None,
         };
         r.reset();
@@ -71,11 +98,20 @@ impl Recorder {
         self.usage_start = sys::thread_usage();
         self.process_start_ns = sys::process_cpu_ns();
         self.start_ns = super::clock::now();
+        self.start_unix_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
         self.end_ns = self.start_ns;
         self.interval_end = self.start_ns + INTERVAL_NS;
         self.interval_sum = 0;
         self.interval_count = 0;
         self.interval_means.clear();
+        if !self.interval_hist.is_empty() {
+            self.interval_hist.reset();
+        }
+        self.interval_hist_start = self.start_ns;
+        self.interval_hist_end = self.start_ns + self.interval_len_ns;
+        self.interval_hists.clear();
         self.cpus.clear();
         self.note_cpu();
     }
@@ -97,10 +133,16 @@ impl Recorder {
         }
     }
 
-    /// Records the role's primary figure, also into 100 ms interval means.
+    /// Records the role's primary figure, also into 100 ms interval means and the histogram
+    /// of the current `--interval`.
     #[inline(always)]
     pub fn record_primary(&mut self, m: Metric, ns: u64, now: u64) {
         self.record(m, ns);
+        if now >= self.interval_hist_end {
+            self.next_interval_histogram(now);
+        }
+        self.interval_metric = Some(m);
+        self.interval_hist.saturating_record(ns.max(1));
         if now >= self.interval_end {
             if self.interval_count > 0 && self.interval_means.len() < MAX_INTERVALS {
                 self.interval_means
@@ -112,6 +154,26 @@ impl Recorder {
         }
         self.interval_sum += ns;
         self.interval_count += 1;
+    }
+
+    /// Closes the current interval's histogram and starts the one `now` falls in (intervals
+    /// with no sample are kept, empty, so that times line up).
+    #[cold]
+    fn next_interval_histogram(&mut self, now: u64) {
+        while now >= self.interval_hist_end {
+            if self.interval_hists.len() < MAX_INTERVAL_HISTOGRAMS {
+                let done = std::mem::replace(&mut self.interval_hist, interval_histogram());
+                self.interval_hists.push((
+                    self.interval_hist_start - self.start_ns,
+                    self.interval_hist_end - self.start_ns,
+                    done,
+                ));
+            } else {
+                self.interval_hist.reset();
+            }
+            self.interval_hist_start = self.interval_hist_end;
+            self.interval_hist_end += self.interval_len_ns;
+        }
     }
 
     /// All the time recorded in metric `m` (its samples' sum, within the histogram's 0.1%).
@@ -161,6 +223,31 @@ impl Recorder {
         });
     }
 
+    /// The intervals' histograms, the last one (cut by the window's end) included.
+    fn interval_histograms(&mut self) -> Vec<IntervalHistogram> {
+        let Some(metric) = self.interval_metric else {
+            return Vec::new();
+        };
+        if !self.interval_hist.is_empty() && self.interval_hists.len() < MAX_INTERVAL_HISTOGRAMS {
+            let end = self.end_ns.max(self.interval_hist_start);
+            let last = std::mem::replace(&mut self.interval_hist, interval_histogram());
+            self.interval_hists.push((
+                self.interval_hist_start - self.start_ns,
+                end - self.start_ns,
+                last,
+            ));
+        }
+        self.interval_hists
+            .drain(..)
+            .map(|(start_ns, end_ns, h)| IntervalHistogram {
+                metric,
+                start_ns,
+                end_ns,
+                histogram: EncodedHistogram::encode(&h),
+            })
+            .collect()
+    }
+
     /// Closes the window: reads CPU usage and encodes the histograms that hold samples.
     pub fn finish(mut self, role: RoleId, error: Option<String>) -> RoleResult {
         let u = sys::thread_usage();
@@ -173,6 +260,7 @@ impl Recorder {
             cpus_seen: self.cpus.clone(),
             pinned_cpu: None,
             measured_ns: self.end_ns.saturating_sub(self.start_ns),
+            started_unix_ns: self.start_unix_ns,
             sent_total: 0,
             histograms: self
                 .metrics
@@ -194,6 +282,7 @@ impl Recorder {
             },
             interval_ns: INTERVAL_NS,
             interval_means_ns: std::mem::take(&mut self.interval_means),
+            interval_histograms: self.interval_histograms(),
             error,
             figures: std::mem::take(&mut self.figures),
             stopped_by: self.stopped_by.take(),

@@ -150,6 +150,8 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, PlanError> {
             "--duration 0 measures nothing: give e.g. --duration 5s".into(),
         ));
     }
+    let interval = o.interval()?;
+    o.repeat()?;
     let timeout = o.timeout()?;
     if timeout.is_zero() {
         return Err(PlanError::BadValue(
@@ -242,6 +244,7 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, PlanError> {
                             wait,
                             checksum: o.checksum == Some(true),
                             timeout,
+                            interval,
                             placement,
                             cpus,
                             threads: o.threads == Some(true) || !caps.cross_process,
@@ -336,6 +339,9 @@ fn shown_params(
 
 /// The bound on every wait when `--timeout` is not given.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The length of the intervals roles keep histograms for when `--interval` is not given.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// msgperf's warm-up when `--warmup` is not given.
 pub const DEFAULT_WARMUP: Duration = Duration::from_millis(200);

@@ -101,6 +101,16 @@ pub struct RunOptions {
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
+    /// Length of the intervals over which each role keeps a histogram of its latency (latency
+    /// over time in reports, HdrHistogram logs) [default: 1s].
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<String>,
+    /// Run each case this many times, each time in fresh processes, interleaved across the
+    /// cases (ABAB, not AABB); every repetition is recorded (`compare` needs several).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
     /// Do not measure the floor (no `vs floor` ratio).
     #[arg(long = "no-floor", num_args = 0, default_missing_value = "false")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -199,6 +209,12 @@ pub struct OutputOptions {
     #[arg(long, value_name = "FILE")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub csv: Option<PathBuf>,
+    /// Write the results in these formats, FORMAT=PATH, comma-separated: json, csv, md (the
+    /// table as Markdown), hlog (HdrHistogram interval logs), hgrm (percentile files, PATH a
+    /// directory), html (a report with plots, readable offline).
+    #[arg(long, value_name = "FORMAT=PATH", value_delimiter = ',')]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub export: Vec<String>,
     /// Also print the per-role table (call times, CPU, memory), the floors and each case's
     /// delivery settings [default: on for 8 cases or fewer].
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
@@ -297,6 +313,31 @@ impl RunOptions {
             }
             None => crate::plan::DEFAULT_TIMEOUT,
         })
+    }
+    pub fn interval(&self) -> Result<Duration, PlanError> {
+        let d = match self.interval.as_deref() {
+            Some(t) => {
+                parse_duration(t).map_err(|e| PlanError::BadValue(format!("--interval: {e}")))?
+            }
+            None => crate::plan::DEFAULT_INTERVAL,
+        };
+        if d < Duration::from_millis(1) {
+            return Err(PlanError::BadValue(format!(
+                "--interval {}: intervals shorter than 1ms cost more than they show; give 1ms or more",
+                crate::units::format_duration(d)
+            )));
+        }
+        Ok(d)
+    }
+    /// How many times each case runs: 1 to 1000.
+    pub fn repeat(&self) -> Result<u32, PlanError> {
+        match self.repeat {
+            None => Ok(1),
+            Some(n @ 1..=1000) => Ok(n),
+            Some(n) => Err(PlanError::BadValue(format!(
+                "--repeat {n}: give 1 to 1000 repetitions"
+            ))),
+        }
     }
     pub fn pubs(&self) -> usize {
         self.pubs.unwrap_or(1)

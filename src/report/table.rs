@@ -38,7 +38,7 @@ fn opt_us(ns: Option<f64>) -> String {
 pub const STYLE: &str = "  ── ══      ──    ";
 
 /// A table being built: its columns (header, priority) and rows.
-struct Grid {
+pub struct Grid {
     columns: Vec<(String, u8)>,
     rows: Vec<Vec<String>>,
 }
@@ -47,14 +47,14 @@ struct Grid {
 const ALWAYS: u8 = u8::MAX;
 
 impl Grid {
-    fn new(columns: &[(&str, u8)]) -> Self {
+    pub(crate) fn new(columns: &[(&str, u8)]) -> Self {
         Grid {
             columns: columns.iter().map(|(h, p)| (h.to_string(), *p)).collect(),
             rows: Vec::new(),
         }
     }
 
-    fn row(&mut self, cells: Vec<String>) {
+    pub(crate) fn row(&mut self, cells: Vec<String>) {
         debug_assert_eq!(cells.len(), self.columns.len());
         self.rows.push(cells);
     }
@@ -83,9 +83,42 @@ impl Grid {
         t
     }
 
+    /// Every column as a Markdown table (for a pull request or a report).
+    pub(crate) fn markdown(&self) -> String {
+        let mut t = self.table(&vec![true; self.columns.len()]);
+        t.load_preset(comfy_table::presets::ASCII_MARKDOWN);
+        format!("{t}\n")
+    }
+
+    /// Every column as an HTML table; a header with a definition in `define` carries it as
+    /// its tooltip.
+    pub(crate) fn html(&self, define: &dyn Fn(&str) -> Option<&'static str>) -> String {
+        let mut out = String::from("<table>\n<thead><tr>");
+        for (h, _) in &self.columns {
+            match define(h) {
+                Some(d) => out.push_str(&format!(
+                    "<th title=\"{}\">{}</th>",
+                    escape_html(d),
+                    escape_html(h)
+                )),
+                None => out.push_str(&format!("<th>{}</th>", escape_html(h))),
+            }
+        }
+        out.push_str("</tr></thead>\n<tbody>\n");
+        for r in &self.rows {
+            out.push_str("<tr>");
+            for c in r {
+                out.push_str(&format!("<td>{}</td>", escape_html(c)));
+            }
+            out.push_str("</tr>\n");
+        }
+        out.push_str("</tbody>\n</table>\n");
+        out
+    }
+
     /// The table, dropping its least important columns (the rightmost of equals first) until it
     /// fits `width`.
-    fn render(&self, width: Option<usize>) -> String {
+    pub(crate) fn render(&self, width: Option<usize>) -> String {
         let mut keep = vec![true; self.columns.len()];
         let widest = |t: &Table| {
             t.to_string()
@@ -124,6 +157,14 @@ impl Grid {
         }
         out
     }
+}
+
+/// `text` safe inside HTML.
+pub fn escape_html(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// `text` wrapped at `width` on spaces, its indentation kept and continuation lines indented by
@@ -218,6 +259,10 @@ fn workload_cell(s: &CaseSummary) -> String {
 
 /// The main table: one row per case.
 pub fn cases_table(summaries: &[CaseSummary], width: Option<usize>) -> String {
+    cases_grid(summaries).render(width)
+}
+
+pub(crate) fn cases_grid(summaries: &[CaseSummary]) -> Grid {
     let mut g = grid_with_distribution(
         &[
             ("#", ALWAYS),
@@ -262,7 +307,7 @@ pub fn cases_table(summaries: &[CaseSummary], width: Option<usize>) -> String {
         }));
         g.row(row);
     }
-    g.render(width)
+    g
 }
 
 /// The workloads' own figures, a row per case (a row per N of a curve) and a column per figure.
@@ -323,6 +368,10 @@ fn figure(v: f64) -> String {
 
 /// The per-role table: call times, CPU per message, context switches, memory.
 pub fn roles_table(summaries: &[CaseSummary], width: Option<usize>) -> String {
+    roles_grid(summaries).render(width)
+}
+
+pub(crate) fn roles_grid(summaries: &[CaseSummary]) -> Grid {
     let mut g = Grid::new(&[
         ("#", ALWAYS),
         ("role", ALWAYS),
@@ -375,7 +424,7 @@ pub fn roles_table(summaries: &[CaseSummary], width: Option<usize>) -> String {
             ]);
         }
     }
-    g.render(width)
+    g
 }
 
 /// Paced cases: the rate held, latency from the intended send time, the sender's lag.
@@ -465,6 +514,10 @@ pub fn subscribers_table(summaries: &[CaseSummary], width: Option<usize>) -> Str
 
 /// The floors each case divides by.
 pub fn floors_table(summaries: &[CaseSummary], width: Option<usize>) -> String {
+    floors_grid(summaries).render(width)
+}
+
+pub(crate) fn floors_grid(summaries: &[CaseSummary]) -> Grid {
     let mut g = Grid::new(&[
         ("#", ALWAYS),
         ("transport", ALWAYS),
@@ -499,7 +552,7 @@ pub fn floors_table(summaries: &[CaseSummary], width: Option<usize>) -> String {
                 .map_or("-".into(), |v| format!("{v:.0}")),
         ]);
     }
-    g.render(width)
+    g
 }
 
 /// Each case's settings as it ran: every transport option (defaults included) and how the

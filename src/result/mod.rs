@@ -29,6 +29,9 @@ pub struct RunResult {
     pub schema_version: u32,
     pub msgperf_version: String,
     pub command_line: Vec<String>,
+    /// How many times each case was to run (`--repeat`).
+    #[serde(default = "first")]
+    pub repeat: u32,
     pub environment: Environment,
     pub cases: Vec<CaseResult>,
     /// Stopped by Ctrl-C, SIGTERM or SIGHUP: the cases hold what was measured until then.
@@ -133,6 +136,13 @@ pub struct CaseConfig {
     /// Bound on every wait.
     #[serde(rename = "timeout_ns", with = "crate::units::nanos")]
     pub timeout: Duration,
+    /// Length of the intervals each role keeps a histogram of its primary metric for.
+    #[serde(
+        rename = "interval_ns",
+        with = "crate::units::nanos",
+        default = "default_interval"
+    )]
+    pub interval: Duration,
     pub placement: Placement,
     /// CPUs of the driving roles (initiator, writer, publishers) and of the others.
     pub cpus: (Option<usize>, Option<usize>),
@@ -163,6 +173,14 @@ pub struct CaseConfig {
     pub effective_params: BTreeMap<String, String>,
 }
 
+fn first() -> u32 {
+    1
+}
+
+fn default_interval() -> Duration {
+    Duration::from_secs(1)
+}
+
 impl CaseConfig {
     /// A stable key naming what was measured (not how long): two runs of the same case have the
     /// same key, so results can be matched across runs. Its readable head names the workload,
@@ -178,6 +196,7 @@ impl CaseConfig {
             "duration_ns",
             "warmup_ns",
             "timeout_ns",
+            "interval_ns",
             "options",
             "params",
             "delivery_mapping",
@@ -421,6 +440,9 @@ impl fmt::Display for RoleId {
 pub struct CaseResult {
     /// [`CaseConfig::key`]: the same case in another run has the same key.
     pub key: String,
+    /// Which run of this case it is (1-based; `--repeat N` runs each case N times).
+    #[serde(default = "first")]
+    pub repetition: u32,
     pub config: CaseConfig,
     /// What the case's latency figure measures, and the metric that holds it (as the workload
     /// says, not guessed from the histograms present).
@@ -496,6 +518,9 @@ pub struct RoleResult {
     pub pinned_cpu: Option<usize>,
     /// Length of the measured window.
     pub measured_ns: u64,
+    /// Its start on the wall clock, in nanoseconds since the epoch (0: not known).
+    #[serde(default)]
+    pub started_unix_ns: u64,
     /// Driving roles: messages sent in all, warm-up included (the measured ones are counted).
     pub sent_total: u64,
     /// Histograms by metric.
@@ -506,6 +531,9 @@ pub struct RoleResult {
     /// warning).
     pub interval_ns: u64,
     pub interval_means_ns: Vec<u64>,
+    /// The role's primary metric per `--interval` (latency over time, HdrHistogram logs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interval_histograms: Vec<IntervalHistogram>,
     pub error: Option<String>,
     /// What the workload measures beyond messages (memory per thread, how many connections
     /// were held), each named with its unit.
@@ -514,6 +542,16 @@ pub struct RoleResult {
     /// Why the role stopped where that is a finding (`connect --hold`: the limit it met).
     #[serde(default)]
     pub stopped_by: Option<String>,
+}
+
+/// One interval's histogram of a role's primary metric; start and end are offsets from the
+/// start of the role's measured window.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IntervalHistogram {
+    pub metric: Metric,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub histogram: EncodedHistogram,
 }
 
 /// A workload's own figure.
@@ -533,12 +571,14 @@ impl RoleResult {
             cpus_seen: vec![],
             pinned_cpu: None,
             measured_ns: 0,
+            started_unix_ns: 0,
             sent_total: 0,
             histograms: BTreeMap::new(),
             counters: Counters::default(),
             cpu: CpuUsage::default(),
             interval_ns: 0,
             interval_means_ns: vec![],
+            interval_histograms: vec![],
             error: Some(error),
             figures: vec![],
             stopped_by: None,
@@ -643,6 +683,19 @@ impl RoleResult {
         self.cpu.add(&part.cpu);
         if self.interval_means_ns.is_empty() {
             self.interval_means_ns = part.interval_means_ns;
+        }
+        // The same intervals of the same window: added one by one.
+        for (i, p) in part.interval_histograms.into_iter().enumerate() {
+            match self.interval_histograms.get_mut(i) {
+                Some(mine) => {
+                    if let (Ok(mut a), Ok(b)) = (mine.histogram.decode(), p.histogram.decode()) {
+                        a.add(&b).ok();
+                        mine.histogram = EncodedHistogram::encode(&a);
+                        mine.end_ns = mine.end_ns.max(p.end_ns);
+                    }
+                }
+                None => self.interval_histograms.push(p),
+            }
         }
         self.error = self.error.take().or(part.error);
         self.figures.extend(part.figures);

@@ -155,7 +155,7 @@ impl Workload for PubSub {
                 .iter_mut()
                 .map(|ep| {
                     scope.spawn(move || {
-                        let mut part = Recorder::new(&Metric::MESSAGES);
+                        let mut part = Recorder::new(&Metric::MESSAGES, case.interval);
                         let r = read_stream(&mut **ep, case, flow, &mut part);
                         part.finish(role.id, r.err().map(|e| e.to_string()))
                     })

@@ -1,0 +1,31 @@
+//! JSON: the run as recorded (histograms included) with each case's computed summary beside
+//! it. `msgperf report` and `msgperf compare` read it back.
+
+use crate::report::summary::summarize;
+use crate::result::RunResult;
+use std::path::{Path, PathBuf};
+
+pub struct Json;
+
+impl super::Format for Json {
+    fn name(&self) -> &'static str {
+        "json"
+    }
+    fn about(&self) -> &'static str {
+        "every figure, histogram, setting and the environment (read back by report and compare)"
+    }
+    fn render(&self, run: &RunResult, path: &Path) -> Result<Vec<(PathBuf, Vec<u8>)>, String> {
+        Ok(vec![(path.to_path_buf(), to_json(run)?)])
+    }
+}
+
+pub fn to_json(run: &RunResult) -> Result<Vec<u8>, String> {
+    let mut v = serde_json::to_value(run).map_err(|e| e.to_string())?;
+    if let Some(cases) = v.get_mut("cases").and_then(|c| c.as_array_mut()) {
+        for (c, r) in cases.iter_mut().zip(&run.cases) {
+            let s = serde_json::to_value(summarize(r)).map_err(|e| e.to_string())?;
+            c.as_object_mut().map(|o| o.insert("summary".into(), s));
+        }
+    }
+    serde_json::to_vec_pretty(&v).map_err(|e| e.to_string())
+}
