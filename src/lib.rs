@@ -7,7 +7,7 @@
 //!                                  └─► measure ─► result
 //! cli ─► report ─► result                          (report reads results only)
 //! ```
-//! `deadline`, `units` and `sys` are leaves every room may use.
+//! `deadline`, `delivery`, `histogram`, `units` and `sys` are leaves every room may use.
 
 #![deny(unsafe_code)]
 
@@ -15,6 +15,7 @@ pub mod cli;
 pub mod deadline;
 pub mod delivery;
 pub mod exec;
+pub mod histogram;
 pub mod measure;
 pub mod plan;
 pub mod report;

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-const LEAVES: &[&str] = &["deadline", "delivery", "units", "sys"];
+const LEAVES: &[&str] = &["deadline", "delivery", "histogram", "units", "sys"];
 
 fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
     BTreeMap::from([

@@ -628,3 +628,49 @@ fn needs_are_packages_then_scripts_one_a_line() {
         assert!(path.is_file(), "{l}: the script is in the repository");
     }
 }
+
+/// A warning that concerns many cases is one line naming them; `--details` gives each its own.
+#[test]
+fn a_warning_shared_by_cases_is_one_line_naming_them() {
+    let _shared = sharing();
+    let args = |details: &str| {
+        run(
+            &[
+                "run",
+                "pingpong",
+                "-t",
+                "uds,pipe",
+                "-s",
+                "64,128",
+                "--count",
+                "50",
+                "--no-floor",
+                details,
+            ],
+            Duration::from_secs(60),
+        )
+    };
+    let out = args("--details=false");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    let few: Vec<&str> = table
+        .lines()
+        .filter(|l| l.contains("only 50 samples"))
+        .collect();
+    assert_eq!(few.len(), 1, "{table}");
+    assert!(
+        few[0].starts_with("warning #1 (so do #2 #3 #4: 4 cases"),
+        "{}",
+        few[0]
+    );
+    let out = args("--details=true");
+    let table = text(&out.stdout);
+    assert_eq!(
+        table
+            .lines()
+            .filter(|l| l.contains("only 50 samples"))
+            .count(),
+        4,
+        "{table}"
+    );
+}

@@ -51,11 +51,6 @@ const OWN_WORDS: &[(&str, &str, &str)] = &[
         "the floor's one-way loop, not the workload",
     ),
     (
-        "src/report/mod.rs",
-        "stream",
-        "the floor's one-way loop, not the workload",
-    ),
-    (
         "src/workload/pairs.rs",
         "uds",
         "the default transport of pairs on threads",

@@ -73,7 +73,7 @@ pub fn floor(a: FloorArgs) -> Exit {
         "p50 [us]",
         "mean [us]",
         "msgs/s",
-        "MB/s",
+        "MiB/s",
     ]);
     let mut row = |name: &str,
                    kind: &str,
@@ -99,7 +99,7 @@ pub fn floor(a: FloorArgs) -> Exit {
             us(f.rtt_mean_ns),
             f.msgs_per_s.map_or("-".into(), |m| format!("{m:.0}")),
             f.bytes_per_s
-                .map_or("-".into(), |b| format!("{:.1}", b / 1e6)),
+                .map_or("-".into(), |b| format!("{:.1}", b / (1024.0 * 1024.0))),
         ]);
     };
     // Every loop to measure, first, so that progress can show the whole plan.

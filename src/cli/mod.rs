@@ -378,7 +378,7 @@ fn label(c: &CaseConfig) -> String {
 }
 
 /// Every output a run writes: `--json`, `--csv` and each `--export FORMAT=PATH`.
-type Outputs = Vec<(&'static dyn export::Format, PathBuf)>;
+type Outputs = Vec<(&'static export::Format, PathBuf)>;
 
 fn outputs(out: &OutputOptions) -> Result<Outputs, CliError> {
     let mut list: Outputs = Vec::new();
@@ -422,7 +422,7 @@ fn check_outputs(list: &Outputs) -> Result<(), CliError> {
                 CliError::Usage(format!(
                     "cannot make the directory {} for --export {}: {e}; name a directory you can write",
                     p.display(),
-                    f.name()
+                    f.name
                 ))
             })?;
             output::check(&p.join("msgperf-probe")).map_err(CliError::Usage)?;
@@ -876,7 +876,7 @@ fn report_file(a: ReportArgs) -> Exit {
                 export::REGISTRY
                     .iter()
                     .filter(|f| !f.directory())
-                    .map(|f| format!(".{}", f.name()))
+                    .map(|f| format!(".{}", f.name))
                     .collect::<Vec<_>>()
                     .join(", ")
             ))

@@ -176,6 +176,7 @@ impl Runner {
             rtt_mean_ns: f.rtt_mean_ns,
             msgs_per_s: f.msgs_per_s,
             bytes_per_s: f.bytes_per_s,
+            rtt_histogram: f.rtt_histogram,
         });
         self.floors.insert(key, v.clone());
         Ok(v)

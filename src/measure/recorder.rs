@@ -6,8 +6,6 @@ use crate::result::{Counters, CpuUsage, EncodedHistogram, IntervalHistogram, Rol
 use crate::sys;
 use hdrhistogram::Histogram;
 
-/// Histogram range: 1 ns to an hour, 3 significant digits (0.1% error).
-const HIGHEST_NS: u64 = 3_600_000_000_000;
 /// Interval length for the warm-up check.
 const INTERVAL_NS: u64 = 100_000_000;
 const MAX_INTERVALS: usize = 36_000;
@@ -18,7 +16,7 @@ const MAX_INTERVAL_HISTOGRAMS: usize = 3_600;
 /// A histogram of the primary metric for one interval (`--interval`): 2 significant digits,
 /// so that starting the next one (zeroed memory, in the loop) costs a few microseconds.
 fn interval_histogram() -> Histogram<u64> {
-    Histogram::<u64>::new_with_bounds(1, HIGHEST_NS, 2).expect("valid histogram bounds")
+    crate::histogram::new(2)
 }
 
 pub struct Recorder {
@@ -55,8 +53,8 @@ impl Recorder {
     /// A recorder for a role that records `metrics` (a workload's, with distinct slots), with a
     /// histogram of its primary metric per `interval`.
     pub fn new(metrics: &'static [Metric], interval: std::time::Duration) -> Self {
-        let h =
-            || Histogram::<u64>::new_with_bounds(1, HIGHEST_NS, 3).expect("valid histogram bounds");
+        // 3 significant digits: 0.1% error.
+        let h = || crate::histogram::new(3);
         let slots = metrics.iter().map(|m| m.slot() + 1).max().unwrap_or(0);
         debug_assert_eq!(slots, metrics.len(), "a workload's metrics fill slots 0..n");
         let mut r = Recorder {

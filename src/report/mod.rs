@@ -40,7 +40,7 @@ pub fn render_terminal(run: &RunResult, layout: &Layout) -> String {
         out.push_str(&table::settings(run, w));
     }
     out.push_str(&sweep::render(&sweep::sweeps(&s)));
-    out.push_str(&table::notes(run, &s, w));
+    out.push_str(&table::notes(run, &s, w, layout.details));
     out.push_str(&table::summary_in_words(&s, w));
     out
 }

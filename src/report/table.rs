@@ -41,6 +41,10 @@ pub const STYLE: &str = "  ── ══      ──    ";
 pub struct Grid {
     columns: Vec<(String, u8)>,
     rows: Vec<Vec<String>>,
+    /// A column whose value groups the rows (the survey's CPUs): if it must be hidden, each
+    /// group gets a heading line instead, so that the groups still show.
+    group: Option<usize>,
+    optional: Vec<String>,
 }
 
 /// A column that stays whatever the width.
@@ -51,7 +55,26 @@ impl Grid {
         Grid {
             columns: columns.iter().map(|(h, p)| (h.to_string(), *p)).collect(),
             rows: Vec::new(),
+            group: None,
+            optional: Vec::new(),
         }
+    }
+
+    /// `columns` are left out of every rendering where no row has a value in them (`-`).
+    pub(crate) fn optional(mut self, columns: &[&str]) -> Self {
+        self.optional = columns.iter().map(|c| c.to_string()).collect();
+        self
+    }
+
+    /// Whether column `i` shows: it is not optional, or some row has a value in it.
+    fn shown(&self, i: usize) -> bool {
+        !self.optional.contains(&self.columns[i].0) || self.rows.iter().any(|r| r[i] != "-")
+    }
+
+    /// Rows are grouped by `column`'s value (see [`Grid::group`]).
+    pub(crate) fn group_by(mut self, column: &str) -> Self {
+        self.group = self.columns.iter().position(|c| c.0 == column);
+        self
     }
 
     pub(crate) fn row(&mut self, cells: Vec<String>) {
@@ -85,7 +108,8 @@ impl Grid {
 
     /// Every column as a Markdown table (for a pull request or a report).
     pub(crate) fn markdown(&self) -> String {
-        let mut t = self.table(&vec![true; self.columns.len()]);
+        let keep: Vec<bool> = (0..self.columns.len()).map(|i| self.shown(i)).collect();
+        let mut t = self.table(&keep);
         t.load_preset(comfy_table::presets::ASCII_MARKDOWN);
         format!("{t}\n")
     }
@@ -94,7 +118,8 @@ impl Grid {
     /// its tooltip.
     pub(crate) fn html(&self, define: &dyn Fn(&str) -> Option<&'static str>) -> String {
         let mut out = String::from("<table>\n<thead><tr>");
-        for (h, _) in &self.columns {
+        let shown: Vec<usize> = (0..self.columns.len()).filter(|&i| self.shown(i)).collect();
+        for (h, _) in shown.iter().map(|&i| &self.columns[i]) {
             match define(h) {
                 Some(d) => out.push_str(&format!(
                     "<th title=\"{}\">{}</th>",
@@ -107,7 +132,7 @@ impl Grid {
         out.push_str("</tr></thead>\n<tbody>\n");
         for r in &self.rows {
             out.push_str("<tr>");
-            for c in r {
+            for c in shown.iter().map(|&i| &r[i]) {
                 out.push_str(&format!("<td>{}</td>", escape_html(c)));
             }
             out.push_str("</tr>\n");
@@ -119,7 +144,7 @@ impl Grid {
     /// The table, dropping its least important columns (the rightmost of equals first) until it
     /// fits `width`.
     pub(crate) fn render(&self, width: Option<usize>) -> String {
-        let mut keep = vec![true; self.columns.len()];
+        let mut keep: Vec<bool> = (0..self.columns.len()).map(|i| self.shown(i)).collect();
         let widest = |t: &Table| {
             t.to_string()
                 .lines()
@@ -145,7 +170,33 @@ impl Grid {
                 t = self.table(&keep);
             }
         }
-        let mut out = t.to_string();
+        let mut out = match self.group {
+            Some(g) if !keep[g] && self.rows.iter().any(|r| r[g] != self.rows[0][g]) => {
+                // Each run of rows with one value of the hidden column under its own heading.
+                let mut text = String::new();
+                let mut start = 0;
+                while start < self.rows.len() {
+                    let value = &self.rows[start][g];
+                    let end = self.rows[start..]
+                        .iter()
+                        .position(|r| r[g] != *value)
+                        .map_or(self.rows.len(), |n| start + n);
+                    let part = Grid {
+                        columns: self.columns.clone(),
+                        rows: self.rows[start..end].to_vec(),
+                        group: None,
+                        optional: Vec::new(),
+                    };
+                    text.push_str(&format!("{} {value}:\n", self.columns[g].0));
+                    text.push_str(&part.table(&keep).to_string());
+                    text.push('\n');
+                    start = end;
+                }
+                text.pop();
+                text
+            }
+            _ => t.to_string(),
+        };
         out.push('\n');
         if !dropped.is_empty() {
             let line = format!(
@@ -280,7 +331,9 @@ pub(crate) fn cases_grid(summaries: &[CaseSummary]) -> Grid {
             ("lost/dup/reord", 170),
             ("vs floor", 230),
         ],
-    );
+    )
+    .group_by("cpus")
+    .optional(&["MiB/s", "lost/dup/reord"]);
     for (i, s) in summaries.iter().enumerate() {
         let mut row = vec![
             (i + 1).to_string(),
@@ -300,8 +353,13 @@ pub(crate) fn cases_grid(summaries: &[CaseSummary]) -> Grid {
         ];
         row.extend(distribution_cells(s.latency.as_ref()));
         row.push(format!("{:.0}", s.msgs_per_s));
-        row.push(format!("{:.1}", s.mib_per_s));
-        row.push(format!("{}/{}/{}", s.lost, s.duplicated, s.reordered));
+        // A workload that moves no message (spawn, timers) has no bytes nor deliveries.
+        if s.transport == crate::result::NO_TRANSPORT {
+            row.extend(["-".to_string(), "-".to_string()]);
+        } else {
+            row.push(format!("{:.1}", s.mib_per_s));
+            row.push(format!("{}/{}/{}", s.lost, s.duplicated, s.reordered));
+        }
         row.push(s.vs_floor.map_or("-".into(), |r| {
             format!("{r:.2}x{}", if s.floor_note.is_some() { " *" } else { "" })
         }));
@@ -598,7 +656,12 @@ pub fn settings(run: &RunResult, width: Option<usize>) -> String {
 }
 
 /// Notes, warnings and errors under the tables.
-pub fn notes(run: &RunResult, summaries: &[CaseSummary], width: Option<usize>) -> String {
+pub fn notes(
+    run: &RunResult,
+    summaries: &[CaseSummary],
+    width: Option<usize>,
+    details: bool,
+) -> String {
     let mut lines: Vec<String> = Vec::new();
     let processes = summaries.iter().any(|s| s.roles_as == "processes");
     let mut latency: Vec<String> = Vec::new();
@@ -670,10 +733,40 @@ pub fn notes(run: &RunResult, summaries: &[CaseSummary], width: Option<usize>) -
             ));
         }
     }
+    // A warning per case with details; else one line per kind of warning, naming its cases.
+    let mut kinds: Vec<(
+        std::mem::Discriminant<warnings::Warning>,
+        String,
+        Vec<usize>,
+    )> = Vec::new();
     for (i, (case, s)) in run.cases.iter().zip(summaries).enumerate() {
         for w in warnings::for_case(case, s, &run.environment) {
-            lines.push(format!("warning #{}: {w}", i + 1));
+            if details {
+                lines.push(format!("warning #{}: {w}", i + 1));
+                continue;
+            }
+            let kind = std::mem::discriminant(&w);
+            match kinds.iter_mut().find(|k| k.0 == kind) {
+                Some(k) => k.2.push(i + 1),
+                None => kinds.push((kind, w.to_string(), vec![i + 1])),
+            }
         }
+    }
+    for (_, first, cases) in kinds {
+        let also = match cases.len() {
+            1 => String::new(),
+            n => format!(
+                " (so do {}: {n} cases; --details gives each one's figures)",
+                cases[1..]
+                    .iter()
+                    .map(|c| format!("#{c}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+        };
+        lines.push(format!("warning #{}{also}: {first}", cases[0]));
+    }
+    for (i, s) in summaries.iter().enumerate() {
         if let Some(e) = &s.error {
             lines.push(format!("error #{}: {e}", i + 1));
         }
@@ -757,6 +850,35 @@ pub fn summary_in_words(summaries: &[CaseSummary], width: Option<usize>) -> Stri
             worst.1.mib_per_s
         ));
     }
+    // Furthest from its floor: the highest ratio of a round trip's p50 to its floor's, or the
+    // lowest of a stream's throughput to its floor's.
+    let gap = |s: &CaseSummary| match (s.floor_kind, s.vs_floor) {
+        (Some(crate::result::FloorKind::RoundTrip), Some(r)) => Some(r),
+        (Some(crate::result::FloorKind::Stream), Some(r)) if r > 0.0 => Some(1.0 / r),
+        _ => None,
+    };
+    if let Some((i, s, g)) = summaries
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.error.is_none())
+        .filter_map(|(i, s)| Some((i, s, gap(s)?)))
+        .max_by(|a, b| a.2.total_cmp(&b.2))
+    {
+        if g > 1.25 {
+            lines.push(format!(
+                "furthest from its floor: {} at {:.2}x{}.",
+                name(i, s),
+                s.vs_floor.unwrap_or(g),
+                s.floor_note
+                    .as_ref()
+                    .map_or(String::new(), |n| format!(" ({n})"))
+            ));
+        } else {
+            lines.push(
+                "every case is within 1.25x of its floor (the transport's plain loop).".into(),
+            );
+        }
+    }
     let failed: Vec<String> = summaries
         .iter()
         .enumerate()
@@ -778,4 +900,63 @@ pub fn summary_in_words(summaries: &[CaseSummary], width: Option<usize>) -> Stri
         out.push_str(&wrap(&format!("summary: {l}"), width));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grid() -> Grid {
+        let mut g = Grid::new(&[
+            ("#", ALWAYS),
+            ("transport", ALWAYS),
+            ("cpus", 10),
+            ("p50 [us]", 200),
+        ])
+        .group_by("cpus")
+        .optional(&["MiB/s"]);
+        for (i, cpus) in ["0/0", "0/0", "0/1"].iter().enumerate() {
+            g.row(vec![
+                (i + 1).to_string(),
+                "uds".into(),
+                cpus.to_string(),
+                "9.10".into(),
+            ]);
+        }
+        g
+    }
+
+    #[test]
+    fn a_hidden_grouping_column_becomes_heading_lines() {
+        let wide = grid().render(None);
+        assert!(
+            wide.contains("cpus") && !wide.contains("cpus 0/0:"),
+            "{wide}"
+        );
+        let narrow = grid().render(Some(32));
+        assert!(
+            narrow.contains("cpus 0/0:\n") && narrow.contains("cpus 0/1:\n"),
+            "{narrow}"
+        );
+        let first = narrow.find("cpus 0/0:").unwrap();
+        let second = narrow.find("cpus 0/1:").unwrap();
+        assert!(
+            narrow[first..second].contains(" 2 "),
+            "rows 1-2 under 0/0: {narrow}"
+        );
+        assert!(
+            narrow[second..].contains(" 3 "),
+            "row 3 under 0/1: {narrow}"
+        );
+    }
+
+    #[test]
+    fn an_optional_column_with_no_value_is_left_out() {
+        let mut g = Grid::new(&[("#", ALWAYS), ("MiB/s", 200)]).optional(&["MiB/s"]);
+        g.row(vec!["1".into(), "-".into()]);
+        assert!(!g.render(None).contains("MiB/s"));
+        assert!(!g.markdown().contains("MiB/s"));
+        g.row(vec!["2".into(), "3.5".into()]);
+        assert!(g.render(None).contains("MiB/s"));
+    }
 }

@@ -6,8 +6,7 @@
 //! processes (a role returns its result over the control channel) and are read back by
 //! `msgperf report`. Imports nothing.
 
-use base64::Engine;
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+pub use crate::histogram::EncodedHistogram;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -504,6 +503,9 @@ pub struct FloorResult {
     pub rtt_mean_ns: Option<u64>,
     pub msgs_per_s: Option<f64>,
     pub bytes_per_s: Option<f64>,
+    /// Every round trip of a ping-pong floor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_histogram: Option<EncodedHistogram>,
 }
 
 /// What one role measured.
@@ -625,29 +627,6 @@ pub struct CpuUsage {
     /// its own; the figures above are the role's thread only.
     #[serde(default)]
     pub other_threads_ns: u64,
-}
-
-/// An HdrHistogram in its V2 deflate encoding, base64: compact, lossless, mergeable.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct EncodedHistogram(pub String);
-
-impl EncodedHistogram {
-    pub fn encode(h: &Histogram<u64>) -> Self {
-        let mut bytes = Vec::new();
-        V2DeflateSerializer::new()
-            .serialize(h, &mut bytes)
-            .expect("serializing a histogram into memory cannot fail");
-        EncodedHistogram(base64::engine::general_purpose::STANDARD.encode(bytes))
-    }
-
-    pub fn decode(&self) -> Result<Histogram<u64>, String> {
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(&self.0)
-            .map_err(|e| format!("histogram is not base64: {e}"))?;
-        Deserializer::new()
-            .deserialize(&mut bytes.as_slice())
-            .map_err(|e| format!("histogram does not decode: {e:?}"))
-    }
 }
 
 impl RoleResult {

@@ -40,6 +40,9 @@ pub struct FloorFigure {
     pub rtt_mean_ns: Option<u64>,
     pub msgs_per_s: Option<f64>,
     pub bytes_per_s: Option<f64>,
+    /// Every round trip (ping-pong), for plots beside the cases'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_histogram: Option<crate::histogram::EncodedHistogram>,
 }
 
 /// Which plain loop.
@@ -141,7 +144,12 @@ pub(crate) fn rtt_figure(samples: &mut [u32]) -> FloorFigure {
     samples.sort_unstable();
     let sum: u64 = samples.iter().map(|&s| s as u64).sum();
     let n = samples.len() as u64;
+    let mut h = crate::histogram::new(3);
+    for &s in samples.iter() {
+        h.saturating_record(s.max(1) as u64);
+    }
     FloorFigure {
+        rtt_histogram: Some(crate::histogram::EncodedHistogram::encode(&h)),
         samples: n,
         rtt_min_ns: Some(samples[0] as u64),
         rtt_p50_ns: Some(samples[samples.len() / 2] as u64),

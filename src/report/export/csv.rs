@@ -7,25 +7,18 @@ use serde::Serialize;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
-pub struct Csv;
+pub const FORMAT: super::Format = super::Format {
+    name: "csv",
+    about: "a row per case, and a row per role in FILE.roles.csv beside it",
+    writes: super::Writes::WithBeside(|p| roles_path(p).into_iter().collect(), render),
+};
 
-impl super::Format for Csv {
-    fn name(&self) -> &'static str {
-        "csv"
+fn render(run: &RunResult, path: &Path) -> super::Files<PathBuf> {
+    let mut out = vec![(path.to_path_buf(), to_csv(run)?)];
+    if let Some(roles) = roles_path(path) {
+        out.push((roles, roles_csv(run)?));
     }
-    fn about(&self) -> &'static str {
-        "a row per case, and a row per role in FILE.roles.csv beside it"
-    }
-    fn beside(&self, path: &Path) -> Vec<PathBuf> {
-        roles_path(path).into_iter().collect()
-    }
-    fn render(&self, run: &RunResult, path: &Path) -> Result<Vec<(PathBuf, Vec<u8>)>, String> {
-        let mut out = vec![(path.to_path_buf(), to_csv(run)?)];
-        if let Some(roles) = roles_path(path) {
-            out.push((roles, roles_csv(run)?));
-        }
-        Ok(out)
-    }
+    Ok(out)
 }
 
 /// The roles' CSV beside the cases' one, `r.csv` → `r.roles.csv`, where the cases' CSV is a
@@ -84,7 +77,7 @@ struct CaseRow<'a> {
     max_ns: Option<u64>,
     msgs_per_s: f64,
     mib_per_s: f64,
-    floor_kind: Option<&'a str>,
+    floor_kind: Option<crate::result::FloorKind>,
     floor_p50_ns: Option<u64>,
     floor_mib_per_s: Option<f64>,
     vs_floor: Option<f64>,
@@ -149,10 +142,7 @@ fn to_csv(run: &RunResult) -> Result<Vec<u8>, String> {
             max_ns: d.map(|d| d.max_ns),
             msgs_per_s: s.msgs_per_s,
             mib_per_s: s.mib_per_s,
-            floor_kind: s.floor_kind.map(|k| match k {
-                crate::result::FloorKind::RoundTrip => "round-trip",
-                crate::result::FloorKind::Stream => "stream",
-            }),
+            floor_kind: s.floor_kind,
             floor_p50_ns: s.floor_p50_ns,
             floor_mib_per_s: s.floor_mib_per_s,
             vs_floor: s.vs_floor,

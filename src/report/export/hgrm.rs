@@ -5,41 +5,30 @@ use super::{case_slug, role_slug};
 use crate::result::RunResult;
 use hdrhistogram::Histogram;
 use std::fmt::Write;
-use std::path::{Path, PathBuf};
 
-pub struct Hgrm;
+pub const FORMAT: super::Format = super::Format {
+    name: "hgrm",
+    about: "percentile files for HdrHistogram plotters, one per case and role (PATH: a directory)",
+    writes: super::Writes::Directory(render),
+};
 
-impl super::Format for Hgrm {
-    fn name(&self) -> &'static str {
-        "hgrm"
-    }
-    fn about(&self) -> &'static str {
-        "percentile files for HdrHistogram plotters, one per case and role (PATH: a directory)"
-    }
-    fn directory(&self) -> bool {
-        true
-    }
-    fn render(&self, run: &RunResult, dir: &Path) -> Result<Vec<(PathBuf, Vec<u8>)>, String> {
-        let mut out = Vec::new();
-        for (i, c) in run.cases.iter().enumerate() {
-            for r in &c.roles {
-                let Some(h) = r.histogram(c.latency_metric) else {
-                    continue;
-                };
-                let name = format!(
-                    "{:03}-{}-{}.hgrm",
-                    i + 1,
-                    case_slug(run, c).replace('/', "-"),
-                    role_slug(&r.role)
-                );
-                out.push((
-                    dir.join(name),
-                    percentile_distribution(&h, 1e3).into_bytes(),
-                ));
-            }
+fn render(run: &RunResult) -> super::Files<String> {
+    let mut out = Vec::new();
+    for (i, c) in run.cases.iter().enumerate() {
+        for r in &c.roles {
+            let Some(h) = r.histogram(c.latency_metric) else {
+                continue;
+            };
+            let name = format!(
+                "{:03}-{}-{}.hgrm",
+                i + 1,
+                case_slug(run, c).replace('/', "-"),
+                role_slug(&r.role)
+            );
+            out.push((name, percentile_distribution(&h, 1e3).into_bytes()));
         }
-        Ok(out)
     }
+    Ok(out)
 }
 
 /// The distribution as Java's `outputPercentileDistribution(out, 5, scale)` prints it: five

@@ -7,22 +7,13 @@ use super::{case_slug, role_slug};
 use crate::result::{EncodedHistogram, RunResult};
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
-pub struct Hlog;
-
-impl super::Format for Hlog {
-    fn name(&self) -> &'static str {
-        "hlog"
-    }
-    fn about(&self) -> &'static str {
-        "HdrHistogram interval logs, a tag per case and role (HistogramLogAnalyzer reads them)"
-    }
-    fn render(&self, run: &RunResult, path: &Path) -> Result<Vec<(PathBuf, Vec<u8>)>, String> {
-        Ok(vec![(path.to_path_buf(), to_hlog(run)?)])
-    }
-}
+pub const FORMAT: super::Format = super::Format {
+    name: "hlog",
+    about: "HdrHistogram interval logs, a tag per case and role (HistogramLogAnalyzer reads them)",
+    writes: super::Writes::File(to_hlog),
+};
 
 /// One interval of one role: when it started (ns since the epoch), how long, its tag.
 struct Line {

@@ -7,25 +7,16 @@
 use crate::report::summary::{summarize, CaseSummary};
 use crate::report::sweep;
 use crate::report::table::{self, escape_html};
-use crate::result::{CaseResult, RunResult};
+use crate::result::{CaseResult, Metric, RunResult};
 use crate::units::format_size;
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;
-use std::path::{Path, PathBuf};
 
-pub struct Html;
-
-impl super::Format for Html {
-    fn name(&self) -> &'static str {
-        "html"
-    }
-    fn about(&self) -> &'static str {
-        "a report with plots in one file, readable offline"
-    }
-    fn render(&self, run: &RunResult, path: &Path) -> Result<Vec<(PathBuf, Vec<u8>)>, String> {
-        Ok(vec![(path.to_path_buf(), to_html(run)?.into_bytes())])
-    }
-}
+pub const FORMAT: super::Format = super::Format {
+    name: "html",
+    about: "a report with plots in one file, readable offline",
+    writes: super::Writes::File(|run| Ok(to_html(run)?.into_bytes())),
+};
 
 /// What each column of the tables means (shown under them, and as the headers' tooltips).
 const DEFINITIONS: &[(&str, &str)] = &[
@@ -47,7 +38,7 @@ const DEFINITIONS: &[(&str, &str)] = &[
     ("rate [/s]", "messages (round trips for pingpong) per second over the measured window"),
     ("MiB/s", "payload bytes per second, one direction, in MiB (2^20 B)"),
     ("lost/dup/reord", "messages lost, duplicated and out of order, as the receivers counted them by sequence number"),
-    ("vs floor", "the ratio to this machine's plain loop of the same transport: p50 / floor p50 for round trips, floor MiB/s / MiB/s for streams; 1.00x is the floor"),
+    ("vs floor", "the ratio to this machine's plain loop of the same transport, same size and placement: p50 / floor p50 for round trips (above 1 is slower), MiB/s / floor MiB/s for streams (below 1 is slower); 1.00x is the floor"),
     ("role", "a role of the case, and its number where there are several"),
     ("ran on", "process or thread, and the CPUs it was seen on"),
     ("messages", "messages this role sent or received, whichever is more (the per-message divisor)"),
@@ -308,6 +299,16 @@ fn percentile_label(v: &f64) -> String {
     }
 }
 
+/// A histogram's percentile spectrum: (1/(1-p), microseconds), its maximum at the axis' end.
+fn spectrum(h: &hdrhistogram::Histogram<u64>) -> Vec<(f64, f64)> {
+    h.iter_quantiles(5)
+        .map(|v| (v.quantile_iterated_to(), v.value_iterated_to()))
+        .filter(|(q, _)| *q < 1.0)
+        .map(|(q, v)| (1.0 / (1.0 - q), v as f64 / 1e3))
+        .chain(std::iter::once((1e6, h.max() as f64 / 1e3)))
+        .collect()
+}
+
 /// The percentile spectrum of every case on a 1/(1-p) axis, a plot per kind of latency, cases
 /// and repetitions overlaid.
 fn spectra(run: &RunResult, s: &[CaseSummary]) -> Result<Vec<String>, String> {
@@ -328,20 +329,37 @@ fn spectra(run: &RunResult, s: &[CaseSummary]) -> Result<Vec<String>, String> {
             let Some(h) = latency_histogram(c) else {
                 continue;
             };
-            let points: Vec<(f64, f64)> = h
-                .iter_quantiles(5)
-                .map(|v| (v.quantile_iterated_to(), v.value_iterated_to()))
-                .filter(|(q, _)| *q < 1.0)
-                .map(|(q, v)| (1.0 / (1.0 - q), v as f64 / 1e3))
-                .chain(std::iter::once((1e6, h.max() as f64 / 1e3)))
-                .collect();
             lines.push(Line {
                 label: case_label(i, c, repeated),
-                points,
+                points: spectrum(&h),
             });
         }
         if lines.is_empty() {
             continue;
+        }
+        // The plain loops the round trips divide by, once each.
+        for (i, c) in run.cases.iter().enumerate() {
+            if c.latency_metric != Metric::RTT || s[i].latency_kind != kind {
+                continue;
+            }
+            let Some(h) = c.floor.as_ref().and_then(|f| f.rtt_histogram.as_ref()) else {
+                continue;
+            };
+            let label = format!(
+                "floor: {} {} {}",
+                c.config.transport,
+                format_size(c.config.size_bytes),
+                c.config.placement.label()
+            );
+            if lines.iter().any(|l| l.label == label) {
+                continue;
+            }
+            if let Ok(h) = h.decode() {
+                lines.push(Line {
+                    label,
+                    points: spectrum(&h),
+                });
+            }
         }
         let (lo, hi) = bounds(lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)));
         out.push(plot(
@@ -500,33 +518,28 @@ fn sweeps(s: &[CaseSummary]) -> Result<Vec<String>, String> {
         };
         let (xlo, xhi) = bounds(s.iter().map(|c| c.size_bytes.max(1) as f64));
         let size_label = |v: &f64| format_size(*v as usize);
-        let latency = line(&|c| Some(c.latency.as_ref()?.p50_ns? as f64 / 1e3));
-        if !latency.is_empty() {
-            let (lo, hi) = bounds(latency.iter().flat_map(|l| l.points.iter().map(|p| p.1)));
+        let p50 = |c: &CaseSummary| Some(c.latency.as_ref()?.p50_ns? as f64 / 1e3);
+        let mib = |c: &CaseSummary| (c.mib_per_s > 0.0).then_some(c.mib_per_s);
+        type Figure<'a> = &'a dyn Fn(&CaseSummary) -> Option<f64>;
+        let figures: [(&str, &str, Figure); 2] = [
+            ("p50 latency against message size", "p50 [us]", &p50),
+            ("throughput against message size", "MiB/s", &mib),
+        ];
+        for (title, unit, figure) in figures {
+            let lines = line(figure);
+            if lines.is_empty() {
+                continue;
+            }
+            let (lo, hi) = bounds(lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)));
             out.push(plot(
                 WIDE,
-                "p50 latency against message size",
+                title,
                 "message size",
-                "p50 [us]",
+                unit,
                 (xlo..xhi).log_scale(),
                 (lo..hi).log_scale(),
                 &size_label,
-                &latency,
-                &[],
-            )?);
-        }
-        let throughput = line(&|c| (c.mib_per_s > 0.0).then_some(c.mib_per_s));
-        if !throughput.is_empty() {
-            let (lo, hi) = bounds(throughput.iter().flat_map(|l| l.points.iter().map(|p| p.1)));
-            out.push(plot(
-                WIDE,
-                "throughput against message size",
-                "message size",
-                "MiB/s",
-                (xlo..xhi).log_scale(),
-                (lo..hi).log_scale(),
-                &size_label,
-                &throughput,
+                &lines,
                 &[],
             )?);
         }

@@ -3,21 +3,12 @@
 
 use crate::report::summary::summarize;
 use crate::result::RunResult;
-use std::path::{Path, PathBuf};
 
-pub struct Json;
-
-impl super::Format for Json {
-    fn name(&self) -> &'static str {
-        "json"
-    }
-    fn about(&self) -> &'static str {
-        "every figure, histogram, setting and the environment (read back by report and compare)"
-    }
-    fn render(&self, run: &RunResult, path: &Path) -> Result<Vec<(PathBuf, Vec<u8>)>, String> {
-        Ok(vec![(path.to_path_buf(), to_json(run)?)])
-    }
-}
+pub const FORMAT: super::Format = super::Format {
+    name: "json",
+    about: "every figure, histogram, setting and the environment (read back by report and compare)",
+    writes: super::Writes::File(to_json),
+};
 
 pub fn to_json(run: &RunResult) -> Result<Vec<u8>, String> {
     let mut v = serde_json::to_value(run).map_err(|e| e.to_string())?;

@@ -4,21 +4,12 @@
 use crate::report::summary::{summarize, CaseSummary};
 use crate::report::table;
 use crate::result::RunResult;
-use std::path::{Path, PathBuf};
 
-pub struct Markdown;
-
-impl super::Format for Markdown {
-    fn name(&self) -> &'static str {
-        "md"
-    }
-    fn about(&self) -> &'static str {
-        "the tables as Markdown, for a pull request"
-    }
-    fn render(&self, run: &RunResult, path: &Path) -> Result<Vec<(PathBuf, Vec<u8>)>, String> {
-        Ok(vec![(path.to_path_buf(), to_markdown(run).into_bytes())])
-    }
-}
+pub const FORMAT: super::Format = super::Format {
+    name: "md",
+    about: "the tables as Markdown, for a pull request",
+    writes: super::Writes::File(|run| Ok(to_markdown(run).into_bytes())),
+};
 
 pub fn to_markdown(run: &RunResult) -> String {
     let s: Vec<CaseSummary> = run.cases.iter().map(summarize).collect();

@@ -12,47 +12,79 @@ mod md;
 use crate::result::RunResult;
 use std::path::{Path, PathBuf};
 
-/// A file format results can be exported in (`--export NAME=PATH`).
-pub trait Format: Sync {
-    /// Its name in `--export`.
-    fn name(&self) -> &'static str;
-    /// What it holds, one line.
-    fn about(&self) -> &'static str;
-    /// PATH names a directory to fill (one file per case and role), not a file.
-    fn directory(&self) -> bool {
-        false
+/// A file format results can be exported in (`--export NAME=PATH`): a name, a line saying
+/// what it holds, and what it writes.
+pub struct Format {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub writes: Writes,
+}
+
+/// Files by path (or by name in a directory), each with its bytes.
+pub type Files<P> = Result<Vec<(P, Vec<u8>)>, String>;
+
+/// What a format writes for `--export NAME=PATH`.
+pub enum Writes {
+    /// One file, PATH.
+    File(fn(&RunResult) -> Result<Vec<u8>, String>),
+    /// PATH, and files beside it: their paths from PATH, and the bytes of each path.
+    WithBeside(
+        fn(&Path) -> Vec<PathBuf>,
+        fn(&RunResult, &Path) -> Files<PathBuf>,
+    ),
+    /// Files in the directory PATH, by name.
+    Directory(fn(&RunResult) -> Files<String>),
+}
+
+impl Format {
+    /// PATH names a directory to fill, not a file.
+    pub fn directory(&self) -> bool {
+        matches!(self.writes, Writes::Directory(_))
     }
-    /// The files it writes for `path` beside `path` itself (checked before a run starts).
-    fn beside(&self, _path: &Path) -> Vec<PathBuf> {
-        Vec::new()
+
+    /// The files it writes beside `path` (checked before a run starts).
+    pub fn beside(&self, path: &Path) -> Vec<PathBuf> {
+        match self.writes {
+            Writes::WithBeside(beside, _) => beside(path),
+            _ => Vec::new(),
+        }
     }
-    /// The run rendered: each file it writes (`path` itself, files beside it, or files in the
-    /// directory `path`) and its bytes.
-    fn render(&self, run: &RunResult, path: &Path) -> Result<Vec<(PathBuf, Vec<u8>)>, String>;
+
+    /// The run rendered: each file it writes and its bytes.
+    pub fn render(&self, run: &RunResult, path: &Path) -> Files<PathBuf> {
+        match self.writes {
+            Writes::File(render) => Ok(vec![(path.to_path_buf(), render(run)?)]),
+            Writes::WithBeside(_, render) => render(run, path),
+            Writes::Directory(render) => Ok(render(run)?
+                .into_iter()
+                .map(|(name, bytes)| (path.join(name), bytes))
+                .collect()),
+        }
+    }
 }
 
 /// Every format, in the order `--help` lists them.
-pub static REGISTRY: &[&dyn Format] = &[
-    &json::Json,
-    &csv::Csv,
-    &md::Markdown,
-    &hlog::Hlog,
-    &hgrm::Hgrm,
-    &html::Html,
+pub static REGISTRY: &[&Format] = &[
+    &json::FORMAT,
+    &csv::FORMAT,
+    &md::FORMAT,
+    &hlog::FORMAT,
+    &hgrm::FORMAT,
+    &html::FORMAT,
 ];
 
 /// The format called `name`, or a sentence naming those there are.
-pub fn find(name: &str) -> Result<&'static dyn Format, String> {
+pub fn find(name: &str) -> Result<&'static Format, String> {
     REGISTRY
         .iter()
         .copied()
-        .find(|f| f.name() == name)
+        .find(|f| f.name == name)
         .ok_or_else(|| {
             format!(
                 "no export format `{name}`: give one of {}",
                 REGISTRY
                     .iter()
-                    .map(|f| f.name())
+                    .map(|f| f.name)
                     .collect::<Vec<_>>()
                     .join(", ")
             )
