@@ -9,8 +9,8 @@ import os, re, sys, tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import build_msgperf, recorded, root, sh
 
-CASES = ["run", "pingpong", "-t", "uds,tcp,shm", "-s", "64,4k", "--duration", "300ms",
-         "--repeat", "5", "--no-floor"]
+CASES = ["run", "pingpong", "-t", "uds,tcp,shm", "-s", "64,4k", "--placement", "same-cpu",
+         "--duration", "300ms", "--repeat", "5"]
 
 
 def main():
@@ -22,9 +22,11 @@ def main():
             sh([msgperf, *CASES, "--json", path])
             runs.append(path)
         md = os.path.join(d, "compare.md")
-        r = sh([msgperf, "compare", *runs, "--export", f"md={md}"], env={**os.environ, "COLUMNS": "200"})
+        table = sh([msgperf, "compare", *runs, "--export", f"md={md}"],
+                   env={**os.environ, "COLUMNS": "100"})
         print(f"`msgperf {' '.join(CASES)}`, twice, then `msgperf compare BASE NEW`:\n")
         print(open(md).read())
+        print(f"\nThe same at 100 columns:\n\n```text\n{table}```")
         html = os.path.join(d, "report.html")
         sh([msgperf, "report", runs[0], "-o", html])
         svgs = re.findall(r"<svg.*?</svg>", open(html).read(), re.S)

@@ -183,9 +183,12 @@ fn failed(e: impl std::fmt::Display) -> String {
     format!("cannot draw a plot: {e}")
 }
 
-/// One line of a plot: its label and points.
+/// One line of a plot: its label (none: no legend entry, as for a repetition of a line
+/// already named), its colour's index and its points.
+#[derive(Default)]
 struct Line {
     label: String,
+    color: usize,
     points: Vec<(f64, f64)>,
 }
 
@@ -226,18 +229,19 @@ where
             .x_label_formatter(x_format)
             .draw()
             .map_err(failed)?;
-        for (i, l) in lines.iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
-            chart
+        for l in lines {
+            let color = Palette99::pick(l.color).to_rgba();
+            let series = chart
                 .draw_series(LineSeries::new(
                     l.points.iter().copied(),
                     color.stroke_width(2),
                 ))
-                .map_err(failed)?
-                .label(l.label.clone())
-                .legend(move |(x, y)| {
+                .map_err(failed)?;
+            if !l.label.is_empty() {
+                series.label(l.label.clone()).legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
                 });
+            }
             if l.points.len() <= 40 {
                 chart
                     .draw_series(
@@ -264,7 +268,7 @@ where
                 )))
                 .map_err(failed)?;
         }
-        if lines.len() > 1 || lines.first().is_some_and(|l| !l.label.is_empty()) {
+        if lines.iter().any(|l| !l.label.is_empty()) {
             chart
                 .configure_series_labels()
                 .background_style(WHITE.mix(0.85))
@@ -321,6 +325,8 @@ fn spectra(run: &RunResult, s: &[CaseSummary]) -> Result<Vec<String>, String> {
     }
     let mut out = Vec::new();
     for kind in kinds {
+        // A colour per case; its repetitions share it, and its legend entry.
+        let mut keys: Vec<&str> = Vec::new();
         let mut lines = Vec::new();
         for (i, c) in run.cases.iter().enumerate() {
             if s[i].latency_kind != kind {
@@ -329,8 +335,24 @@ fn spectra(run: &RunResult, s: &[CaseSummary]) -> Result<Vec<String>, String> {
             let Some(h) = latency_histogram(c) else {
                 continue;
             };
+            let (color, label) = match keys.iter().position(|k| *k == c.key) {
+                Some(k) => (k, String::new()),
+                None => {
+                    keys.push(&c.key);
+                    let runs = if repeated {
+                        format!(
+                            " ({} runs)",
+                            run.cases.iter().filter(|o| o.key == c.key).count()
+                        )
+                    } else {
+                        String::new()
+                    };
+                    (keys.len() - 1, format!("{}{runs}", case_label(i, c, false)))
+                }
+            };
             lines.push(Line {
-                label: case_label(i, c, repeated),
+                label,
+                color,
                 points: spectrum(&h),
             });
         }
@@ -355,15 +377,19 @@ fn spectra(run: &RunResult, s: &[CaseSummary]) -> Result<Vec<String>, String> {
                 continue;
             }
             if let Ok(h) = h.decode() {
+                keys.push(&c.key);
                 lines.push(Line {
                     label,
+                    color: keys.len() - 1,
                     points: spectrum(&h),
                 });
             }
         }
         let (lo, hi) = bounds(lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)));
+        // Room for the legend: a line per case.
+        let entries = lines.iter().filter(|l| !l.label.is_empty()).count() as u32;
         out.push(plot(
-            WIDE,
+            (WIDE.0, WIDE.1 + 18 * entries.saturating_sub(12)),
             &format!("{kind} latency by percentile"),
             "percentile",
             "latency [us]",
@@ -399,8 +425,10 @@ fn over_time(i: usize, c: &CaseResult, s: &CaseSummary) -> Result<Option<String>
     };
     let mut lines: Vec<Line> = ["p50", "p99", "max"]
         .iter()
-        .map(|l| Line {
+        .enumerate()
+        .map(|(color, l)| Line {
             label: l.to_string(),
+            color,
             points: Vec::new(),
         })
         .collect();
@@ -503,13 +531,15 @@ fn sweeps(s: &[CaseSummary]) -> Result<Vec<String>, String> {
         let line = |f: &dyn Fn(&CaseSummary) -> Option<f64>| -> Vec<Line> {
             by_size
                 .iter()
-                .map(|(label, g)| {
+                .enumerate()
+                .map(|(color, (label, g))| {
                     let points = medians(
                         g.iter()
                             .filter_map(|c| Some((c.size_bytes.max(1) as f64, f(c)?))),
                     );
                     Line {
                         label: label.clone(),
+                        color,
                         points,
                     }
                 })
@@ -558,7 +588,7 @@ fn sweeps(s: &[CaseSummary]) -> Result<Vec<String>, String> {
     if !by_rate.is_empty() {
         let mut lines = Vec::new();
         let mut marks = Vec::new();
-        for (label, g) in &by_rate {
+        for (color, (label, g)) in by_rate.iter().enumerate() {
             let points = medians(g.iter().filter_map(|c| {
                 let d = c.latency_from_intended.as_ref().or(c.latency.as_ref())?;
                 Some((c.rate_hz?, d.p99_ns? as f64 / 1e3))
@@ -570,6 +600,7 @@ fn sweeps(s: &[CaseSummary]) -> Result<Vec<String>, String> {
             }
             lines.push(Line {
                 label: label.clone(),
+                color,
                 points,
             });
         }
