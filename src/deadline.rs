@@ -1,7 +1,16 @@
 //! Leaf: `Deadline`, the only way msgperf waits. Every blocking call takes one (or the idle
 //! timeout derived from one), so no wait in the tool is unbounded.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+/// Set by Ctrl-C, SIGTERM or SIGHUP: the running case ends early, no further case starts, and
+/// any wait that can end early (a broker's start) gives up at once.
+pub static STOP: AtomicBool = AtomicBool::new(false);
+
+pub fn stop_requested() -> bool {
+    STOP.load(Ordering::Relaxed)
+}
 
 /// A point in time after which a wait gives up.
 #[derive(Clone, Copy, Debug)]

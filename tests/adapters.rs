@@ -369,6 +369,38 @@ fn broker_dies_with_msgperf(transport: &str, program: &str) {
     }
 }
 
+/// Ctrl-C while the broker starts acts at once: the run ends interrupted (exit 130) within
+/// seconds, not once the broker has booted, and the broker goes with it.
+#[cfg(feature = "_broker")]
+fn stopped_while_the_broker_starts(transport: &str, program: &str) {
+    let mut child = spawn(&[
+        "run",
+        "pingpong",
+        "-t",
+        transport,
+        "--duration",
+        "60s",
+        "--no-floor",
+    ]);
+    let pid = child.id();
+    let broker = broker_of(&mut child, program);
+    let stopped = Instant::now();
+    signal(pid, libc::SIGINT);
+    let out = wait_output(child, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    assert!(
+        stopped.elapsed() < Duration::from_secs(5),
+        "{transport}: Ctrl-C took {:?}",
+        stopped.elapsed()
+    );
+    let end = Instant::now() + Duration::from_secs(10);
+    while alive(broker) {
+        assert!(Instant::now() < end, "{program} {broker} outlived msgperf");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(leftovers_of(pid).is_empty(), "{:?}", leftovers_of(pid));
+}
+
 /// The broker is a role of the case: pinned with the non-driving roles, its CPU measured over
 /// the messages the driving roles sent through it.
 #[cfg(feature = "_broker")]

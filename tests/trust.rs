@@ -80,6 +80,91 @@ fn a_device_a_fifo_and_a_symlink_are_written_through_never_replaced() {
     assert_eq!(v["cases"].as_array().unwrap().len(), 1);
 }
 
+/// Output targets in odd states, as a user would meet them: a dangling link gets its file; a
+/// FIFO nobody reads, or a directory removed during the run, fails the run with one line naming
+/// it, and the table still shows every case measured.
+#[test]
+fn odd_output_targets_keep_the_table_and_name_the_path() {
+    let dir = temp_dir();
+    // A dangling symlink: the file it names is made, the link stays a link.
+    let real = dir.path().join("made.json");
+    let link = dir.path().join("dangling.json");
+    std::os::unix::fs::symlink("made.json", &link).unwrap();
+    let out = run_args(
+        &with(&["--json", link.to_str().unwrap()]),
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
+    let v: Value = serde_json::from_slice(&std::fs::read(&real).unwrap()).unwrap();
+    assert_eq!(v["cases"].as_array().unwrap().len(), 1);
+
+    // A FIFO with no reader: msgperf waits 10 s for one, then says so; the table is printed.
+    let fifo = dir.path().join("nobody.json");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let out = run_args(
+        &with(&["--json", fifo.to_str().unwrap()]),
+        Duration::from_secs(60),
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("nobody.json") && err.contains("FIFO"), "{err}");
+    assert!(
+        text(&out.stdout).contains("pingpong"),
+        "the table still shows"
+    );
+
+    // The output's directory removed after the first case: the run stops there, the table
+    // holds that case, and the error names the path.
+    let gone = dir.path().join("gone");
+    std::fs::create_dir(&gone).unwrap();
+    let json = gone.join("r.json");
+    let child = msgperf(&[
+        "run",
+        "pingpong",
+        "-t",
+        "uds",
+        "-s",
+        "64,128,256,512",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0s",
+        "--no-floor",
+        "--json",
+        json.to_str().unwrap(),
+    ])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let start = Instant::now();
+    while !json.exists() {
+        assert!(start.elapsed() < Duration::from_secs(30), "no result file");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::remove_dir_all(&gone).unwrap();
+    let out = wait_output(child, Duration::from_secs(60));
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("r.json") && err.contains("were not run"),
+        "{err}"
+    );
+    let table = text(&out.stdout);
+    assert!(
+        table.contains("64 B"),
+        "the first case is in the table: {table}"
+    );
+    assert!(!table.contains("512 B"), "the run stopped: {table}");
+}
+
 #[test]
 fn an_output_that_cannot_be_written_is_refused_before_anything_runs() {
     let dir = temp_dir();

@@ -494,6 +494,7 @@ fn execute(
     };
     let progress = Progress::new("cases", steps);
     let mut runner = Runner::new(connect, floor);
+    let mut unwritten: Option<String> = None;
     // A rate sweep stops offering more load to a case that could not hold a lower one.
     let mut saturated: Vec<(CaseConfig, f64)> = Vec::new();
     for (i, (repetition, case)) in cases.iter().enumerate() {
@@ -522,10 +523,17 @@ fn execute(
             }
         }
         run.cases.push(result);
-        write_outputs(&run, &outs, false).map_err(CliError::Run)?;
+        // An output that stops taking writes (its directory removed, a full disk) ends the run:
+        // what was measured still reaches the terminal below.
+        if let Err(e) = write_outputs(&run, &outs, false) {
+            unwritten = Some(e);
+            break;
+        }
     }
     run.interrupted = exec::stop_requested();
-    write_outputs(&run, &outs, true).map_err(CliError::Run)?;
+    if unwritten.is_none() {
+        unwritten = write_outputs(&run, &outs, true).err();
+    }
     progress.finish();
     let layout = report::Layout {
         details: out.details.unwrap_or(cases.len() <= 8),
@@ -538,7 +546,7 @@ fn execute(
         .filter(|p| p.as_os_str() != "-")
         .map(|p| p.display().to_string())
         .collect();
-    if !written.is_empty() {
+    if !written.is_empty() && unwritten.is_none() {
         text.push_str(&report::table::wrap(
             &format!("summary: results written to {}.", written.join(", ")),
             layout.width,
@@ -549,6 +557,17 @@ fn execute(
         eprint!("{text}");
     } else {
         print_out(&text)?;
+    }
+    if let Some(e) = unwritten {
+        let left = cases.len() - run.cases.len();
+        let rest = if left > 0 {
+            format!("; {left} cases were not run")
+        } else {
+            String::new()
+        };
+        return Err(CliError::Run(format!(
+            "{e}: the table above holds every case measured{rest}"
+        )));
     }
     if run.interrupted {
         return Ok(130);

@@ -1,7 +1,8 @@
 //! Where results are written, safely: a regular file is written whole or not at all (beside it,
-//! then renamed over it); a FIFO, a character device (`/dev/null`) or `-` (standard output) is
-//! written through, never replaced; a symlink is followed to what it names; anything else (a
-//! directory) is refused. Every output is checked before the first case runs.
+//! then renamed over it, so one that vanishes during a run is made again); a FIFO, a character
+//! device (`/dev/null`) or `-` (standard output) is written through, never replaced; a symlink is
+//! followed to what it names, dangling or not; anything else (a directory) is refused. Every
+//! output is checked before the first case runs.
 
 use std::io::Write;
 use std::os::unix::fs::FileTypeExt;
@@ -20,10 +21,14 @@ fn target(path: &Path) -> Result<Target, String> {
     if path.as_os_str() == "-" {
         return Ok(Target::Stdout);
     }
-    // A symlink is followed: what it names is the file the user means.
+    // A symlink is followed: what it names is the file the user means, even where that file
+    // does not exist yet (a dangling link gets its file made, and stays a link).
     let resolved = match std::fs::canonicalize(path) {
         Ok(p) => p,
-        Err(_) => path.to_path_buf(),
+        Err(_) => match std::fs::read_link(path) {
+            Ok(to) => path.parent().unwrap_or(Path::new(".")).join(to),
+            Err(_) => path.to_path_buf(),
+        },
     };
     match std::fs::metadata(&resolved) {
         Ok(m) if m.is_file() => Ok(Target::Regular(resolved)),

@@ -25,15 +25,9 @@ use crate::workload;
 use control::ControlAddr;
 pub use error::ExecError;
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// Set by Ctrl-C, SIGTERM or SIGHUP: the running case ends early, and no further case starts.
-pub static STOP: AtomicBool = AtomicBool::new(false);
-
-pub fn stop_requested() -> bool {
-    STOP.load(Ordering::Relaxed)
-}
+pub use crate::deadline::{stop_requested, STOP};
 
 /// The msgperf binary, to start role processes with. MSGPERF_EXE names it when the caller is
 /// not msgperf itself (the test suite).

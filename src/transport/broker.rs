@@ -207,6 +207,13 @@ impl Broker {
             if start.elapsed() >= timeout {
                 return Err(TransportError::Timeout(timeout));
             }
+            // Ctrl-C acts now, not once a JVM has booted (its process goes with `self`).
+            if crate::deadline::stop_requested() {
+                return Err(TransportError::broker(
+                    self.program,
+                    format!("stopped while the broker `{}` started", self.program),
+                ));
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
     }

@@ -179,6 +179,7 @@ fn kafka_a_killed_peer_or_broker_ends_the_case_within_the_timeout() {
     broker_fault_ends_the_case("kafka", "kafka.Kafka", libc::SIGKILL);
     broker_fault_ends_the_case("kafka", "kafka.Kafka", libc::SIGSTOP);
     broker_dies_with_msgperf("kafka", "kafka.Kafka");
+    stopped_while_the_broker_starts("kafka", "kafka.Kafka");
 }
 
 #[test]
