@@ -32,22 +32,65 @@ pub fn run_command(mut command: Command, limit: Duration) -> Output {
     wait_output(child, limit)
 }
 
+/// Waits for `child`, at most `limit` (then kills it and panics), reading its output as it
+/// comes: a child that prints more than a pipe holds (a table of 600 subscribers) would
+/// otherwise wait for a reader that waits for it to exit.
 pub fn wait_output(mut child: Child, limit: Duration) -> Output {
+    let (out, err) = (
+        Drain::of(child.stdout.take()),
+        Drain::of(child.stderr.take()),
+    );
     let end = Instant::now() + limit;
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
         }
         if Instant::now() > end {
             let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
+            let _ = child.wait();
             panic!(
                 "msgperf did not finish within {limit:?}\nstdout: {}\nstderr: {}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
+                String::from_utf8_lossy(&out.take()),
+                String::from_utf8_lossy(&err.take())
             );
         }
         std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out.take(),
+        stderr: err.take(),
+    }
+}
+
+/// A pipe read into memory by a thread of its own.
+struct Drain {
+    bytes: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    done: std::sync::mpsc::Receiver<()>,
+}
+
+impl Drain {
+    fn of<R: std::io::Read + Send + 'static>(r: Option<R>) -> Drain {
+        let bytes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (tx, done) = std::sync::mpsc::channel();
+        let into = bytes.clone();
+        std::thread::spawn(move || {
+            if let Some(mut r) = r {
+                let mut buf = [0u8; 65536];
+                while let Ok(n @ 1..) = r.read(&mut buf) {
+                    into.lock().unwrap().extend_from_slice(&buf[..n]);
+                }
+            }
+            let _ = tx.send(());
+        });
+        Drain { bytes, done }
+    }
+
+    /// What was read: all of it once the pipe closes, or what came within 5 s (a process
+    /// left holding the pipe is the test's to find, not a reason to hang).
+    fn take(&self) -> Vec<u8> {
+        let _ = self.done.recv_timeout(Duration::from_secs(5));
+        std::mem::take(&mut *self.bytes.lock().unwrap())
     }
 }
 
