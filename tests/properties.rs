@@ -38,19 +38,19 @@ fn args() -> impl Strategy<Value = Vec<String>> {
         ),
         value(
             &["150ms", "100ms", "50ms"],
-            &["0s", "0", "abc", "1us", "200", "1h"],
+            &["0s", "0", "abc", "1us", "200", "-1s"],
             "[0-9]{1,3}(ms|us|ns)",
         ),
         value(&["", "0s", "20ms"], &["-1s", "x"], "[0-9]{1,2}(ms|us)"),
         value(&["", "10s", "5s"], &["0s", "1ms", "1x"], "[0-9]{1,2}s"),
-        value(&["", "1", "2"], &["0", "100000", "-2"], "[0-9]{1,3}"),
+        value(&["", "1", "2"], &["0", "100000", "-2"], "[0-9]{1,2}"),
         value(
             &["", "buffer=none", "framing=length"],
             &["write-size=7", "nope=1", "buffer"],
             "[a-z=]{0,8}",
         ),
         value(&["", "100ms", "1s"], &["0s", "no"], "[0-9]{1,2}ms"),
-        value(&["", "1", "2"], &["0", "1001"], "[0-9]{1,2}"),
+        value(&["", "1", "2"], &["0", "1001"], "[0-9]"),
     )
         .prop_map(
             |(workload, size, rate, duration, warmup, timeout, subs, opt, interval, repeat)| {
@@ -117,6 +117,5 @@ proptest! {
             prop_assert!(start.elapsed() < Duration::from_secs(30), "{args:?}: refused late");
         }
         prop_assert!(!err.contains("panicked"), "{args:?}: {err}");
-        eprintln!("{code:?} {:?} {}", start.elapsed(), err.lines().next().unwrap_or(""));
     }
 }
