@@ -340,9 +340,10 @@ fn broker_fault_ends_the_case(transport: &str, program: &str, sig: i32) {
     assert_eq!(leftovers_of(pid), Vec::<String>::new());
 }
 
-/// A broker dies with the msgperf that started it, even one killed with SIGKILL.
+/// A minute's ping-pong on `transport`, its pid, and the pid of its broker `program` once
+/// that has started.
 #[cfg(feature = "_broker")]
-fn broker_dies_with_msgperf(transport: &str, program: &str) {
+fn long_run_with_broker(transport: &str, program: &str) -> (std::process::Child, u32, u32) {
     let mut child = spawn(&[
         "run",
         "pingpong",
@@ -354,14 +355,27 @@ fn broker_dies_with_msgperf(transport: &str, program: &str) {
     ]);
     let pid = child.id();
     let broker = broker_of(&mut child, program);
-    wait_for_role(&mut child, "responder");
-    signal(pid, libc::SIGKILL);
-    let _ = wait_output(child, Duration::from_secs(30));
+    (child, pid, broker)
+}
+
+/// Waits (10 s at most) for the broker `program` at `broker` to be gone.
+#[cfg(feature = "_broker")]
+fn broker_gone(program: &str, broker: u32) {
     let end = Instant::now() + Duration::from_secs(10);
     while alive(broker) {
         assert!(Instant::now() < end, "{program} {broker} outlived msgperf");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// A broker dies with the msgperf that started it, even one killed with SIGKILL.
+#[cfg(feature = "_broker")]
+fn broker_dies_with_msgperf(transport: &str, program: &str) {
+    let (mut child, pid, broker) = long_run_with_broker(transport, program);
+    wait_for_role(&mut child, "responder");
+    signal(pid, libc::SIGKILL);
+    let _ = wait_output(child, Duration::from_secs(30));
+    broker_gone(program, broker);
     // A process killed with SIGKILL removes nothing: its broker's directory is the test's to
     // remove.
     for d in leftovers_of(pid) {
@@ -373,17 +387,7 @@ fn broker_dies_with_msgperf(transport: &str, program: &str) {
 /// seconds, not once the broker has booted, and the broker goes with it.
 #[cfg(feature = "_broker")]
 fn stopped_while_the_broker_starts(transport: &str, program: &str) {
-    let mut child = spawn(&[
-        "run",
-        "pingpong",
-        "-t",
-        transport,
-        "--duration",
-        "60s",
-        "--no-floor",
-    ]);
-    let pid = child.id();
-    let broker = broker_of(&mut child, program);
+    let (child, pid, broker) = long_run_with_broker(transport, program);
     let stopped = Instant::now();
     signal(pid, libc::SIGINT);
     let out = wait_output(child, Duration::from_secs(30));
@@ -393,11 +397,7 @@ fn stopped_while_the_broker_starts(transport: &str, program: &str) {
         "{transport}: Ctrl-C took {:?}",
         stopped.elapsed()
     );
-    let end = Instant::now() + Duration::from_secs(10);
-    while alive(broker) {
-        assert!(Instant::now() < end, "{program} {broker} outlived msgperf");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    broker_gone(program, broker);
     assert!(leftovers_of(pid).is_empty(), "{:?}", leftovers_of(pid));
 }
 

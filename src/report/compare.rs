@@ -181,31 +181,14 @@ fn environment_differences(base: &RunResult, new: &RunResult) -> Vec<String> {
 
 /// The settings in which two cases of the same name differ.
 fn setting_differences(a: &CaseResult, b: &CaseResult) -> Vec<String> {
-    let (Ok(serde_json::Value::Object(x)), Ok(serde_json::Value::Object(y))) = (
-        serde_json::to_value(&a.config),
-        serde_json::to_value(&b.config),
-    ) else {
-        return vec![];
-    };
-    let mut out = Vec::new();
-    for (k, v) in &x {
-        if [
-            "count",
-            "duration_ns",
-            "warmup_ns",
-            "timeout_ns",
-            "interval_ns",
-        ]
-        .contains(&k.as_str())
-        {
-            continue;
-        }
-        let w = y.get(k).cloned().unwrap_or(serde_json::Value::Null);
-        if *v != w {
-            out.push(format!("{}: {k} is {v} in BASE, {w} in NEW", case_name(a)));
-        }
-    }
-    out
+    let (x, y) = (a.config.measured(), b.config.measured());
+    x.iter()
+        .filter(|(k, v)| y.get(*k) != Some(*v))
+        .map(|(k, v)| {
+            let w = y.get(k).cloned().unwrap_or(serde_json::Value::Null);
+            format!("{}: {k} is {v} in BASE, {w} in NEW", case_name(a))
+        })
+        .collect()
 }
 
 /// Compares `new` against `base`, case by case. With `allow_different`, cases are matched by

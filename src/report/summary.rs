@@ -232,7 +232,7 @@ fn role_summary(r: &RoleResult, own_process: bool) -> RoleSummary {
 }
 
 /// A metric over every role that recorded it, histograms added (a fan-out's subscribers).
-fn merged(case: &CaseResult, m: Metric) -> Option<Histogram<u64>> {
+pub(crate) fn merged(case: &CaseResult, m: Metric) -> Option<Histogram<u64>> {
     let mut out: Option<Histogram<u64>> = None;
     for h in case.roles.iter().filter_map(|r| r.histogram(m)) {
         match out.as_mut() {

@@ -186,10 +186,30 @@ impl CaseConfig {
     /// transport, size and placement; its tail is a digest of every other setting of the
     /// case as serialized, so a setting added later joins it with no change here.
     pub fn key(&self) -> String {
-        let mut v = serde_json::to_value(self).expect("a case serializes");
-        let rest = v.as_object_mut().expect("a case is an object");
-        // How long, and what only restates the rest (the options and parameters as given,
-        // the delivery's mapping, a note), say nothing of what was measured.
+        let digest = crc32fast::hash(
+            serde_json::Value::Object(self.measured())
+                .to_string()
+                .as_bytes(),
+        );
+        format!(
+            "{}/{}/{}B/{}/{digest:08x}",
+            self.workload,
+            self.transport,
+            self.size_bytes,
+            self.placement.label()
+        )
+    }
+
+    /// The settings that say what was measured, as serialized: all but how long (count,
+    /// duration, warm-up, timeout, interval) and what only restates the rest (the options and
+    /// parameters as given, the delivery's mapping, a note). Two cases alike here measured
+    /// the same thing.
+    pub fn measured(&self) -> serde_json::Map<String, serde_json::Value> {
+        let serde_json::Value::Object(mut rest) =
+            serde_json::to_value(self).expect("a case serializes")
+        else {
+            unreachable!("a case is an object")
+        };
         for how in [
             "count",
             "duration_ns",
@@ -203,18 +223,7 @@ impl CaseConfig {
         ] {
             rest.remove(how);
         }
-        let digest = crc32fast::hash(
-            serde_json::Value::Object(rest.clone())
-                .to_string()
-                .as_bytes(),
-        );
-        format!(
-            "{}/{}/{}B/{}/{digest:08x}",
-            self.workload,
-            self.transport,
-            self.size_bytes,
-            self.placement.label()
-        )
+        rest
     }
 
     /// The value of the workload's parameter `key` (a default where none was given).

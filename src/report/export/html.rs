@@ -4,7 +4,7 @@
 //! against size and offered rate where the run swept them, CPU per message per role, the
 //! environment and the command line to run it again.
 
-use crate::report::summary::{summarize, CaseSummary};
+use crate::report::summary::{merged, summarize, CaseSummary};
 use crate::report::sweep;
 use crate::report::table::{self, escape_html};
 use crate::result::{CaseResult, Metric, RunResult};
@@ -185,7 +185,6 @@ fn failed(e: impl std::fmt::Display) -> String {
 
 /// One line of a plot: its label (none: no legend entry, as for a repetition of a line
 /// already named), its colour's index and its points.
-#[derive(Default)]
 struct Line {
     label: String,
     color: usize,
@@ -332,7 +331,7 @@ fn spectra(run: &RunResult, s: &[CaseSummary]) -> Result<Vec<String>, String> {
             if s[i].latency_kind != kind {
                 continue;
             }
-            let Some(h) = latency_histogram(c) else {
+            let Some(h) = merged(c, c.latency_metric) else {
                 continue;
             };
             let (color, label) = match keys.iter().position(|k| *k == c.key) {
@@ -401,16 +400,6 @@ fn spectra(run: &RunResult, s: &[CaseSummary]) -> Result<Vec<String>, String> {
         )?);
     }
     Ok(out)
-}
-
-/// The case's latency: every role's histogram of its latency metric, added (subscribers').
-fn latency_histogram(c: &CaseResult) -> Option<hdrhistogram::Histogram<u64>> {
-    let mut all = c.roles.iter().filter_map(|r| r.histogram(c.latency_metric));
-    let mut h = all.next()?;
-    for o in all {
-        h.add(&o).ok()?;
-    }
-    Some(h)
 }
 
 /// A case's latency per interval (p50, p99, max) over its measured window, as the first role
