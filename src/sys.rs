@@ -302,6 +302,12 @@ pub fn kill(pid: u32, sig: libc::c_int) {
     unsafe { libc::kill(pid as libc::pid_t, sig) };
 }
 
+/// Sends `sig` to a process group (one a child of `role_command` leads).
+pub fn kill_group(pgid: u32, sig: libc::c_int) {
+    // SAFETY: as `kill`; a negative pid names the group.
+    unsafe { libc::kill(-(pgid as libc::pid_t), sig) };
+}
+
 /// Configures a command so that its child is killed when this process dies (the thread that
 /// spawns it must live as long as the child: the signal follows the spawning thread), does not
 /// take the terminal's Ctrl-C (the runner stops it cleanly instead), and finds `fds` at
@@ -721,6 +727,37 @@ pub fn map_count() -> Option<u64> {
     std::fs::read_to_string("/proc/self/maps")
         .ok()
         .map(|s| s.lines().count() as u64)
+}
+
+/// This host's IPv4 addresses on interfaces that are up, loopback excepted (where a role on
+/// another host can be reached).
+pub fn ipv4_addresses() -> Vec<std::net::Ipv4Addr> {
+    let mut out = Vec::new();
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `list` with a chain it allocates; every node is read only while
+    // the chain lives, and freeifaddrs releases it once.
+    unsafe {
+        if libc::getifaddrs(&mut list) != 0 {
+            return out;
+        }
+        let mut at = list;
+        while !at.is_null() {
+            let ifa = &*at;
+            let up = ifa.ifa_flags & libc::IFF_UP as libc::c_uint != 0;
+            let lo = ifa.ifa_flags & libc::IFF_LOOPBACK as libc::c_uint != 0;
+            if up
+                && !lo
+                && !ifa.ifa_addr.is_null()
+                && (*ifa.ifa_addr).sa_family as i32 == libc::AF_INET
+            {
+                let sin = &*(ifa.ifa_addr as *const libc::sockaddr_in);
+                out.push(std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)));
+            }
+            at = ifa.ifa_next;
+        }
+        libc::freeifaddrs(list);
+    }
+    out
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use crate::transport;
 use crate::units::{format_duration, format_size, parse_duration};
 use crate::workload;
 use clap::{Args, CommandFactory, Parser, Subcommand};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -236,10 +237,14 @@ pub fn main_with_args(args: Vec<String>) -> i32 {
 }
 
 fn dispatch(cli: Cli, args: &[String]) -> Exit {
-    if let Some(Command::Role(_)) = cli.command {
+    if let Some(Command::Role(r)) = &cli.command {
         // A role process: single-threaded, no Ctrl-C handler (it sits in its own process
-        // group), nothing swept (its runner did that).
-        exec::role::process_main()?;
+        // group), nothing swept (its runner did that). With --stdio, a role on another host.
+        if r.what.first().is_some_and(|w| w == "--stdio") {
+            exec::role::stdio_main()?;
+        } else {
+            exec::role::process_main()?;
+        }
         return Ok(0);
     }
     transport::remove_stale_dirs();
@@ -326,7 +331,7 @@ fn install_stop_handler() {
 
 fn survey(a: SurveyArgs, args: &[String]) -> Exit {
     let cases = plan::survey(&a.transports, a.duration, a.warmup)?;
-    execute(cases, 1, &a.out, None, true, args)
+    execute(cases, 1, &a.out, None, true, args, &BTreeMap::new())
 }
 
 fn run(a: RunOptions, args: &[String]) -> Exit {
@@ -362,7 +367,15 @@ fn run(a: RunOptions, args: &[String]) -> Exit {
         None => None,
     };
     let floor = o.floor() && connect.is_none();
-    execute(cases, o.repeat()?, &o.output, connect, floor, args)
+    execute(
+        cases,
+        o.repeat()?,
+        &o.output,
+        connect,
+        floor,
+        args,
+        &o.hosts(),
+    )
 }
 
 fn label(c: &CaseConfig) -> String {
@@ -458,10 +471,13 @@ fn execute(
     connect: Option<ControlAddr>,
     floor: bool,
     args: &[String],
+    hosts: &BTreeMap<String, String>,
 ) -> Exit {
     let outs = outputs(out)?;
     check_outputs(&outs)?;
     install_stop_handler();
+    // Made once for the run (namespaces of `netns` hosts), removed when the runner goes.
+    let hosts = exec::hosts::Hosts::set_up(hosts)?;
     // Each case's expected time: its warm-up and length, and its floor's (at most 3 s).
     let cases: Vec<(u32, CaseConfig)> = (1..=repeat)
         .flat_map(|r| cases.iter().map(move |c| (r, c.clone())))
@@ -494,6 +510,7 @@ fn execute(
     };
     let progress = Progress::new("cases", steps);
     let mut runner = Runner::new(connect, floor);
+    runner.hosts = hosts;
     let mut unwritten: Option<String> = None;
     // A rate sweep stops offering more load to a case that could not hold a lower one.
     let mut saturated: Vec<(CaseConfig, f64)> = Vec::new();

@@ -5,13 +5,14 @@
 
 use super::control::{ControlAddr, Order, Report};
 use super::drive::{drive, Bounds, Outcome, Started};
+use super::hosts::{self, Hosts};
 use super::role::{self, RoleEnv};
-use super::runner::{Event, ProcessRole, RemoteRole, RoleHandle, ThreadRole};
+use super::runner::{Event, LaunchedRole, ProcessRole, RemoteRole, RoleHandle, ThreadRole};
 use super::services;
 use super::watchdog::{Seen, Watchdog};
 use super::ExecError;
 use crate::result::{CaseConfig, FanOut, RoleResult, Wait};
-use crate::transport::{self, ChannelSpec};
+use crate::transport::{self, ChannelSpec, Place, Side};
 use crate::workload::{self, message, RoleSpec};
 use std::time::Duration;
 
@@ -34,12 +35,23 @@ impl CaseRun {
     }
 }
 
-/// Runs `case`'s roles; with `connect`, the roles that do not drive are at that `msgperf serve`.
-pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>) -> CaseRun {
+/// Runs `case`'s roles; with `connect`, the roles that do not drive are at that `msgperf serve`;
+/// roles placed on other hosts (`--place`) start through `hosts`' launchers.
+pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>, hosts: &Hosts) -> CaseRun {
     let t = transport::find(&case.transport).expect("cases are validated");
     let w = workload::find(&case.workload).expect("cases are validated");
     let caps = t.capabilities(&case.effective_options);
-    let topology = w.topology(case, &caps);
+    let mut topology = w.topology(case, &caps);
+    let placed: Vec<Option<&hosts::Host>> = topology
+        .roles
+        .iter_mut()
+        .map(|r| {
+            let (host, cpu) = placed_on(case, r)?;
+            r.cpu = cpu.or(r.cpu);
+            hosts.get(host)
+        })
+        .collect();
+    let far = placed.iter().any(Option::is_some);
     // The runner's descriptors and its role processes' (which inherit its limit), up to the
     // hard limit the plan checked; the limit before is restored when the case ends.
     let (runner, role) = topology.descriptors();
@@ -47,7 +59,7 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>) -> CaseRun {
     let threads = case.threads || !caps.cross_process;
     let watchable = Watchdog::can_watch();
     // Every role's peers are watched by this runner, so blocking waits need no timer.
-    let watched = connect.is_none() && (threads || watchable);
+    let watched = connect.is_none() && (threads || watchable) && !far;
     let spec = ChannelSpec {
         options: case.effective_options.clone(),
         timeout: case.timeout,
@@ -104,9 +116,19 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>) -> CaseRun {
     }
     let monitor = services::Monitor::start(&services, tx.clone());
     let mut started = Vec::new();
+    // Per role on another host: where its ends bind, and its clock's offset from ours.
+    let mut far_ends: Vec<Option<(String, i64)>> = vec![None; topology.roles.len()];
     for (i, r) in topology.roles.iter().enumerate() {
-        let handle: Result<Box<dyn RoleHandle>, ExecError> = match connect {
-            Some(at) if !r.drives => {
+        let handle: Result<Box<dyn RoleHandle>, ExecError> = match (connect, placed[i]) {
+            (_, Some(host)) => {
+                LaunchedRole::start(i, host, &role_args(case, r), case.timeout, tx.clone()).map(
+                    |h| {
+                        far_ends[i] = Some((h.address.clone(), h.offset_ns));
+                        Box::new(h) as _
+                    },
+                )
+            }
+            (Some(at), _) if !r.drives => {
                 RemoteRole::start(i, at, case.timeout, tx.clone()).map(|h| Box::new(h) as _)
             }
             _ if threads => ThreadRole::start(
@@ -131,7 +153,10 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>) -> CaseRun {
         };
         match handle {
             Ok(handle) => started.push(Started {
-                label: r.id.to_string(),
+                label: match placed[i] {
+                    Some(h) => format!("{} on host {}", r.id, h.name),
+                    None => r.id.to_string(),
+                },
                 drives: r.drives,
                 handle,
             }),
@@ -143,14 +168,40 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>) -> CaseRun {
             }
         }
     }
+    // Across hosts every role's ends bind on its own host's address (ours: the one that
+    // reaches the first far host), and a receiver puts its senders' times on its own clock.
+    let local_address = far_ends.iter().zip(&placed).find_map(|(e, h)| {
+        let (address, _) = e.as_ref()?;
+        h.and_then(|h| h.local_address.clone())
+            .or_else(|| hosts::local_address_towards(address))
+    });
+    let offsets: Vec<i64> = far_ends
+        .iter()
+        .map(|e| e.as_ref().map_or(0, |(_, o)| *o))
+        .collect();
     let orders = topology
         .roles
         .iter()
-        .map(|r| Order::Case {
-            case: case.clone(),
-            role: r.clone(),
-            rendezvous: setup.rendezvous.clone(),
-            watched,
+        .enumerate()
+        .map(|(i, r)| {
+            let mut rendezvous = setup.rendezvous.clone();
+            if let (true, Place::Host(_)) = (far, &rendezvous.place) {
+                let at = far_ends[i].as_ref().map(|(a, _)| a.clone());
+                if let Some(a) = at.or_else(|| local_address.clone()) {
+                    rendezvous.place = Place::Host(a);
+                }
+            }
+            Order::Case {
+                case: case.clone(),
+                role: r.clone(),
+                rendezvous,
+                watched,
+                clock_shifts_ns: if far {
+                    clock_shifts(&topology.roles, i, &offsets)
+                } else {
+                    vec![]
+                },
+            }
         })
         .collect();
     let bounds = Bounds {
@@ -170,6 +221,7 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>) -> CaseRun {
     let at_end = services::sample(&services);
     let faults = services::faults(&services);
     let pids: Vec<u32> = started.iter().map(|s| s.handle.pid()).collect();
+    let mut far_hosts: Vec<_> = started.iter().map(|s| s.handle.host()).collect();
     drop(monitor);
     drop(watchdog);
     drop(started);
@@ -180,17 +232,22 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>) -> CaseRun {
         .iter()
         .zip(driven.outcomes)
         .zip(pids)
-        .filter_map(|((spec, outcome), pid)| match outcome {
-            Some(Outcome::Reported(report)) => match *report {
-                Report::Case(r) => Some(r),
-                Report::Floor(_) => None,
-            },
-            Some(Outcome::Failed(why)) => Some(RoleResult::missing(spec.id, pid, why)),
-            None => Some(RoleResult::missing(
-                spec.id,
-                pid,
-                "it reported nothing: the case ended before it could".into(),
-            )),
+        .enumerate()
+        .filter_map(|(i, ((spec, outcome), pid))| {
+            let mut r = match outcome {
+                Some(Outcome::Reported(report)) => match *report {
+                    Report::Case(r) => r,
+                    Report::Floor(_) => return None,
+                },
+                Some(Outcome::Failed(why)) => RoleResult::missing(spec.id, pid, why),
+                None => RoleResult::missing(
+                    spec.id,
+                    pid,
+                    "it reported nothing: the case ended before it could".into(),
+                ),
+            };
+            r.host = far_hosts.get_mut(i).and_then(Option::take);
+            Some(r)
         })
         .collect();
     if !at_go.is_empty() {
@@ -217,6 +274,35 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>) -> CaseRun {
         interrupted: driven.interrupted,
         fan_out: topology.fan_out,
     }
+}
+
+/// Where `--place` puts role `r`: a host other than the runner's, and a CPU there.
+fn placed_on<'a>(case: &'a CaseConfig, r: &RoleSpec) -> Option<(&'a str, Option<usize>)> {
+    let list = case.place.get(r.id.kind.label())?;
+    let at = match list.as_slice() {
+        [one] => one,
+        many => many.get(r.id.number.unwrap_or(1).checked_sub(1)? as usize)?,
+    };
+    let (host, cpu) = at.split_once(':').unwrap_or((at, ""));
+    (host != hosts::LOCAL).then(|| (host, cpu.parse().ok()))
+}
+
+/// Per end of role `i`: its clock's offset less that of the role sending to it there (a
+/// channel's other end, a topic's writer), so that `send time + shift` is on its own clock.
+fn clock_shifts(roles: &[RoleSpec], i: usize, offsets: &[i64]) -> Vec<i64> {
+    roles[i]
+        .ends
+        .iter()
+        .map(|end| {
+            let sender = roles.iter().enumerate().find(|(j, r)| {
+                *j != i
+                    && r.ends.iter().any(|s| {
+                        s.meeting() == end.meeting() && !matches!(s, Side::Subscribe { .. })
+                    })
+            });
+            sender.map_or(0, |(j, _)| offsets[i] - offsets[j])
+        })
+        .collect()
 }
 
 /// A role process's command line: what `ps` shows (`msgperf role subscriber 2 ...`). The

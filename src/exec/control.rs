@@ -17,6 +17,11 @@
 //!                                           ◄── Heartbeat, any time (a role the runner
 //!                                               cannot watch: one at a `msgperf serve`)
 //! ```
+//! A role on another host (`msgperf role --stdio` through a launcher) first says who it is
+//! ([`FromRole::Hello`]: version, build, addresses, environment), answers clock probes at any
+//! time ([`ToRole::Probe`] → [`FromRole::Probe`], four timestamps), and after Finish ends with
+//! [`FromRole::Done`], a digest of the result it sent: a launcher's exit status alone is never
+//! trusted.
 //! A frame is `MPC` + a version byte + a u32 LE length + a JSON body of that length, at most
 //! [`MAX_FRAME`] bytes. Anything else is refused with [`ControlError`], never a panic.
 
@@ -33,7 +38,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Bumped when a message changes: a role of another version is refused by name.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 const MAGIC: &[u8; 3] = b"MPC";
 const HEAD: usize = 8;
 /// The largest frame: a role result with many interval means and histograms is a few MB.
@@ -51,6 +56,8 @@ pub enum ToRole {
     Stop,
     /// Every result is in: close the ends and exit.
     Finish,
+    /// A clock probe: the runner's time when it sent this (its CLOCK_MONOTONIC, ns).
+    Probe(u64),
 }
 
 /// What a role is to do.
@@ -65,6 +72,11 @@ pub enum Order {
         rendezvous: Rendezvous,
         /// Every peer of this role is watched by a runner (see `ChannelSpec::watched`).
         watched: bool,
+        /// Per end of the role: added to a received message's send time to put it on this
+        /// role's clock (its sender's clock offset from this role's, measured by the runner;
+        /// empty on one host).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        clock_shifts_ns: Vec<i64>,
     },
     /// One side of a transport's plain loop; a process side finds its descriptors at fds 4..
     Floor {
@@ -87,6 +99,42 @@ pub enum FromRole {
     /// It could not take part: why (one line).
     Error(String),
     Heartbeat,
+    /// A role on another host, first: who it is.
+    Hello(Box<FarHello>),
+    /// The answer to a probe: the runner's send time, this side's receive and send times.
+    Probe {
+        t1: u64,
+        t2: u64,
+        t3: u64,
+    },
+    /// The last frame of a role on another host: the CRC32 of its result frame's body.
+    Done {
+        digest: u32,
+    },
+}
+
+/// What a role on another host says of itself before anything else.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FarHello {
+    pub msgperf_version: String,
+    /// Which binary (see [`build_id`]): the same msgperf on every side.
+    pub build: String,
+    /// Its IPv4 addresses other than loopback, the one a launcher came in on (ssh) first.
+    pub addresses: Vec<String>,
+    pub environment: crate::result::Environment,
+}
+
+/// This binary's identity: the CRC32 of the executable's bytes, so that two builds of one
+/// version are told apart (cached: read once).
+pub fn build_id() -> String {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        std::env::current_exe().and_then(std::fs::read).map_or_else(
+            |_| "unknown".into(),
+            |b| format!("{:08x}", crc32fast::hash(&b)),
+        )
+    })
+    .clone()
 }
 
 /// What a role measured.

@@ -131,6 +131,14 @@ impl Driver {
         bounds: &Bounds,
         at_go: &mut dyn FnMut(),
     ) -> bool {
+        // Each role's own meeting place (across hosts: its host's address).
+        let places: Vec<Option<crate::transport::Place>> = orders
+            .iter()
+            .map(|o| match o {
+                Order::Case { rendezvous, .. } => Some(rendezvous.place.clone()),
+                Order::Floor { .. } => None,
+            })
+            .collect();
         for (r, o) in roles.iter_mut().zip(orders) {
             if let Err(e) = r.handle.send(&ToRole::Hello(Box::new(o))) {
                 self.failed = Some(format!("could not brief the {}: {e}", r.label));
@@ -144,8 +152,12 @@ impl Driver {
             for a in addresses {
                 rdv.bound.extend(a);
             }
-            for r in roles.iter_mut() {
-                if let Err(e) = r.handle.send(&ToRole::Open(rdv.clone())) {
+            for (r, place) in roles.iter_mut().zip(&places) {
+                let mut mine = rdv.clone();
+                if let Some(p) = place {
+                    mine.place = p.clone();
+                }
+                if let Err(e) = r.handle.send(&ToRole::Open(mine)) {
                     self.failed = Some(format!("{}: {e}", r.label));
                     return false;
                 }

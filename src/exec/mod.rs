@@ -11,6 +11,7 @@ mod drive;
 pub mod environment;
 mod error;
 mod floor;
+pub mod hosts;
 mod load;
 pub mod role;
 pub mod runner;
@@ -53,6 +54,8 @@ pub struct Runner {
     /// The roles that do not drive are at this `msgperf serve` (None: msgperf starts them).
     pub connect: Option<ControlAddr>,
     pub measure_floor: bool,
+    /// Hosts roles may be placed on (`--host`); their namespaces live as long as the runner.
+    pub hosts: hosts::Hosts,
     floors: HashMap<String, Option<FloorResult>>,
 }
 
@@ -61,6 +64,7 @@ impl Runner {
         Runner {
             connect,
             measure_floor,
+            hosts: hosts::Hosts::none(),
             floors: HashMap::new(),
         }
     }
@@ -68,7 +72,8 @@ impl Runner {
     pub fn run_case(&mut self, case: &CaseConfig) -> CaseResult {
         let w = workload::find(&case.workload).expect("cases are validated");
         let (latency_kind, latency_metric) = w.latency(case);
-        let (floor, floor_error) = if self.measure_floor {
+        // A floor between hosts is a loop between them: not measured yet.
+        let (floor, floor_error) = if self.measure_floor && case.place.is_empty() {
             match self.measure_floor_of(case) {
                 Ok(f) => (f, None),
                 Err(e) => (None, Some(e.to_string())),
@@ -101,14 +106,16 @@ impl Runner {
         let wire_before = if network { load::loopback_tx() } else { None };
         let before = load::sample();
         let usage_before = sys::process_and_children_cpu_ns();
-        let run = case::run(case, self.connect.as_ref());
+        let run = case::run(case, self.connect.as_ref(), &self.hosts);
         let ours = sys::process_and_children_cpu_ns().saturating_sub(usage_before);
         let after = load::sample();
         result.wire = match (wire_before, load::loopback_tx()) {
-            (Some(b), Some(a)) if self.connect.is_none() => Some(WireCount {
-                bytes: a.0.saturating_sub(b.0),
-                packets: a.1.saturating_sub(b.1),
-            }),
+            (Some(b), Some(a)) if self.connect.is_none() && case.place.is_empty() => {
+                Some(WireCount {
+                    bytes: a.0.saturating_sub(b.0),
+                    packets: a.1.saturating_sub(b.1),
+                })
+            }
             _ => None,
         };
         let cpus: BTreeSet<usize> = [case.cpus.0, case.cpus.1].into_iter().flatten().collect();

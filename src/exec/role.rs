@@ -78,7 +78,8 @@ pub fn serve(
             role,
             rendezvous,
             watched,
-        } => serve_case(link, env, case, role, rendezvous, watched),
+            clock_shifts_ns,
+        } => serve_case(link, env, case, role, rendezvous, watched, &clock_shifts_ns),
         Order::Floor {
             transport,
             kind,
@@ -175,6 +176,7 @@ fn serve_case(
     role: RoleSpec,
     rendezvous: Rendezvous,
     watched: bool,
+    clock_shifts_ns: &[i64],
 ) -> Result<Option<(CaseConfig, RoleResult)>, ExecError> {
     let label = role.id.to_string();
     let found = transport::find(&case.transport)
@@ -264,7 +266,10 @@ fn serve_case(
         &mut ends,
         &case,
         &mut rec,
-        &RoleControl { stop: env.stop },
+        &RoleControl {
+            stop: env.stop,
+            clock_shifts_ns,
+        },
     );
     let (sent, error) = match run {
         Ok(sent) => (sent, None),
@@ -344,4 +349,53 @@ pub fn process_main() -> Result<(), ExecError> {
         admit: None,
     };
     serve(&mut conn, env).map(|_| ())
+}
+
+/// `msgperf role --stdio ...`: a role on another host, started through a launcher, its control
+/// channel on stdin and stdout. It says who it is first, answers clock probes at any time,
+/// sends heartbeats, ends with Done (a digest of its result), and then answers probes until
+/// the runner hangs up (at most 10 s): the runner measures the clock after the run too.
+pub fn stdio_main() -> Result<(), ExecError> {
+    use super::control::{build_id, write_frame, FarHello};
+    let mut out = std::io::stdout();
+    let mut addresses: Vec<String> = Vec::new();
+    // Where an ssh came in: the address the runner's host reaches.
+    if let Some(server) = std::env::var("SSH_CONNECTION")
+        .ok()
+        .and_then(|c| c.split_whitespace().nth(2).map(String::from))
+    {
+        addresses.push(server);
+    }
+    for a in sys::ipv4_addresses() {
+        let a = a.to_string();
+        if !addresses.contains(&a) {
+            addresses.push(a);
+        }
+    }
+    let hello = FarHello {
+        msgperf_version: env!("CARGO_PKG_VERSION").into(),
+        build: build_id(),
+        addresses,
+        environment: super::environment::probe(),
+    };
+    write_frame(&mut out, &FromRole::Hello(Box::new(hello)))
+        .map_err(|e| ExecError::control("could not greet the runner", e))?;
+    let mut link =
+        super::serve::StreamLink::start(Box::new(std::io::stdin()), Box::new(std::io::stdout()))?;
+    let stop = link.stop.clone();
+    let served = serve(
+        &mut link,
+        RoleEnv {
+            stop: &stop,
+            floor_ends: None,
+            pin: None,
+            admit: None,
+        },
+    );
+    link.quiet();
+    if served.is_ok() {
+        let _ = link.send_done();
+    }
+    let _ = link.reader_ended.recv_timeout(Duration::from_secs(10));
+    served.map(|_| ())
 }

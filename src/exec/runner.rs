@@ -5,8 +5,13 @@
 //! one deadline. Liveness is the runner's: a case's role processes are watched from outside
 //! (`watchdog.rs`), a thread ends when its role does, and a `msgperf serve` sends heartbeats.
 
-use super::control::{read_frame, Conn, ControlAddr, ControlError, FromRole, ToRole};
+use super::control::{
+    build_id, read_frame, write_frame, Conn, ControlAddr, ControlError, FarHello, FromRole, ToRole,
+};
+use super::hosts::Host;
 use super::ExecError;
+use crate::measure::{clock, offset};
+use crate::result::RoleHost;
 use crate::sys;
 use crate::transport::FloorEnds;
 use crossbeam_channel::{bounded, Receiver, Sender};
@@ -15,7 +20,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// What a started role said or did, tagged with its index in the case.
@@ -57,21 +62,41 @@ pub trait RoleHandle: Send {
     /// Waits, at most `grace`, for it to be gone; why it failed, if it did (an exit status and
     /// its last words on stderr).
     fn finish(&mut self, grace: Duration) -> Option<String>;
+    /// Where it runs, if on another host: what the far side said, and its clock (after
+    /// `finish`, fitted over the whole run).
+    fn host(&self) -> Option<RoleHost> {
+        None
+    }
 }
 
 /// Reads frames from `conn` into `events` until it ends. `silence`: a role that sends nothing
 /// (not even a heartbeat) for this long is hung.
 fn pump(
     index: usize,
+    conn: Conn,
+    events: Sender<Event>,
+    silence: Option<Duration>,
+) -> Result<(), ExecError> {
+    pump_with(index, conn, events, silence, |_| false)
+}
+
+/// As [`pump`]; `keep` takes the frames it returns true for (a far role's probes) instead of
+/// passing them on.
+fn pump_with(
+    index: usize,
     mut conn: Conn,
     events: Sender<Event>,
     silence: Option<Duration>,
+    mut keep: impl FnMut(&FromRole) -> bool + Send + 'static,
 ) -> Result<(), ExecError> {
     spawn("msgperf control", move || {
         let _ = conn.set_read_timeout(silence);
         loop {
             match read_frame::<FromRole>(&mut conn) {
                 Ok(msg) => {
+                    if keep(&msg) {
+                        continue;
+                    }
                     if events.send(Event::Frame(index, msg)).is_err() {
                         return;
                     }
@@ -370,6 +395,315 @@ impl RoleHandle for RemoteRole {
     fn finish(&mut self, _: Duration) -> Option<String> {
         self.conn.shutdown();
         None
+    }
+}
+
+/// A role on another host: `LAUNCHER msgperf role --stdio ...`, its control channel the
+/// launcher's stdin and stdout (one socket of ours). Its heartbeats say it lives, since the
+/// runner cannot watch a far process; the clock is probed before, during and after the run.
+pub struct LaunchedRole {
+    /// The launcher's process (in a process group of its own).
+    pid: u32,
+    writer: Arc<Mutex<Conn>>,
+    host: Host,
+    far: FarHello,
+    /// Where its ends bind.
+    pub address: String,
+    probes: Arc<Mutex<Vec<offset::Probe>>>,
+    /// The offset applied to its messages (the best probe before the run).
+    pub offset_ns: i64,
+    /// The digest of the result it sent, and the one its Done frame carried.
+    digests: Arc<Mutex<(Option<u32>, Option<u32>)>>,
+    probing: Arc<AtomicBool>,
+    stderr: Receiver<String>,
+    reaped: Option<Option<String>>,
+}
+
+/// Probes before the run, and after it.
+const PROBES: usize = 16;
+/// Probes during the run: a few a second, on the control channel.
+const PROBE_EVERY: Duration = Duration::from_millis(250);
+
+impl LaunchedRole {
+    pub fn start(
+        index: usize,
+        host: &Host,
+        args: &[String],
+        timeout: Duration,
+        events: Sender<Event>,
+    ) -> Result<Self, ExecError> {
+        let (ours, theirs) =
+            UnixStream::pair().map_err(|e| ExecError::os("could not make a control socket", e))?;
+        let exe = super::own_executable()?;
+        let mut cmd = Command::new(&host.prefix[0]);
+        cmd.args(&host.prefix[1..])
+            .arg(&exe)
+            .arg("role")
+            .arg("--stdio")
+            .args(args);
+        let theirs_out = theirs
+            .try_clone()
+            .map_err(|e| ExecError::os("could not share a control socket", e))?;
+        cmd.stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+            .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs_out)))
+            .stderr(Stdio::piped());
+        sys::role_command(&mut cmd, &[]);
+        let launcher = host.prefix.join(" ");
+        let mut child = cmd.spawn().map_err(|e| {
+            ExecError::Refused(format!(
+                "host {}: its launcher `{launcher}` could not start ({e}): is `{}` installed here?",
+                host.name, host.prefix[0]
+            ))
+        })?;
+        drop(cmd);
+        let pid = child.id();
+        let mut stderr = child.stderr.take().expect("piped");
+        let (err_tx, err_rx) = bounded(1);
+        spawn("msgperf stderr", move || {
+            let mut s = String::new();
+            let _ = stderr.read_to_string(&mut s);
+            let _ = err_tx.send(s);
+        })?;
+        drop(child);
+        let mut conn = Conn::Unix(ours);
+        let mut role = LaunchedRole {
+            pid,
+            writer: Arc::new(Mutex::new(
+                conn.try_clone()
+                    .map_err(|e| ExecError::os("could not share a control socket", e))?,
+            )),
+            host: host.clone(),
+            far: FarHello {
+                msgperf_version: String::new(),
+                build: String::new(),
+                addresses: vec![],
+                environment: Default::default(),
+            },
+            address: String::new(),
+            probes: Arc::new(Mutex::new(Vec::new())),
+            offset_ns: 0,
+            digests: Arc::new(Mutex::new((None, None))),
+            probing: Arc::new(AtomicBool::new(true)),
+            stderr: err_rx,
+            reaped: None,
+        };
+        // Its hello, then the clock, before anything of the case: a launcher that fails, a
+        // far side without msgperf or of another build, is named here.
+        let fail = |role: &mut LaunchedRole, why: String| {
+            role.kill();
+            let end = role.finish(Duration::from_secs(1));
+            ExecError::Refused(format!(
+                "host {} (`{launcher}`): {why}{}",
+                role.host.name,
+                end.map(|e| format!(" (the launcher: {e})"))
+                    .unwrap_or_default()
+            ))
+        };
+        // The far side calibrates its clock before it answers (some ms), and a launcher may
+        // log in first: the case's timeout bounds it.
+        match conn.recv::<FromRole>(Some(timeout.max(Duration::from_secs(5)))) {
+            Ok(FromRole::Hello(h)) => role.far = *h,
+            Ok(other) => {
+                return Err(fail(&mut role, format!("the far side answered {other:?} before a hello")))
+            }
+            Err(e) => {
+                return Err(fail(
+                    &mut role,
+                    format!("no msgperf answered through the launcher ({e}); the far side runs {} (install msgperf at that path there)", exe.display()),
+                ))
+            }
+        }
+        let (ours_v, ours_b) = (env!("CARGO_PKG_VERSION"), build_id());
+        if role.far.msgperf_version != ours_v || role.far.build != ours_b {
+            let why = format!(
+                "the far side is msgperf {} build {}, this one {ours_v} build {ours_b}: run the same msgperf on every host",
+                role.far.msgperf_version, role.far.build
+            );
+            return Err(fail(&mut role, why));
+        }
+        role.address = match host
+            .address
+            .clone()
+            .or_else(|| role.far.addresses.first().cloned())
+        {
+            Some(a) => a,
+            None => {
+                return Err(fail(
+                    &mut role,
+                    "the far side has no IPv4 address other than loopback".into(),
+                ))
+            }
+        };
+        for _ in 0..PROBES {
+            let p = probe_now(&mut conn, timeout)
+                .map_err(|e| ExecError::control(format!("host {}: a clock probe", host.name), e))?;
+            role.probes.lock().expect("not poisoned").push(p);
+        }
+        role.offset_ns = offset::estimate(&role.probes.lock().expect("not poisoned"))
+            .map_or(0, |p| p.offset_ns());
+        // From here the reader takes its frames: probes and the digests it keeps.
+        let (probes, digests) = (role.probes.clone(), role.digests.clone());
+        pump_with(
+            index,
+            conn,
+            events,
+            Some(timeout.max(HEARTBEAT * 3)),
+            move |msg| match msg {
+                FromRole::Probe { t1, t2, t3 } => {
+                    let t4 = clock::now();
+                    let p = offset::Probe {
+                        t1: *t1,
+                        t2: *t2,
+                        t3: *t3,
+                        t4,
+                    };
+                    probes.lock().expect("not poisoned").push(p);
+                    true
+                }
+                FromRole::Result(_) => {
+                    digests.lock().expect("not poisoned").0 =
+                        Some(super::serve::result_digest(msg));
+                    false
+                }
+                FromRole::Done { digest } => {
+                    digests.lock().expect("not poisoned").1 = Some(*digest);
+                    true
+                }
+                _ => false,
+            },
+        )?;
+        let (writer, probing) = (role.writer.clone(), role.probing.clone());
+        spawn("msgperf probe", move || {
+            while probing.load(Ordering::SeqCst) {
+                std::thread::sleep(PROBE_EVERY);
+                let Ok(mut w) = writer.lock() else { return };
+                if write_frame(&mut *w, &ToRole::Probe(clock::now())).is_err() {
+                    return;
+                }
+            }
+        })?;
+        Ok(role)
+    }
+}
+
+/// One probe answered within `timeout`, read directly (before the reader thread starts).
+fn probe_now(conn: &mut Conn, timeout: Duration) -> Result<offset::Probe, ControlError> {
+    let t1 = clock::now();
+    conn.send(&ToRole::Probe(t1))?;
+    loop {
+        match conn.recv::<FromRole>(Some(timeout))? {
+            FromRole::Probe { t1: back, t2, t3 } if back == t1 => {
+                return Ok(offset::Probe {
+                    t1,
+                    t2,
+                    t3,
+                    t4: clock::now(),
+                })
+            }
+            _ => {}
+        }
+    }
+}
+
+impl RoleHandle for LaunchedRole {
+    fn send(&mut self, msg: &ToRole) -> Result<(), ExecError> {
+        let mut w = self.writer.lock().map_err(|_| {
+            ExecError::Reported(format!(
+                "host {}: its control channel is broken",
+                self.host.name
+            ))
+        })?;
+        write_frame(&mut *w, msg)
+            .map_err(|e| ExecError::control(format!("host {}", self.host.name), e))
+    }
+    fn stop(&mut self) {
+        // The far side raises its role's flag when the Stop frame comes.
+    }
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+    fn kill(&mut self) {
+        if self.reaped.is_none() {
+            // The launcher and what it started here (its process group): a far side sees its
+            // stdin end and stops.
+            sys::kill_group(self.pid, libc::SIGKILL);
+        }
+    }
+    fn finish(&mut self, grace: Duration) -> Option<String> {
+        if let Some(r) = &self.reaped {
+            return r.clone();
+        }
+        // Done, then the clock after the run: the far side answers until it is hung up on.
+        let deadline = crate::deadline::Deadline::after(grace);
+        while self.digests.lock().expect("not poisoned").1.is_none() && !deadline.expired() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.probing.store(false, Ordering::SeqCst);
+        let (sent, done) = *self.digests.lock().expect("not poisoned");
+        if done.is_some() {
+            let before = self.probes.lock().expect("not poisoned").len();
+            for _ in 0..PROBES {
+                let _ = self.send(&ToRole::Probe(clock::now()));
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            let deadline = crate::deadline::Deadline::after(Duration::from_millis(500));
+            while self.probes.lock().expect("not poisoned").len() < before + PROBES
+                && !deadline.expired()
+            {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        if let Ok(w) = self.writer.lock() {
+            w.shutdown();
+        }
+        let status = match sys::reap(self.pid, grace.max(Duration::from_millis(500))) {
+            Some(0) => None,
+            Some(code) if code < 0 => Some(format!("killed by signal {}", -code)),
+            Some(code) => Some(format!("exit status {code}")),
+            None => Some("killed after it did not exit".into()),
+        };
+        sys::kill_group(self.pid, libc::SIGKILL);
+        let err = self
+            .stderr
+            .recv_timeout(Duration::from_millis(500))
+            .unwrap_or_default();
+        // The exit status alone is never trusted (`kubectl exec` may exit 0 mid-run).
+        let why = match (status, sent, done) {
+            (None, Some(s), Some(d)) if s != d => Some(format!(
+                "its result arrived with digest {s:08x}, its end frame says {d:08x}: damaged on the way"
+            )),
+            (None, Some(_), None) => Some("it sent no end frame after its result".into()),
+            (s, ..) => s,
+        };
+        let why = match (why, last_words(&err)) {
+            (None, _) => None,
+            (Some(s), Some(l)) => Some(format!("{s}: {l}")),
+            (Some(s), None) => Some(s),
+        };
+        self.reaped = Some(why.clone());
+        why
+    }
+    fn host(&self) -> Option<RoleHost> {
+        let probes = self.probes.lock().expect("not poisoned");
+        Some(RoleHost {
+            name: self.host.name.clone(),
+            launcher: self.host.launcher.clone(),
+            address: self.address.clone(),
+            msgperf_version: self.far.msgperf_version.clone(),
+            build: self.far.build.clone(),
+            environment: self.far.environment.clone(),
+            clock: offset::fit(&probes, self.offset_ns),
+        })
+    }
+}
+
+impl Drop for LaunchedRole {
+    fn drop(&mut self) {
+        self.probing.store(false, Ordering::SeqCst);
+        if self.reaped.is_none() {
+            sys::kill_group(self.pid, libc::SIGKILL);
+            sys::reap(self.pid, Duration::from_secs(1));
+        }
     }
 }
 

@@ -4,13 +4,17 @@
 //! from the case, so what is recorded is what ran. While it serves, it sends heartbeats: the
 //! runner cannot watch its process.
 
-use super::control::{read_frame, Conn, ControlAddr, ControlError, FromRole, Order, ToRole};
+use super::control::{
+    read_frame, write_frame, Conn, ControlAddr, ControlError, FromRole, Order, ToRole,
+};
 use super::role::{self, Link, RoleEnv};
 use super::runner::HEARTBEAT;
 use super::ExecError;
+use crate::measure::clock;
 use crate::result::{CaseConfig, RoleResult};
 use crate::transport::{self, Options};
 use crossbeam_channel::{bounded, Receiver};
+use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -146,19 +150,107 @@ pub fn serve(
     }
 }
 
-/// The control connection of one case, read by a thread (which raises the role's stop flag
-/// when Stop comes), written by the role and a heartbeat thread.
-struct ServeLink {
-    writer: Arc<Mutex<Conn>>,
+/// A control stream served by threads: a reader (which raises the role's stop flag when Stop
+/// comes, and answers clock probes at once) and a heartbeat; the role writes through the
+/// same lock. A `msgperf serve` connection, or a far role's stdin and stdout.
+pub(super) struct StreamLink {
+    writer: Arc<Mutex<Box<dyn Write + Send>>>,
     frames: Receiver<Result<ToRole, ControlError>>,
+    pub stop: Arc<AtomicBool>,
+    done: Arc<AtomicBool>,
+    /// The CRC32 of the last result frame's body sent (`FromRole::Done`).
+    digest: Option<u32>,
+    /// Says when the reader ended (the other side closed).
+    pub reader_ended: Receiver<()>,
 }
 
-impl Link for ServeLink {
+impl StreamLink {
+    pub fn start(
+        mut reader: Box<dyn Read + Send>,
+        writer: Box<dyn Write + Send>,
+    ) -> Result<StreamLink, ExecError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicBool::new(false));
+        let writer = Arc::new(Mutex::new(writer));
+        let (tx, frames) = bounded(16);
+        let (ended_tx, reader_ended) = bounded(1);
+        {
+            let (stop, writer) = (stop.clone(), writer.clone());
+            std::thread::Builder::new()
+                .name("msgperf control".into())
+                .spawn(move || {
+                    loop {
+                        let r = read_frame::<ToRole>(&mut reader);
+                        let t2 = clock::now();
+                        match r {
+                            Ok(ToRole::Stop) => stop.store(true, Ordering::SeqCst),
+                            Ok(ToRole::Probe(t1)) => {
+                                let Ok(mut w) = writer.lock() else { break };
+                                let t3 = clock::now();
+                                if write_frame(&mut *w, &FromRole::Probe { t1, t2, t3 }).is_err() {
+                                    break;
+                                }
+                                continue;
+                            }
+                            _ => {}
+                        }
+                        let end = r.is_err();
+                        // A role that has ended no longer reads: probes are still answered.
+                        let _ = tx.try_send(r);
+                        if end {
+                            break;
+                        }
+                    }
+                    let _ = ended_tx.send(());
+                })
+                .map_err(|e| ExecError::os("could not start a control thread", e))?;
+        }
+        {
+            let (writer, done) = (writer.clone(), done.clone());
+            std::thread::Builder::new()
+                .name("msgperf heartbeat".into())
+                .spawn(move || {
+                    while !done.load(Ordering::SeqCst) {
+                        std::thread::sleep(HEARTBEAT);
+                        let Ok(mut w) = writer.lock() else { return };
+                        if done.load(Ordering::SeqCst)
+                            || write_frame(&mut *w, &FromRole::Heartbeat).is_err()
+                        {
+                            return;
+                        }
+                    }
+                })
+                .map_err(|e| ExecError::os("could not start a heartbeat thread", e))?;
+        }
+        Ok(StreamLink {
+            writer,
+            frames,
+            stop,
+            done,
+            digest: None,
+            reader_ended,
+        })
+    }
+
+    /// The role is done: heartbeats stop.
+    pub fn quiet(&self) {
+        self.done.store(true, Ordering::SeqCst);
+    }
+
+    /// The last frame of a far role: the digest of the result it sent.
+    pub fn send_done(&mut self) -> Result<(), ControlError> {
+        let digest = self.digest.unwrap_or(0);
+        Link::send(self, &FromRole::Done { digest })
+    }
+}
+
+impl Link for StreamLink {
     fn send(&mut self, msg: &FromRole) -> Result<(), ControlError> {
-        self.writer
-            .lock()
-            .map_err(|_| ControlError::Closed)?
-            .send(msg)
+        if let FromRole::Result(_) = msg {
+            self.digest = Some(result_digest(msg));
+        }
+        let mut w = self.writer.lock().map_err(|_| ControlError::Closed)?;
+        write_frame(&mut *w, msg)
     }
     fn recv(&mut self, within: Duration) -> Result<ToRole, ControlError> {
         match self.frames.recv_timeout(within) {
@@ -169,41 +261,18 @@ impl Link for ServeLink {
     }
 }
 
+/// The digest a far role's Done carries: the CRC32 of its result frame's body.
+pub fn result_digest(msg: &FromRole) -> u32 {
+    serde_json::to_vec(msg).map_or(0, |b| crc32fast::hash(&b))
+}
+
 fn serve_one(conn: Conn, o: &ServeOptions) -> Result<Option<(CaseConfig, RoleResult)>, ExecError> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let done = Arc::new(AtomicBool::new(false));
-    let mut reader = conn
+    let reader = conn
         .try_clone()
         .map_err(|e| ExecError::os("could not share the control connection", e))?;
-    let writer = Arc::new(Mutex::new(conn));
-    let (tx, frames) = bounded(16);
-    {
-        let stop = stop.clone();
-        std::thread::spawn(move || loop {
-            let r = read_frame::<ToRole>(&mut reader);
-            if matches!(r, Ok(ToRole::Stop)) {
-                stop.store(true, Ordering::SeqCst);
-            }
-            let end = r.is_err();
-            if tx.send(r).is_err() || end {
-                return;
-            }
-        });
-    }
-    {
-        let (writer, done) = (writer.clone(), done.clone());
-        std::thread::spawn(move || {
-            while !done.load(Ordering::SeqCst) {
-                std::thread::sleep(HEARTBEAT);
-                let Ok(mut w) = writer.lock() else { return };
-                if done.load(Ordering::SeqCst) || w.send(&FromRole::Heartbeat).is_err() {
-                    return;
-                }
-            }
-        });
-    }
+    let mut link = StreamLink::start(Box::new(reader), Box::new(conn))?;
     let admit = |order: &Order| admit(o, order);
-    let mut link = ServeLink { writer, frames };
+    let stop = link.stop.clone();
     let r = role::serve(
         &mut link,
         RoleEnv {
@@ -213,7 +282,7 @@ fn serve_one(conn: Conn, o: &ServeOptions) -> Result<Option<(CaseConfig, RoleRes
             admit: Some(&admit),
         },
     );
-    done.store(true, Ordering::SeqCst);
+    link.quiet();
     r
 }
 

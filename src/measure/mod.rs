@@ -5,6 +5,7 @@
 
 pub mod clock;
 pub mod integrity;
+pub mod offset;
 pub mod pacing;
 pub mod recorder;
 

@@ -284,6 +284,7 @@ impl Recorder {
             error,
             figures: std::mem::take(&mut self.figures),
             stopped_by: self.stopped_by.take(),
+            host: None,
         };
         if let Some(part) = self.absorbed.take() {
             RoleResult::add(&mut out, part);

@@ -165,6 +165,15 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, PlanError> {
     let remote = o.connect().is_some();
     let (placement, cpus) = resolve_placement(o.placement(), o.pin.as_deref(), remote)?;
     let delivery = delivery_of(o);
+    let (hosts, place) = (o.hosts(), o.place());
+    if remote && !place.is_empty() {
+        return Err(PlanError::Conflict(
+            "--place puts roles on hosts through launchers, --connect at a `msgperf serve`: use one of them".into(),
+        ));
+    }
+    for (name, value) in &hosts {
+        crate::result::place::Launcher::parse(name, value).map_err(PlanError::BadValue)?;
+    }
     let fixed = w.fixed_work();
     if fixed && duration.is_some() {
         return Err(PlanError::Conflict(format!(
@@ -246,6 +255,7 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, PlanError> {
                             timeout,
                             interval,
                             placement,
+                            place: place.clone(),
                             cpus,
                             threads: o.threads == Some(true) || !caps.cross_process,
                             strict: mapping.strict,
@@ -267,6 +277,7 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, PlanError> {
                         if remote {
                             check_remote(w, &case, &caps)?;
                         }
+                        check_place(&case, &w.topology(&case, &caps), &caps, &hosts)?;
                         out.push(case);
                     }
                 }
@@ -274,6 +285,74 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, PlanError> {
         }
     }
     Ok(out)
+}
+
+/// Refuses a `--place` that names a role the case does not have, a host no `--host` defines,
+/// a list whose length is neither one nor the number of such roles, or a transport whose ends
+/// cannot meet across hosts.
+fn check_place(
+    case: &CaseConfig,
+    topology: &workload::Topology,
+    caps: &transport::Capabilities,
+    hosts: &BTreeMap<String, String>,
+) -> Result<(), PlanError> {
+    for (kind, list) in &case.place {
+        let n = topology
+            .roles
+            .iter()
+            .filter(|r| r.id.kind.label() == kind)
+            .count();
+        if n == 0 {
+            let mut kinds: Vec<&str> = topology.roles.iter().map(|r| r.id.kind.label()).collect();
+            kinds.dedup();
+            return Err(PlanError::BadValue(format!(
+                "--place {kind}=...: {} has no {kind}; its roles are {}",
+                case.workload,
+                kinds.join(", ")
+            )));
+        }
+        if list.len() != 1 && list.len() != n {
+            return Err(PlanError::BadValue(format!(
+                "--place {kind}={}: {} hosts for {n} {kind} role(s): give one host for all, or one per role",
+                list.join(","),
+                list.len()
+            )));
+        }
+        for at in list {
+            let (host, cpu) = at.split_once(':').unwrap_or((at, ""));
+            if host != crate::result::place::LOCAL && !hosts.contains_key(host) {
+                return Err(PlanError::BadValue(format!(
+                    "--place {kind}={at}: no host `{host}`: define it with --host {host}=LAUNCHER (or {host}=netns)"
+                )));
+            }
+            if !cpu.is_empty() && cpu.parse::<usize>().is_err() {
+                return Err(PlanError::BadValue(format!(
+                    "--place {kind}={at}: `{cpu}` is not a CPU number: write e.g. {host}:1"
+                )));
+            }
+        }
+    }
+    let far = case
+        .place
+        .values()
+        .flatten()
+        .any(|at| !at.starts_with(crate::result::place::LOCAL));
+    if far && (!caps.cross_host || case.threads) {
+        let can: Vec<&str> = transport::REGISTRY
+            .iter()
+            .filter(|t| {
+                t.capabilities(&transport::effective_options(**t, &BTreeMap::new()))
+                    .cross_host
+            })
+            .map(|t| t.name())
+            .collect();
+        return Err(PlanError::Unsupported(format!(
+            "transport `{}` cannot join roles on different hosts: use one that can ({})",
+            case.transport,
+            can.join(", ")
+        )));
+    }
+    Ok(())
 }
 
 /// The workload's parameters for each of its cases: the values given (a swept one's, one per

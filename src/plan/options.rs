@@ -115,6 +115,29 @@ pub struct RunOptions {
     #[arg(long = "no-floor", num_args = 0, default_missing_value = "false")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub floor: Option<bool>,
+    /// A host to place roles on: NAME=LAUNCHER, a command that runs a program there with
+    /// stdin and stdout piped back (e.g. b='ssh -T user@10.0.0.2', c='kubectl exec -i pod
+    /// --', d='ip netns exec d'), or NAME=netns: a network namespace msgperf makes for the run
+    /// (repeatable; the far side runs msgperf at this binary's path).
+    #[arg(long = "host", value_name = "NAME=LAUNCHER", value_parser = parse_opt)]
+    #[serde(
+        rename = "hosts",
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "option_table"
+    )]
+    pub hosts: Vec<(String, String)>,
+    /// Where roles run: ROLE=HOST[:CPU],... one per role of that kind, or one for all (e.g.
+    /// subscriber=b,c,c or responder=b:1); `local` is this host (repeatable; unplaced roles
+    /// stay local).
+    #[arg(long = "place", value_name = "ROLE=HOSTS", value_parser = parse_opt)]
+    #[serde(
+        rename = "place",
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "option_table"
+    )]
+    pub place: Vec<(String, String)>,
     /// The roles that do not drive are at a `msgperf serve` already running at this address
     /// (host:port, or a path).
     #[arg(long, conflicts_with = "name")]
@@ -358,6 +381,22 @@ impl RunOptions {
     /// `--opt` values by key (a later one wins).
     pub fn options(&self) -> BTreeMap<String, String> {
         self.opts.iter().cloned().collect()
+    }
+    /// `--host` as given: name → launcher.
+    pub fn hosts(&self) -> BTreeMap<String, String> {
+        self.hosts.iter().cloned().collect()
+    }
+    /// `--place`: role kind → its hosts (with CPUs), as given.
+    pub fn place(&self) -> BTreeMap<String, Vec<String>> {
+        self.place
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.split(',').map(|h| h.trim().to_string()).collect(),
+                )
+            })
+            .collect()
     }
     /// Where the roles that do not drive are (`--name` is a named `--connect`).
     pub fn connect(&self) -> Option<super::ControlTarget> {

@@ -74,6 +74,8 @@ pub struct RoleSummary {
     pub role_id: RoleId,
     pub pid: u32,
     pub cpus_seen: Vec<usize>,
+    /// The host it ran on, if not the runner's (`--place`).
+    pub host: Option<String>,
     /// Messages this role sent or received, whichever is more: the "per message" divisor.
     pub messages: u64,
     pub send_call_avg_ns: Option<f64>,
@@ -197,6 +199,7 @@ fn role_summary(r: &RoleResult, own_process: bool) -> RoleSummary {
         role: r.role.to_string(),
         role_id: r.role,
         pid: r.pid,
+        host: r.host.as_ref().map(|h| h.name.clone()),
         cpus_seen: r.cpus_seen.clone(),
         messages,
         send_call_avg_ns: send.map(|s| s.0),

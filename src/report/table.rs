@@ -457,10 +457,10 @@ pub(crate) fn roles_grid(summaries: &[CaseSummary]) -> Grid {
                 r.role.clone(),
                 format!(
                     "{} {}",
-                    if s.roles_as == "threads" {
-                        "thread"
-                    } else {
-                        "process"
+                    match (&r.host, s.roles_as == "threads") {
+                        (Some(h), _) => format!("host {h}"),
+                        (None, true) => "thread".into(),
+                        (None, false) => "process".into(),
                     },
                     cpus.join(",")
                 ),
@@ -655,6 +655,42 @@ pub fn settings(run: &RunResult, width: Option<usize>) -> String {
     out
 }
 
+/// Where roles ran on other hosts: each one's host, address and clock against the runner's,
+/// and what one-way figures across hosts mean.
+fn hosts_notes(run: &RunResult) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (i, case) in run.cases.iter().enumerate() {
+        let far: Vec<String> = case
+            .roles
+            .iter()
+            .filter_map(|r| {
+                let h = r.host.as_ref()?;
+                let clock = h.clock.as_ref().map_or("clock not measured".into(), |c| {
+                    format!(
+                        "clock {:+.6} s ± {:.1} us ({} probes, lowest round trip {:.1} us, drift {:.1} ppm)",
+                        c.offset_ns as f64 / 1e9,
+                        c.bound_ns as f64 / 1e3,
+                        c.probes,
+                        c.min_delay_ns as f64 / 1e3,
+                        c.drift_ppm
+                    )
+                });
+                Some(format!(
+                    "{} on {} at {} ({}, {}): {clock}",
+                    r.role, h.name, h.address, h.environment.hostname, h.launcher
+                ))
+            })
+            .collect();
+        if !far.is_empty() {
+            lines.push(format!("hosts #{}: {}.", i + 1, far.join("; ")));
+        }
+    }
+    if !lines.is_empty() {
+        lines.push("across hosts: a one-way figure is arrival less send time, the sender's clock put on the receiver's by the offset the runner measured (four-timestamp probes on the control channel before, during and after the run); it is good to ± the bound shown, and a path slower one way than the other, which no probe sees, is not in it.".into());
+    }
+    lines
+}
+
 /// Notes, warnings and errors under the tables.
 pub fn notes(
     run: &RunResult,
@@ -716,6 +752,7 @@ pub fn notes(
         "clock: {} ({} ns resolution, {:.1} ns a timestamp, {:.1} ns a recorded sample).",
         c.source, c.resolution_ns, c.read_cost_ns, c.record_cost_ns
     ));
+    lines.extend(hosts_notes(run));
     let memory: Vec<&str> = [&run.environment.malloc, &run.environment.host_memory]
         .into_iter()
         .filter(|m| !m.is_empty())

@@ -51,6 +51,17 @@ pub enum Warning {
     NoFloor {
         why: String,
     },
+    /// One-way samples that came out negative once clocks were corrected.
+    Negative {
+        count: u64,
+        most_ns: u64,
+        bound_ns: u64,
+    },
+    /// Percentiles smaller than the clock bound of a case across hosts.
+    WithinClockBound {
+        bound_ns: u64,
+        p50_ns: u64,
+    },
 }
 
 impl fmt::Display for Warning {
@@ -73,6 +84,8 @@ impl fmt::Display for Warning {
             Warning::BusyCpu { cpus, pct } => write!(f, "other programs used {pct:.0}% of CPUs {cpus} during the case: stop them or pin elsewhere with --pin"),
             Warning::NearClock { figure_ns, clock_ns } => write!(f, "the figure ({figure_ns} ns) is within 10x of the clock's resolution or read cost ({clock_ns:.0} ns): treat it as approximate"),
             Warning::NoFloor { why } => write!(f, "{why}; no ratio to the floor is shown"),
+            Warning::Negative { count, most_ns, bound_ns } => write!(f, "{count} one-way samples came out negative (down to -{:.1} us; the clock bound is {:.1} us): the hosts' clocks moved against each other more than measured, or the path is asymmetric; they are counted at 0", *most_ns as f64 / 1e3, *bound_ns as f64 / 1e3),
+            Warning::WithinClockBound { bound_ns, p50_ns } => write!(f, "p50 ({:.1} us) is within the clock bound (± {:.1} us) of roles on other hosts: the one-way figures say little; compare round trips (pingpong), or give the hosts a better path for the control channel", *p50_ns as f64 / 1e3, *bound_ns as f64 / 1e3),
             Warning::SpinnersShareCpu { readers } => write!(f, "{readers} reading threads busy-poll on one CPU, so they take turns in scheduler time slices (milliseconds): use blocking reads (drop --poll, or --opt wait=block or spin-yield)"),
             Warning::Losses { lost, pct } => write!(f, "{lost} messages lost ({pct:.2}% of those sent to the readers): the transport dropped them or a best-effort queue was full; lower the rate, or use --delivery reliable on a transport that pushes back"),
             Warning::CpuMoved { role, cpus } => write!(f, "the {role} ran on CPUs {cpus:?}: it migrated; pin it with --placement"),
@@ -121,6 +134,32 @@ pub fn for_case(case: &CaseResult, s: &CaseSummary, env: &Environment) -> Vec<Wa
     }
     if let Some(why) = &case.floor_error {
         w.push(Warning::NoFloor { why: why.clone() });
+    }
+    let bound_ns = case
+        .roles
+        .iter()
+        .filter_map(|r| r.host.as_ref()?.clock.as_ref().map(|c| c.bound_ns))
+        .max();
+    let negative: u64 = case.roles.iter().map(|r| r.counters.negative).sum();
+    if negative > 0 {
+        w.push(Warning::Negative {
+            count: negative,
+            most_ns: case
+                .roles
+                .iter()
+                .map(|r| r.counters.most_negative_ns)
+                .max()
+                .unwrap_or(0),
+            bound_ns: bound_ns.unwrap_or(0),
+        });
+    }
+    let one_way = case.latency_kind.label != "round trip";
+    if let (Some(bound_ns), Some(p50_ns), true) =
+        (bound_ns, s.latency.as_ref().and_then(|d| d.p50_ns), one_way)
+    {
+        if p50_ns <= bound_ns {
+            w.push(Warning::WithinClockBound { bound_ns, p50_ns });
+        }
     }
     if let Some(pct) = case.other_load_pct.filter(|&p| p >= 20.0) {
         w.push(Warning::BusyCpu {

@@ -6,6 +6,8 @@
 //! processes (a role returns its result over the control channel) and are read back by
 //! `msgperf report`. Imports nothing.
 
+pub mod place;
+
 pub use crate::histogram::EncodedHistogram;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -143,6 +145,9 @@ pub struct CaseConfig {
     )]
     pub interval: Duration,
     pub placement: Placement,
+    /// Roles on other hosts (`--place`): role kind → host[:cpu] per role, or one for all.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub place: BTreeMap<String, Vec<String>>,
     /// CPUs of the driving roles (initiator, writer, publishers) and of the others.
     pub cpus: (Option<usize>, Option<usize>),
     /// Roles as threads of one process instead of processes.
@@ -553,6 +558,40 @@ pub struct RoleResult {
     /// Why the role stopped where that is a finding (`connect --hold`: the limit it met).
     #[serde(default)]
     pub stopped_by: Option<String>,
+    /// Where it ran when not on the runner's host (`--place`): set by the runner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<RoleHost>,
+}
+
+/// A role's host other than the runner's, as the run found it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RoleHost {
+    /// The name the run gave it (`--host NAME=...`).
+    pub name: String,
+    /// The command that started the role there (`ssh -T ...`, `ip netns exec ...`).
+    pub launcher: String,
+    /// The address its ends bound on.
+    pub address: String,
+    pub msgperf_version: String,
+    pub build: String,
+    pub environment: Environment,
+    /// Its clock against the runner's, from probes on the control channel.
+    pub clock: Option<ClockFit>,
+}
+
+/// A far clock against the runner's, fitted from four-timestamp probes (NTP's): `offset`
+/// is far minus runner, at the start of the measured window.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ClockFit {
+    pub offset_ns: i64,
+    /// How far the true offset may be from the one used, over the whole window: half the
+    /// lowest round trip of a probe, plus the drift the fit saw against the offset applied.
+    pub bound_ns: u64,
+    /// Parts per million the far clock gained over the run (0 with fewer than two windows).
+    pub drift_ppm: f64,
+    pub probes: u32,
+    /// The lowest probe round trip seen.
+    pub min_delay_ns: u64,
 }
 
 /// One interval's histogram of a role's primary metric; start and end are offsets from the
@@ -593,6 +632,7 @@ impl RoleResult {
             error: Some(error),
             figures: vec![],
             stopped_by: None,
+            host: None,
         }
     }
 }
@@ -615,6 +655,13 @@ pub struct Counters {
     pub send_full: u64,
     /// Samples beyond the histograms' range (recorded at the range's top).
     pub out_of_range: u64,
+    /// One-way samples that came out negative (arrival before the send time, once the
+    /// sender's clock offset is corrected): a clock skew symptom; recorded at 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub negative: u64,
+    /// The most negative of them, ns below zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub most_negative_ns: u64,
     /// A broker: the messages the driving roles sent through it from the start (warm-up
     /// included, as its CPU window is), which its CPU per message divides by.
     #[serde(default)]
@@ -705,7 +752,13 @@ impl Counters {
         self.overwritten += o.overwritten;
         self.send_full += o.send_full;
         self.out_of_range += o.out_of_range;
+        self.negative += o.negative;
+        self.most_negative_ns = self.most_negative_ns.max(o.most_negative_ns);
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl CpuUsage {

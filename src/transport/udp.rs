@@ -47,7 +47,9 @@ impl Transport for Udp {
         let (_, accept) = channel_of(self.name(), side)?;
         if !accept {
             return Ok(Box::new(Deferred(
-                move |at: &Rendezvous, spec: &ChannelSpec| connect(at.bound_at(side)?, spec),
+                move |at: &Rendezvous, spec: &ChannelSpec| {
+                    connect(at.bound_at(side)?, host_of(at)?, spec)
+                },
             )));
         }
         let at = format!("{}:0", host_of(at)?);
@@ -82,13 +84,18 @@ impl Transport for Udp {
     }
 }
 
-/// Says hello to the accepting end at `address` until it answers, then talks only to it.
-fn connect(address: &str, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
+/// Says hello to the accepting end at `address` until it answers, then talks only to it; its
+/// own end binds on `host` (this role's host address).
+fn connect(
+    address: &str,
+    host: &str,
+    spec: &ChannelSpec,
+) -> Result<Box<dyn Endpoint>, TransportError> {
     let server = super::resolve(address)?;
-    let local = if server.is_ipv4() {
-        "127.0.0.1:0"
-    } else {
-        "[::1]:0"
+    let local = match host.parse::<std::net::IpAddr>() {
+        Ok(ip) if ip.is_ipv4() == server.is_ipv4() => std::net::SocketAddr::new(ip, 0),
+        _ if server.is_ipv4() => "127.0.0.1:0".parse().expect("an address"),
+        _ => "[::1]:0".parse().expect("an address"),
     };
     let s = UdpSocket::bind(local)?;
     let deadline = Deadline::after(spec.timeout);

@@ -286,11 +286,19 @@ pub struct RoleSpec {
 pub struct RoleControl<'a> {
     /// Raised to end the case early (Ctrl-C, another role died): a driving role stops sending.
     pub stop: &'a AtomicBool,
+    /// Per end: what to add to a received message's send time to put it on this role's clock
+    /// (its sender runs on another host's clock; measured by the runner). Empty: all 0.
+    pub clock_shifts_ns: &'a [i64],
 }
 
 impl RoleControl<'_> {
     pub fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+    }
+
+    /// The clock shift of end `i` (see `clock_shifts_ns`).
+    pub fn clock_shift(&self, i: usize) -> i64 {
+        self.clock_shifts_ns.get(i).copied().unwrap_or(0)
     }
 }
 

@@ -32,6 +32,9 @@ pub(crate) struct Flow {
     pub confirm: bool,
     /// A reader spends this long on every message of the measured window.
     pub slow: Option<Duration>,
+    /// A reader: added to each message's send time to put it on the reader's clock (a sender
+    /// on another host; see `RoleControl::clock_shifts_ns`).
+    pub clock_shift_ns: i64,
 }
 
 /// The writer: a warm-up, then the measured messages.
@@ -110,7 +113,14 @@ pub(crate) fn read_stream(
                 )));
             }
             rec.record(Metric::RECV_CALL, t1 - t0);
-            let one_way = t1.saturating_sub(m.send_ns);
+            let sent = m.send_ns.wrapping_add_signed(flow.clock_shift_ns);
+            // Behind the sender's clock as corrected: a skew symptom, counted and recorded at 0
+            // so that every sample keeps its rank.
+            if t1 < sent {
+                rec.counters.negative += 1;
+                rec.counters.most_negative_ns = rec.counters.most_negative_ns.max(sent - t1);
+            }
+            let one_way = t1.saturating_sub(sent);
             rec.record_primary(Metric::ONE_WAY, one_way, t1);
             if case.rate_hz.is_some() {
                 rec.record(Metric::ONE_WAY_INTENDED, one_way + m.lag_ns);

@@ -137,6 +137,7 @@ impl Workload for PubSub {
             confirm: false,
             // Only the first subscriber is the slow one.
             slow: param::duration(case, SLOW_SUBSCRIBER.key).filter(|_| role.id.number == Some(1)),
+            clock_shift_ns: ctl.clock_shift(0),
         };
         if role.drives {
             if let [ep] = ends {
@@ -153,7 +154,12 @@ impl Workload for PubSub {
         std::thread::scope(|scope| {
             let parts: Vec<_> = others
                 .iter_mut()
-                .map(|ep| {
+                .enumerate()
+                .map(|(k, ep)| {
+                    let flow = Flow {
+                        clock_shift_ns: ctl.clock_shift(k + 1),
+                        ..flow
+                    };
                     scope.spawn(move || {
                         let mut part = Recorder::new(&Metric::MESSAGES, case.interval);
                         let r = read_stream(&mut **ep, case, flow, &mut part);

@@ -101,6 +101,7 @@ impl Workload for Stream {
         let flow = Flow {
             confirm: confirm(case),
             slow: param::duration(case, SLOW_SUBSCRIBER.key),
+            clock_shift_ns: ctl.clock_shift(0),
         };
         if role.drives {
             let sent = write_stream(ep, case, flow, rec, ctl.stop)?;

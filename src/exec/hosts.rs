@@ -1,0 +1,249 @@
+//! Hosts other than the runner's. A host is a name and a launcher: a command prefix that runs
+//! a program there with its stdin and stdout piped back (`ssh -T user@host`, `kubectl exec -i
+//! pod --`, `docker exec -i box`, `ip netns exec ns`, `srun -w node`): authentication and
+//! encryption are the launcher's, and msgperf runs no daemon of its own. Or `netns`: a network
+//! namespace msgperf makes on this machine for the run, on a bridge with the runner, and
+//! removes afterwards (the test bed).
+
+use super::ExecError;
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+pub use crate::result::place::{Launcher, LOCAL};
+
+/// A host, ready for roles.
+#[derive(Clone, Debug)]
+pub struct Host {
+    pub name: String,
+    /// The words that run a program there, before the program.
+    pub prefix: Vec<String>,
+    /// As the run records it.
+    pub launcher: String,
+    /// Where its roles bind, where known before they start (a namespace msgperf made); else
+    /// the far side says (`FarHello::addresses`).
+    pub address: Option<String>,
+    /// The runner's address as this host reaches it, where known (the bed's bridge).
+    pub local_address: Option<String>,
+}
+
+/// The run's hosts; the namespaces made for it go when this drops.
+pub struct Hosts {
+    hosts: BTreeMap<String, Host>,
+    _bed: Option<Bed>,
+}
+
+impl Hosts {
+    pub fn none() -> Hosts {
+        Hosts {
+            hosts: BTreeMap::new(),
+            _bed: None,
+        }
+    }
+
+    /// Sets up `given` (name → launcher as written): makes the namespaces of `netns` hosts.
+    pub fn set_up(given: &BTreeMap<String, String>) -> Result<Hosts, ExecError> {
+        let mut hosts = BTreeMap::new();
+        let mut netns = Vec::new();
+        for (name, value) in given {
+            match Launcher::parse(name, value).map_err(ExecError::Refused)? {
+                Launcher::Command(words) => {
+                    hosts.insert(
+                        name.clone(),
+                        Host {
+                            name: name.clone(),
+                            prefix: words,
+                            launcher: value.clone(),
+                            address: None,
+                            local_address: None,
+                        },
+                    );
+                }
+                Launcher::Netns => netns.push(name.clone()),
+            }
+        }
+        let bed = if netns.is_empty() {
+            None
+        } else {
+            let bed = Bed::make(&netns)?;
+            for (name, (ns, address)) in netns.iter().zip(&bed.namespaces) {
+                hosts.insert(
+                    name.clone(),
+                    Host {
+                        name: name.clone(),
+                        prefix: vec!["ip".into(), "netns".into(), "exec".into(), ns.clone()],
+                        launcher: format!("netns ({ns}, {address})"),
+                        address: Some(address.clone()),
+                        local_address: Some(bed.address.clone()),
+                    },
+                );
+            }
+            Some(bed)
+        };
+        Ok(Hosts { hosts, _bed: bed })
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Host> {
+        self.hosts.get(name)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hosts.is_empty()
+    }
+}
+
+/// The runner's address that reaches `far` (the source address its routes pick); no packet
+/// is sent.
+pub fn local_address_towards(far: &str) -> Option<String> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect((far, 9)).ok()?;
+    Some(s.local_addr().ok()?.ip().to_string())
+}
+
+/// Network namespaces on a bridge: `msgperf-PID-NAME`, a veth pair each, addresses in a /24
+/// no route of this machine uses.
+struct Bed {
+    bridge: String,
+    /// The bridge's address: the runner's side.
+    address: String,
+    /// Namespace and its address, per host.
+    namespaces: Vec<(String, String)>,
+}
+
+impl Bed {
+    fn make(names: &[String]) -> Result<Bed, ExecError> {
+        sweep_stale();
+        let pid = std::process::id();
+        let net = free_subnet().ok_or_else(|| {
+            ExecError::Refused(
+                "--host NAME=netns: every 10.x.y.0/24 msgperf tries is in use by a route here: remove some, or give launchers instead".into(),
+            )
+        })?;
+        let mut bed = Bed {
+            bridge: format!("mpb{pid}"),
+            address: format!("{net}.1"),
+            namespaces: Vec::new(),
+        };
+        ip(&["link", "add", &bed.bridge, "type", "bridge"])?;
+        ip(&[
+            "addr",
+            "add",
+            &format!("{}/24", bed.address),
+            "dev",
+            &bed.bridge,
+        ])?;
+        ip(&["link", "set", &bed.bridge, "up"])?;
+        for (i, name) in names.iter().enumerate() {
+            let ns = format!("msgperf-{pid}-{name}");
+            let (outer, inner) = (format!("mp{pid}h{i}"), format!("mp{pid}p{i}"));
+            let address = format!("{net}.{}", i + 2);
+            ip(&["netns", "add", &ns])?;
+            // Pushed at once: dropping the bed removes what was made so far.
+            bed.namespaces.push((ns.clone(), address.clone()));
+            ip(&[
+                "link", "add", &outer, "type", "veth", "peer", "name", &inner,
+            ])?;
+            ip(&["link", "set", &inner, "netns", &ns])?;
+            ip(&["link", "set", &outer, "master", &bed.bridge])?;
+            ip(&["link", "set", &outer, "up"])?;
+            ip(&[
+                "-n",
+                &ns,
+                "addr",
+                "add",
+                &format!("{address}/24"),
+                "dev",
+                &inner,
+            ])?;
+            ip(&["-n", &ns, "link", "set", &inner, "up"])?;
+            ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+        }
+        Ok(bed)
+    }
+}
+
+impl Drop for Bed {
+    fn drop(&mut self) {
+        // A namespace's end of its veth pair goes with it, and the other end with that.
+        for (ns, _) in &self.namespaces {
+            let _ = ip(&["netns", "del", ns]);
+        }
+        let _ = ip(&["link", "del", &self.bridge]);
+    }
+}
+
+/// Runs `ip ARGS` within a bound; its complaint, named, if it fails.
+fn ip(args: &[&str]) -> Result<String, ExecError> {
+    let child = Command::new("ip")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            ExecError::os(
+                "--host NAME=netns needs `ip` (Debian: apt-get install iproute2)",
+                e,
+            )
+        })?;
+    let pid = child.id();
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(Ok(out)) if out.status.success() => Ok(String::from_utf8_lossy(&out.stdout).into()),
+        Ok(Ok(out)) => Err(ExecError::Refused(format!(
+            "`ip {}` failed: {} (making network namespaces needs root: run as root, or give --host a launcher)",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))),
+        Ok(Err(e)) => Err(ExecError::os(format!("`ip {}`", args.join(" ")), e)),
+        Err(_) => {
+            crate::sys::kill(pid, libc::SIGKILL);
+            Err(ExecError::Refused(format!(
+                "`ip {}` did not finish within 10 s",
+                args.join(" ")
+            )))
+        }
+    }
+}
+
+/// A 10.x.y.0/24 that no route here covers, from this process's id (concurrent runs pick
+/// different ones).
+fn free_subnet() -> Option<String> {
+    let routes = ip(&["-4", "route", "show", "table", "all"]).unwrap_or_default();
+    let pid = std::process::id();
+    (0..64u32)
+        .map(|k| {
+            let n = pid.wrapping_add(k * 7919);
+            format!("10.{}.{}", 64 + (n >> 8) % 128, n & 255)
+        })
+        .find(|net| !routes.contains(&format!("{net}.")))
+}
+
+/// Namespaces and bridges of runs whose process is gone (killed before it could clean up).
+fn sweep_stale() {
+    let alive = |pid: &str| pid.parse::<u32>().is_ok_and(crate::sys::process_alive);
+    if let Ok(list) = ip(&["netns", "list"]) {
+        for ns in list.lines().filter_map(|l| l.split_whitespace().next()) {
+            if let Some(pid) = ns
+                .strip_prefix("msgperf-")
+                .and_then(|r| r.split('-').next())
+            {
+                if !alive(pid) {
+                    let _ = ip(&["netns", "del", ns]);
+                }
+            }
+        }
+    }
+    if let Ok(links) = ip(&["-o", "link", "show", "type", "bridge"]) {
+        for link in links.lines().filter_map(|l| l.split(": ").nth(1)) {
+            if let Some(pid) = link.strip_prefix("mpb") {
+                if !alive(pid) {
+                    let _ = ip(&["link", "del", link]);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,389 @@
+//! Roles on other hosts (issue 38), with hosts made on this machine: network namespaces on a
+//! bridge (`--host NAME=netns`), a launcher the test gives (`ip netns exec`), a far clock set
+//! seconds ahead in a time namespace (`unshare --time`). Exact counts, the measured offset
+//! against the one injected, faults named, and nothing left behind.
+
+mod support;
+
+use serde_json::Value;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use support::*;
+
+/// Whether namespaces can be made here (root, iproute2, unshare); CI must be able to.
+fn namespaces_work() -> bool {
+    let ok = Command::new("unshare")
+        .args(["--time", "--fork", "--monotonic", "1", "--", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+        && Command::new("ip")
+            .args(["netns", "list"])
+            .status()
+            .is_ok_and(|s| s.success())
+        && unsafe { libc::geteuid() } == 0;
+    if !ok {
+        assert!(
+            std::env::var_os("MSGPERF_CI").is_none(),
+            "network and time namespaces are needed here: run as root with iproute2 (.ci/run installs it)"
+        );
+        eprintln!("skipped: network or time namespaces cannot be made here (root, iproute2)");
+    }
+    ok
+}
+
+/// What msgperf made for run `pid` and left: namespaces and bridges.
+fn beds_of(pid: u32) -> Vec<String> {
+    let list = |args: &[&str]| {
+        text(
+            &Command::new("ip")
+                .args(args)
+                .output()
+                .map(|o| o.stdout)
+                .unwrap_or_default(),
+        )
+    };
+    let mut left: Vec<String> = list(&["netns", "list"])
+        .lines()
+        .filter(|l| l.starts_with(&format!("msgperf-{pid}-")))
+        .map(String::from)
+        .collect();
+    left.extend(
+        list(&["-o", "link", "show", "type", "bridge"])
+            .lines()
+            .filter(|l| l.contains(&format!("mpb{pid}:")))
+            .map(String::from),
+    );
+    left
+}
+
+/// A namespace of the test's own, on a veth pair with the root namespace; removed on drop.
+struct Netns {
+    name: String,
+}
+
+impl Netns {
+    fn make(tag: &str, net: u8) -> Netns {
+        let name = format!("mpt{}{tag}", std::process::id());
+        let (outer, inner) = (format!("{name}a"), format!("{name}b"));
+        let n = Netns { name: name.clone() };
+        for args in [
+            vec!["netns", "add", &name],
+            vec![
+                "link", "add", &outer, "type", "veth", "peer", "name", &inner,
+            ],
+            vec!["link", "set", &inner, "netns", &name],
+            vec!["addr", "add", &format!("10.251.{net}.1/24"), "dev", &outer],
+            vec!["link", "set", &outer, "up"],
+            vec![
+                "-n",
+                &name,
+                "addr",
+                "add",
+                &format!("10.251.{net}.2/24"),
+                "dev",
+                &inner,
+            ],
+            vec!["-n", &name, "link", "set", &inner, "up"],
+            vec!["-n", &name, "link", "set", "lo", "up"],
+        ] {
+            let out = Command::new("ip").args(&args).output().unwrap();
+            assert!(out.status.success(), "ip {args:?}: {}", text(&out.stderr));
+        }
+        n
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+fn json(path: &std::path::Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+#[test]
+fn subscribers_on_three_namespace_hosts_get_every_message() {
+    if !namespaces_work() {
+        return;
+    }
+    let dir = temp_dir();
+    let out_file = dir.path().join("r.json");
+    let child = spawn(&[
+        "run",
+        "pubsub",
+        "-t",
+        "tcp,udp",
+        "--subs",
+        "3",
+        "--rate",
+        "500hz",
+        "--duration",
+        "1s",
+        "--warmup",
+        "100ms",
+        "--host",
+        "b=netns",
+        "--host",
+        "c=netns",
+        "--host",
+        "d=netns",
+        "--place",
+        "subscriber=b,c,d",
+        "--json",
+        out_file.to_str().unwrap(),
+    ]);
+    let pid = child.id();
+    let out = wait_output(child, Duration::from_secs(120));
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("host b cpu"),
+        "{}",
+        text(&out.stdout)
+    );
+    let run = json(&out_file);
+    for case in run["cases"].as_array().unwrap() {
+        let t = case["config"]["transport"].as_str().unwrap();
+        assert!(case["error"].is_null(), "{t}: {}", case["error"]);
+        let roles = case["roles"].as_array().unwrap();
+        let sent = roles[0]["counters"]["messages_sent"].as_u64().unwrap();
+        assert!(sent >= 400, "{t}: the publisher sent {sent}");
+        for (r, host) in roles[1..].iter().zip(["b", "c", "d"]) {
+            let c = &r["counters"];
+            let got = c["messages_received"].as_u64().unwrap();
+            // Integrity is checked per message; a datagram may be dropped, and is counted.
+            assert_eq!(got + c["lost"].as_u64().unwrap(), sent, "{t} {r}");
+            assert_eq!(r["host"]["name"], host, "{t}");
+            let clock = &r["host"]["clock"];
+            assert!(clock["probes"].as_u64().unwrap() >= 16, "{t}: {clock}");
+            assert!(clock["bound_ns"].as_u64().unwrap() > 0, "{t}: {clock}");
+            // One machine, one clock: the offset is zero within its bound.
+            let off = clock["offset_ns"].as_i64().unwrap().unsigned_abs();
+            assert!(off <= clock["bound_ns"].as_u64().unwrap(), "{t}: {clock}");
+        }
+    }
+    assert_eq!(beds_of(pid), Vec::<String>::new());
+}
+
+#[test]
+fn a_far_clock_seconds_ahead_is_measured_within_its_bound() {
+    if !namespaces_work() {
+        return;
+    }
+    let ns = Netns::make("t", 61);
+    let launcher = format!(
+        "b=ip netns exec {} unshare --time --fork --kill-child --monotonic 5 --",
+        ns.name
+    );
+    let dir = temp_dir();
+    let out_file = dir.path().join("r.json");
+    let out = run(
+        &[
+            "run",
+            "stream",
+            "-t",
+            "tcp",
+            "--rate",
+            "1khz",
+            "--duration",
+            "1s",
+            "--warmup",
+            "100ms",
+            "--host",
+            &launcher,
+            "--place",
+            "reader=b",
+            "--json",
+            out_file.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let run = json(&out_file);
+    let case = &run["cases"][0];
+    let reader = &case["roles"][1];
+    let clock = &reader["host"]["clock"];
+    let offset = clock["offset_ns"].as_i64().unwrap();
+    let bound = clock["bound_ns"].as_u64().unwrap();
+    assert!(
+        offset.abs_diff(5_000_000_000) <= bound,
+        "offset {offset} ns, bound {bound} ns: {clock}"
+    );
+    assert_eq!(reader["host"]["address"], "10.251.61.2");
+    // Corrected, one-way latency across the veth link is micro- to milliseconds, not seconds.
+    let got = reader["counters"]["messages_received"].as_u64().unwrap();
+    assert!(got >= 900, "{got}");
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("clock +4.9999") || stdout.contains("clock +5.0000"),
+        "{stdout}"
+    );
+    let h = msgperf::histogram::EncodedHistogram(
+        reader["histograms"]["one_way_ns"].as_str().unwrap().into(),
+    )
+    .decode()
+    .unwrap();
+    assert!(
+        h.value_at_quantile(0.5) < 50_000_000,
+        "p50 {} ns",
+        h.value_at_quantile(0.5)
+    );
+}
+
+#[test]
+fn a_far_role_killed_mid_run_is_named_and_the_others_are_kept() {
+    if !namespaces_work() {
+        return;
+    }
+    let dir = temp_dir();
+    let out_file = dir.path().join("r.json");
+    let mut child = spawn(&[
+        "run",
+        "pubsub",
+        "-t",
+        "tcp",
+        "--subs",
+        "2",
+        "--rate",
+        "1khz",
+        "--duration",
+        "60s",
+        "--timeout",
+        "3s",
+        "--no-floor",
+        "--host",
+        "b=netns",
+        "--place",
+        "subscriber=local,b",
+        "--json",
+        out_file.to_str().unwrap(),
+    ]);
+    let pid = child.id();
+    // The far role: `ip netns exec` becomes `msgperf role --stdio`.
+    let far = wait_for(&mut child, "the far role", |pid| {
+        children(pid).into_iter().find(|c| {
+            std::fs::read(format!("/proc/{c}/cmdline"))
+                .is_ok_and(|l| String::from_utf8_lossy(&l).contains("--stdio"))
+        })
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    let killed = Instant::now();
+    signal(far, libc::SIGKILL);
+    let out = wait_output(child, Duration::from_secs(60));
+    let took = killed.elapsed();
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(!out.status.success(), "{all}");
+    assert!(took < Duration::from_secs(20), "{took:?}: {all}");
+    assert!(all.contains("subscriber 2 on host b"), "{all}");
+    let run = json(&out_file);
+    let roles = run["cases"][0]["roles"].as_array().unwrap();
+    let local = roles
+        .iter()
+        .find(|r| r["role"]["kind"] == "subscriber" && r["role"]["number"] == 1)
+        .unwrap();
+    assert!(
+        local["counters"]["messages_received"].as_u64().unwrap() > 100,
+        "{local}"
+    );
+    assert_eq!(beds_of(pid), Vec::<String>::new());
+}
+
+#[test]
+fn a_launcher_that_fails_is_named_with_the_host() {
+    let out = run(
+        &[
+            "run",
+            "pingpong",
+            "-t",
+            "tcp",
+            "--count",
+            "100",
+            "--no-floor",
+            "--timeout",
+            "3s",
+            "--host",
+            "b=/nonexistent/launcher -x",
+            "--place",
+            "responder=b",
+        ],
+        Duration::from_secs(60),
+    );
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(!out.status.success(), "{all}");
+    assert!(
+        all.contains("host b") && all.contains("/nonexistent/launcher"),
+        "{all}"
+    );
+    // A launcher that runs but brings no msgperf: the far side never says hello.
+    let out = run(
+        &[
+            "run",
+            "pingpong",
+            "-t",
+            "tcp",
+            "--count",
+            "100",
+            "--no-floor",
+            "--timeout",
+            "3s",
+            "--host",
+            "b=sh -c 'echo nothing here >&2; exit 3' --",
+            "--place",
+            "responder=b",
+        ],
+        Duration::from_secs(60),
+    );
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(!out.status.success(), "{all}");
+    assert!(
+        all.contains("no msgperf answered") && all.contains("nothing here"),
+        "{all}"
+    );
+}
+
+#[test]
+fn placements_that_cannot_run_are_refused_before_anything_starts() {
+    for (args, says) in [
+        (
+            vec!["--place", "responder=zz"],
+            "no host `zz`: define it with --host zz=",
+        ),
+        (
+            vec!["--host", "b=netns", "--place", "nobody=b"],
+            "pingpong has no nobody; its roles are initiator, responder",
+        ),
+        (
+            vec!["--host", "b=netns", "--place", "responder=b:x"],
+            "`x` is not a CPU number",
+        ),
+        (
+            vec!["-t", "uds", "--host", "b=netns", "--place", "responder=b"],
+            "cannot join roles on different hosts: use one that can (",
+        ),
+        (vec!["--host", "local=netns"], "and not `local`"),
+    ] {
+        let mut all = vec!["run", "pingpong", "--count", "10"];
+        if !args.contains(&"-t") {
+            all.extend(["-t", "tcp"]);
+        }
+        all.extend(args.iter());
+        let out = run(&all, Duration::from_secs(30));
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{all:?}: {err}");
+        assert!(err.contains(says), "{all:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+}
