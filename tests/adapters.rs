@@ -436,3 +436,68 @@ fn broker_measured_at_1khz(transport: &str, extra: &[&str]) -> RunResult {
 
 // Each adapter's own tests, from its folder.
 include!(concat!(env!("OUT_DIR"), "/transport_tests.rs"));
+
+/// Publish/subscribe 1 to 2 with the broker msgperf starts placed on a namespace host and the
+/// subscribers on another: every message arrives, the broker's CPU is measured on its host,
+/// and the namespaces are gone afterwards.
+fn placed_broker_counts_every_message(transport: &str) {
+    if !namespaces_work() {
+        return;
+    }
+    let dir = temp_dir();
+    let out = dir.path().join("r.json");
+    let child = spawn(&[
+        "run",
+        "pubsub",
+        "-t",
+        transport,
+        "--subs",
+        "2",
+        "--rate",
+        "500hz",
+        "--duration",
+        "1s",
+        "--delivery",
+        "reliable",
+        "--host",
+        "b=netns",
+        "--host",
+        "c=netns",
+        "--place",
+        "subscriber=b",
+        "--place",
+        "broker=c",
+        "--json",
+        out.to_str().unwrap(),
+    ]);
+    let pid = child.id();
+    let o = wait_output(child, Duration::from_secs(180));
+    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
+    let r: RunResult = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let c = &r.cases[0];
+    assert_eq!(c.error, None);
+    let sent = c.roles[0].counters.messages_sent;
+    assert!(sent >= 400, "{sent}");
+    let subs: Vec<_> = c
+        .roles
+        .iter()
+        .filter(|r| r.role.kind.label() == "subscriber")
+        .collect();
+    assert_eq!(subs.len(), 2);
+    for s in subs {
+        assert_eq!(s.counters.messages_received, sent);
+        assert_eq!(s.host.as_ref().map(|h| h.name.as_str()), Some("b"));
+    }
+    let broker = c
+        .roles
+        .iter()
+        .find(|r| r.role.kind.label() == "broker")
+        .unwrap();
+    assert_eq!(broker.host.as_ref().map(|h| h.name.as_str()), Some("c"));
+    assert!(
+        broker.cpu.user_ns + broker.cpu.sys_ns > 0,
+        "{:?}",
+        broker.cpu
+    );
+    assert_eq!(beds_of(pid), Vec::<String>::new());
+}

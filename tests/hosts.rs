@@ -10,52 +10,6 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use support::*;
 
-/// Whether namespaces can be made here (root, iproute2, unshare); CI must be able to.
-fn namespaces_work() -> bool {
-    let ok = Command::new("unshare")
-        .args(["--time", "--fork", "--monotonic", "1", "--", "true"])
-        .status()
-        .is_ok_and(|s| s.success())
-        && Command::new("ip")
-            .args(["netns", "list"])
-            .status()
-            .is_ok_and(|s| s.success())
-        && unsafe { libc::geteuid() } == 0;
-    if !ok {
-        assert!(
-            std::env::var_os("MSGPERF_CI").is_none(),
-            "network and time namespaces are needed here: run as root with iproute2 (.ci/run installs it)"
-        );
-        eprintln!("skipped: network or time namespaces cannot be made here (root, iproute2)");
-    }
-    ok
-}
-
-/// What msgperf made for run `pid` and left: namespaces and bridges.
-fn beds_of(pid: u32) -> Vec<String> {
-    let list = |args: &[&str]| {
-        text(
-            &Command::new("ip")
-                .args(args)
-                .output()
-                .map(|o| o.stdout)
-                .unwrap_or_default(),
-        )
-    };
-    let mut left: Vec<String> = list(&["netns", "list"])
-        .lines()
-        .filter(|l| l.starts_with(&format!("msgperf-{pid}-")))
-        .map(String::from)
-        .collect();
-    left.extend(
-        list(&["-o", "link", "show", "type", "bridge"])
-            .lines()
-            .filter(|l| l.contains(&format!("mpb{pid}:")))
-            .map(String::from),
-    );
-    left
-}
-
 /// A namespace of the test's own, on a veth pair with the root namespace; removed on drop.
 struct Netns {
     name: String,
@@ -386,4 +340,204 @@ fn placements_that_cannot_run_are_refused_before_anything_starts() {
         assert!(err.contains(says), "{all:?}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{err}");
     }
+}
+
+/// An sshd of the test's own, in a namespace of its own, taking a key the test made.
+struct Sshd {
+    child: std::process::Child,
+    key: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+    _ns: Netns,
+}
+
+impl Sshd {
+    fn start(net: u8) -> Option<Sshd> {
+        let sshd = std::path::Path::new("/usr/sbin/sshd");
+        if !sshd.exists() {
+            assert!(
+                std::env::var_os("MSGPERF_CI").is_none(),
+                "sshd is needed here: .ci/run installs openssh-server"
+            );
+            eprintln!("skipped: no sshd (apt-get install openssh-server)");
+            return None;
+        }
+        let ns = Netns::make("s", net);
+        let dir = temp_dir();
+        let d = dir.path();
+        for (file, what) in [("host", "host key"), ("user", "user key")] {
+            let ok = Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+                .arg(d.join(file))
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "ssh-keygen makes a {what}");
+        }
+        std::fs::copy(d.join("user.pub"), d.join("authorized_keys")).unwrap();
+        std::fs::write(
+            d.join("sshd_config"),
+            format!(
+                "ListenAddress 10.251.{net}.2:22\nHostKey {}\nAuthorizedKeysFile {}\nPermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nStrictModes no\nUsePAM no\nPidFile none\n",
+                d.join("host").display(),
+                d.join("authorized_keys").display()
+            ),
+        )
+        .unwrap();
+        // Its privilege separation directory.
+        std::fs::create_dir_all("/run/sshd").unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", &ns.name])
+            .arg(sshd)
+            .args(["-D", "-e", "-f"])
+            .arg(d.join("sshd_config"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Listening once a connection is taken (bounded: a hang fails the test).
+        let at: std::net::SocketAddr = format!("10.251.{net}.2:22").parse().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect_timeout(&at, Duration::from_millis(200)).is_err() {
+            assert!(Instant::now() < deadline, "sshd did not listen at {at}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(Sshd {
+            child,
+            key: d.join("user"),
+            _dir: dir,
+            _ns: ns,
+        })
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn pubsub_through_ssh_to_an_sshd_in_a_namespace() {
+    if !namespaces_work() {
+        return;
+    }
+    let Some(sshd) = Sshd::start(62) else {
+        return;
+    };
+    let launcher = format!(
+        "b=ssh -T -i {} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR root@10.251.62.2",
+        sshd.key.display()
+    );
+    let dir = temp_dir();
+    let out_file = dir.path().join("r.json");
+    let out = run(
+        &[
+            "run",
+            "pubsub",
+            "-t",
+            "tcp",
+            "--subs",
+            "3",
+            "--rate",
+            "500hz",
+            "--duration",
+            "1s",
+            "--warmup",
+            "100ms",
+            "--host",
+            &launcher,
+            "--place",
+            "subscriber=local,b,b",
+            "--json",
+            out_file.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let run = json(&out_file);
+    let roles = run["cases"][0]["roles"].as_array().unwrap();
+    let sent = roles[0]["counters"]["messages_sent"].as_u64().unwrap();
+    for r in &roles[1..] {
+        assert_eq!(
+            r["counters"]["messages_received"].as_u64(),
+            Some(sent),
+            "{r}"
+        );
+    }
+    for r in &roles[2..] {
+        // ssh says where it came in: the far side's address on the link.
+        assert_eq!(r["host"]["address"], "10.251.62.2", "{r}");
+        assert!(r["host"]["launcher"]
+            .as_str()
+            .unwrap()
+            .starts_with("ssh -T"));
+    }
+}
+
+#[test]
+fn a_namespace_whose_link_goes_down_mid_run_ends_the_case_within_the_timeout() {
+    if !namespaces_work() {
+        return;
+    }
+    let dir = temp_dir();
+    let out_file = dir.path().join("r.json");
+    let mut child = spawn(&[
+        "run",
+        "pubsub",
+        "-t",
+        "tcp",
+        "--subs",
+        "2",
+        "--rate",
+        "2khz",
+        "--size",
+        "4k",
+        "--duration",
+        "60s",
+        "--timeout",
+        "3s",
+        "--no-floor",
+        "--host",
+        "b=netns",
+        "--place",
+        "subscriber=local,b",
+        "--json",
+        out_file.to_str().unwrap(),
+    ]);
+    let pid = child.id();
+    wait_for(&mut child, "the far role", |pid| {
+        children(pid).into_iter().find(|c| {
+            std::fs::read(format!("/proc/{c}/cmdline"))
+                .is_ok_and(|l| String::from_utf8_lossy(&l).contains("--stdio"))
+        })
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    // The bridge's end of host b's link (the first netns host's).
+    let link = format!("mp{pid}h0");
+    let down = Command::new("ip")
+        .args(["link", "set", &link, "down"])
+        .status()
+        .unwrap();
+    assert!(down.success(), "ip link set {link} down");
+    let at = Instant::now();
+    let out = wait_output(child, Duration::from_secs(60));
+    let took = at.elapsed();
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(!out.status.success(), "{all}");
+    assert!(took < Duration::from_secs(20), "{took:?}: {all}");
+    let run = json(&out_file);
+    let case = &run["cases"][0];
+    assert!(!case["error"].is_null(), "{all}");
+    let local = &case["roles"][1];
+    assert_eq!(local["role"]["number"], 1);
+    assert!(
+        local["counters"]["messages_received"].as_u64().unwrap() > 100,
+        "{local}"
+    );
+    assert_eq!(beds_of(pid), Vec::<String>::new());
 }

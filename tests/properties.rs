@@ -38,7 +38,8 @@ fn args() -> impl Strategy<Value = Vec<String>> {
         ),
         value(
             &["150ms", "100ms", "50ms"],
-            &["0s", "0", "abc", "1us", "200", "-1s"],
+            // (A bare number is seconds: "200" would be a valid 200 s run, not a refusal.)
+            &["0s", "0", "abc", "1us", "200x", "-1s"],
             "[0-9]{1,3}(ms|us|ns)",
         ),
         value(&["", "0s", "20ms"], &["-1s", "x"], "[0-9]{1,2}(ms|us)"),

@@ -71,6 +71,19 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>, hosts: &Hosts) -> C
     let mut plan = topology.setup.clone();
     plan.host = connect.map(ControlAddr::host);
     plan.cpu = case.cpus.1;
+    // A broker placed on a namespace host starts there, listening on its address.
+    let broker_host = case.place.get("broker").and_then(|list| {
+        let at = list.first()?;
+        let (name, cpu) = at.split_once(':').unwrap_or((at, ""));
+        plan.cpu = cpu.parse().ok().or(plan.cpu);
+        hosts.get(name)
+    });
+    if let Some(h) = broker_host {
+        plan.service_at = Some(transport::ServiceHost {
+            prefix: h.prefix.clone(),
+            address: h.address.clone().unwrap_or_else(|| "127.0.0.1".into()),
+        });
+    }
     let setup = match t.setup(&plan, &spec) {
         Ok(s) => s,
         Err(e) => {
@@ -256,9 +269,13 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>, hosts: &Hosts) -> C
             .iter()
             .map(|r| r.sent_total.max(r.counters.messages_sent))
             .sum();
-        roles.extend(services::results(
-            &services, &at_go, &at_end, relayed, &faults,
-        ));
+        let mut brokers = services::results(&services, &at_go, &at_end, relayed, &faults);
+        if let Some(h) = broker_host {
+            for b in &mut brokers {
+                b.host = Some(services::on_host(h));
+            }
+        }
+        roles.extend(brokers);
     }
     // A dead broker is the cause of what the roles saw (they may notice before the runner).
     let error = match (faults.first(), driven.error) {
@@ -276,7 +293,7 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>, hosts: &Hosts) -> C
     }
 }
 
-/// Where `--place` puts role `r`: a host other than the runner's, and a CPU there.
+/// Where `--place` puts role `r`: a host (`local`: the runner's), and a CPU there.
 fn placed_on<'a>(case: &'a CaseConfig, r: &RoleSpec) -> Option<(&'a str, Option<usize>)> {
     let list = case.place.get(r.id.kind.label())?;
     let at = match list.as_slice() {
@@ -284,7 +301,7 @@ fn placed_on<'a>(case: &'a CaseConfig, r: &RoleSpec) -> Option<(&'a str, Option<
         many => many.get(r.id.number.unwrap_or(1).checked_sub(1)? as usize)?,
     };
     let (host, cpu) = at.split_once(':').unwrap_or((at, ""));
-    (host != hosts::LOCAL).then(|| (host, cpu.parse().ok()))
+    Some((host, cpu.parse().ok()))
 }
 
 /// Per end of role `i`: its clock's offset less that of the role sending to it there (a

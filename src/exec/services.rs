@@ -142,3 +142,17 @@ pub fn results(
         })
         .collect()
 }
+
+/// What a run records of a namespace host a broker ran on: this machine, entered by a prefix.
+pub fn on_host(h: &super::hosts::Host) -> crate::result::RoleHost {
+    crate::result::RoleHost {
+        name: h.name.clone(),
+        launcher: h.launcher.clone(),
+        address: h.address.clone().unwrap_or_default(),
+        msgperf_version: env!("CARGO_PKG_VERSION").into(),
+        build: super::control::build_id(),
+        environment: super::environment::probe(),
+        // This machine's own clock.
+        clock: None,
+    }
+}

@@ -284,6 +284,16 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, PlanError> {
             }
         }
     }
+    let starts_broker = |c: &CaseConfig| {
+        c.effective_options
+            .get("broker")
+            .is_some_and(|b| b == "start")
+    };
+    if place.contains_key(BROKER) && !out.iter().any(starts_broker) {
+        return Err(PlanError::BadValue(
+            "--place broker=...: no transport of the run starts a broker for its cases (a brokered one does, unless --opt broker=URL names one)".into(),
+        ));
+    }
     Ok(out)
 }
 
@@ -297,6 +307,10 @@ fn check_place(
     hosts: &BTreeMap<String, String>,
 ) -> Result<(), PlanError> {
     for (kind, list) in &case.place {
+        if kind == BROKER {
+            check_broker_place(case, list, hosts)?;
+            continue;
+        }
         let n = topology
             .roles
             .iter()
@@ -334,9 +348,10 @@ fn check_place(
     }
     let far = case
         .place
-        .values()
-        .flatten()
-        .any(|at| !at.starts_with(crate::result::place::LOCAL));
+        .iter()
+        .filter(|(kind, _)| *kind != BROKER)
+        .flat_map(|(_, list)| list)
+        .any(|at| at.split(':').next() != Some(crate::result::place::LOCAL));
     if far && (!caps.cross_host || case.threads) {
         let can: Vec<&str> = transport::REGISTRY
             .iter()
@@ -353,6 +368,39 @@ fn check_place(
         )));
     }
     Ok(())
+}
+
+/// The placeable name of the broker a brokered transport starts for a case.
+const BROKER: &str = "broker";
+
+/// A broker msgperf starts can run here or on a `netns` host (this machine, so its CPU is
+/// read as a role's); one the user runs elsewhere is given with `--opt broker=URL`.
+fn check_broker_place(
+    case: &CaseConfig,
+    list: &[String],
+    hosts: &BTreeMap<String, String>,
+) -> Result<(), PlanError> {
+    // It places the brokers of the run's transports that start one; the others have none.
+    if case.effective_options.get("broker").map(String::as_str) != Some("start") {
+        return Ok(());
+    }
+    let [at] = list else {
+        return Err(PlanError::BadValue(format!(
+            "--place broker={}: a case has one broker: give one host",
+            list.join(",")
+        )));
+    };
+    let host = at.split_once(':').map_or(at.as_str(), |(h, _)| h);
+    match hosts.get(host).map(|v| v.trim()) {
+        Some("netns") => Ok(()),
+        _ if host == crate::result::place::LOCAL => Ok(()),
+        Some(_) => Err(PlanError::Unsupported(format!(
+            "--place broker={at}: msgperf starts brokers on this machine or a --host {host}=netns namespace (it reads their CPU here); on another host, start the broker there and give --opt broker=URL"
+        ))),
+        None => Err(PlanError::BadValue(format!(
+            "--place broker={at}: no host `{host}`: define it with --host {host}=netns"
+        ))),
+    }
 }
 
 /// The workload's parameters for each of its cases: the values given (a swept one's, one per

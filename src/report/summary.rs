@@ -76,6 +76,9 @@ pub struct RoleSummary {
     pub cpus_seen: Vec<usize>,
     /// The host it ran on, if not the runner's (`--place`).
     pub host: Option<String>,
+    /// How far its clock's measured offset from the runner's may be off (a role on another
+    /// host), ns.
+    pub clock_bound_ns: Option<u64>,
     /// Messages this role sent or received, whichever is more: the "per message" divisor.
     pub messages: u64,
     pub send_call_avg_ns: Option<f64>,
@@ -200,6 +203,11 @@ fn role_summary(r: &RoleResult, own_process: bool) -> RoleSummary {
         role_id: r.role,
         pid: r.pid,
         host: r.host.as_ref().map(|h| h.name.clone()),
+        clock_bound_ns: r
+            .host
+            .as_ref()
+            .and_then(|h| h.clock.as_ref())
+            .map(|c| c.bound_ns),
         cpus_seen: r.cpus_seen.clone(),
         messages,
         send_call_avg_ns: send.map(|s| s.0),

@@ -549,8 +549,9 @@ pub fn subscribers_table(summaries: &[CaseSummary], width: Option<usize>) -> Str
             ("lost/dup/reord", 230),
             ("overwritten", 150),
         ],
-        &[],
-    );
+        &[("host", 245), ("clock ± [us]", 245)],
+    )
+    .optional(&["host", "clock ± [us]"]);
     for (i, s) in summaries.iter().enumerate() {
         if s.fan_out.is_none() {
             continue;
@@ -564,6 +565,12 @@ pub fn subscribers_table(summaries: &[CaseSummary], width: Option<usize>) -> Str
                 r.overwritten.to_string(),
             ];
             row.extend(distribution_cells(r.latency.as_ref()));
+            // Across hosts each figure is good to ± the bound of this reader's clock offset.
+            row.push(r.host.clone().unwrap_or_else(|| "-".into()));
+            row.push(
+                r.clock_bound_ns
+                    .map_or("-".into(), |b| format!("±{:.1}", b as f64 / 1e3)),
+            );
             g.row(row);
         }
     }
@@ -686,7 +693,7 @@ fn hosts_notes(run: &RunResult) -> Vec<String> {
         }
     }
     if !lines.is_empty() {
-        lines.push("across hosts: a one-way figure is arrival less send time, the sender's clock put on the receiver's by the offset the runner measured (four-timestamp probes on the control channel before, during and after the run); it is good to ± the bound shown, and a path slower one way than the other, which no probe sees, is not in it.".into());
+        lines.push("across hosts: a one-way figure is arrival less send time, the sender's clock put on the receiver's by the offset the runner measured (four-timestamp probes on the control channel before, during and after the run); it is good to ± the reader's bound shown (plus the sender's, where that is on another host too), and a path slower one way than the other, which no probe sees, is not in it.".into());
     }
     lines
 }

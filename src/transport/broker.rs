@@ -7,7 +7,7 @@
 use super::FloorRoles;
 use super::{
     fresh_name, private_dir, ChannelSpec, DirGuard, Endpoint, Opening, Place, Rendezvous, Service,
-    Setup, SetupPlan, Side, TransportError,
+    ServiceHost, Setup, SetupPlan, Side, TransportError,
 };
 use crate::sys;
 use std::io::{Read, Write};
@@ -22,13 +22,12 @@ pub struct Program {
     pub name: &'static str,
     /// The Debian package that has it (and its helper).
     pub package: &'static str,
-    /// Its command line for a port and a data directory (where a configuration may be written
-    /// first by `configure`).
-    pub args: fn(port: u16, dir: &Path) -> Vec<String>,
+    /// Its command line (its data directory may hold a configuration `configure` wrote).
+    pub args: fn(&Bind) -> Vec<String>,
     /// Writes what the program reads at start (a configuration file) into its directory.
-    pub configure: Option<fn(port: u16, dir: &Path) -> std::io::Result<()>>,
-    /// Its environment, for its port, its helper's port and its data directory.
-    pub env: Option<EnvOf>,
+    pub configure: Option<fn(&Bind) -> std::io::Result<()>>,
+    /// Its environment.
+    pub env: Option<fn(&Bind) -> Env>,
     /// A daemon it needs, started first on a port of its own and stopped after it.
     pub helper: Option<Helper>,
     /// How long it may take to answer after it starts, where that is longer than a case's
@@ -46,19 +45,28 @@ pub struct Program {
 /// Environment variables, by name.
 pub type Env = Vec<(&'static str, String)>;
 
-/// A broker's environment for its port, its helper's port and its data directory.
-pub type EnvOf = fn(port: u16, helper: Option<u16>, dir: &Path) -> Env;
+/// Where a broker listens, and what it owns: the address (loopback, or a namespace host's),
+/// its port, its helper's port, its data directory.
+pub struct Bind<'a> {
+    pub host: &'a str,
+    pub port: u16,
+    pub helper: Option<u16>,
+    pub dir: &'a Path,
+}
 
 /// A daemon a broker needs (Erlang's port mapper, epmd, for RabbitMQ): started by msgperf in
 /// the foreground so that it dies with the case, not left behind as a daemon of its own.
 pub struct Helper {
     pub name: &'static str,
-    pub args: fn(port: u16) -> Vec<String>,
+    /// Its command line for its port and address.
+    pub args: fn(port: u16, host: &str) -> Vec<String>,
 }
 
 /// A running broker, stopped and removed when dropped.
 pub struct Broker {
     pub port: u16,
+    /// The address it listens on.
+    pub host: String,
     pub pid: u32,
     program: &'static str,
     child: Option<Child>,
@@ -74,13 +82,14 @@ impl Broker {
         p: &Program,
         cpu: Option<usize>,
         timeout: Duration,
+        at: Option<&ServiceHost>,
     ) -> Result<Broker, TransportError> {
         // A port is free when msgperf picks it, not always when the broker binds it seconds
         // later (a JVM's start): any program's outgoing connection may take it meanwhile, as
         // it did once in a loaded test run. Such a broker starts again, on other ports.
         let mut left = 2;
         loop {
-            match Self::start_once(p, cpu, timeout) {
+            match Self::start_once(p, cpu, timeout, at) {
                 Err(TransportError::Broker { what, .. })
                     if left > 0 && what.to_ascii_lowercase().contains("address already in use") =>
                 {
@@ -95,6 +104,7 @@ impl Broker {
         p: &Program,
         cpu: Option<usize>,
         timeout: Duration,
+        at: Option<&ServiceHost>,
     ) -> Result<Broker, TransportError> {
         let exe = find(p.name).ok_or_else(|| {
             TransportError::broker(p.name, format!(
@@ -107,23 +117,45 @@ impl Broker {
         }
         let dir = DirGuard(private_dir()?);
         let port = free_port()?;
-        if let Some(configure) = p.configure {
-            configure(port, &dir.0)?;
-        }
+        let host = at.map_or("127.0.0.1", |a| a.address.as_str());
+        // In its host: the prefix that enters it runs the program (`ip netns exec` execs it).
+        let command = |exe: &Path| {
+            let mut cmd = match at {
+                Some(a) if !a.prefix.is_empty() => {
+                    let mut c = Command::new(&a.prefix[0]);
+                    c.args(&a.prefix[1..]).arg(exe);
+                    c
+                }
+                _ => Command::new(exe),
+            };
+            cmd.current_dir(&dir.0).stdin(Stdio::null());
+            cmd
+        };
         let log = std::fs::File::create(dir.0.join("broker.log"))?;
+        let helper_port = match &p.helper {
+            Some(_) => Some(free_port()?),
+            None => None,
+        };
+        let bind = Bind {
+            host,
+            port,
+            helper: helper_port,
+            dir: &dir.0,
+        };
+        if let Some(configure) = p.configure {
+            configure(&bind)?;
+        }
         let helper = match &p.helper {
             Some(h) => {
-                let hport = free_port()?;
+                let hport = helper_port.expect("a helper has its port");
                 let exe = find(h.name).ok_or_else(|| {
                     TransportError::broker(p.name, format!(
                         "`{}`, which the broker `{}` needs, is not installed: install it with `apt-get install {}`",
                         h.name, p.name, p.package
                     ))
                 })?;
-                let mut cmd = Command::new(&exe);
-                cmd.args((h.args)(hport))
-                    .current_dir(&dir.0)
-                    .stdin(Stdio::null())
+                let mut cmd = command(&exe);
+                cmd.args((h.args)(hport, host))
                     .stdout(log.try_clone()?)
                     .stderr(log.try_clone()?);
                 sys::service_command(&mut cmd, cpu);
@@ -137,19 +169,16 @@ impl Broker {
             }
             None => None,
         };
-        let mut cmd = Command::new(&exe);
-        cmd.args((p.args)(port, &dir.0))
-            .envs(p.env.map_or(vec![], |env| {
-                env(port, helper.as_ref().map(|h| h.0), &dir.0)
-            }))
-            .current_dir(&dir.0)
-            .stdin(Stdio::null())
+        let mut cmd = command(&exe);
+        cmd.args((p.args)(&bind))
+            .envs(p.env.map_or(vec![], |env| env(&bind)))
             .stdout(log.try_clone()?)
             .stderr(log);
         sys::service_command(&mut cmd, cpu);
         let spawned = cmd.spawn();
         let mut b = Broker {
             port,
+            host: host.to_string(),
             pid: 0,
             program: p.name,
             child: None,
@@ -180,7 +209,8 @@ impl Broker {
         greeting: Option<&[u8]>,
     ) -> Result<(), TransportError> {
         let start = Instant::now();
-        let at = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
+        let ip: Ipv4Addr = self.host.parse().unwrap_or(Ipv4Addr::LOCALHOST);
+        let at = SocketAddr::from((ip, self.port));
         let answers = |mut c: TcpStream, hello: &[u8]| -> bool {
             let mut b = [0u8; 1];
             c.set_read_timeout(Some(Duration::from_secs(1))).is_ok()
@@ -308,8 +338,8 @@ pub fn setup(
             ))
         }
         _ => {
-            let broker = Broker::start(program, plan.cpu, spec.timeout)?;
-            let url = format!("{scheme}://127.0.0.1:{}", broker.port);
+            let broker = Broker::start(program, plan.cpu, spec.timeout, plan.service_at.as_ref())?;
+            let url = format!("{scheme}://{}:{}", broker.host, broker.port);
             let service = broker.service();
             let place = Place::Broker { url, name };
             Ok(Setup::new(Rendezvous::new(transport, place), broker).with_service(service))
@@ -331,7 +361,7 @@ pub fn for_floor(
     match roles.options.get("broker").filter(|b| *b != "start") {
         Some(url) => Ok((url.clone(), None)),
         None => {
-            let b = Broker::start(program, roles.cpus.1, timeout)
+            let b = Broker::start(program, roles.cpus.1, timeout, None)
                 .map_err(|e| std::io::Error::other(e.to_string()))?;
             Ok((format!("{scheme}://127.0.0.1:{}", b.port), Some(b)))
         }
@@ -537,8 +567,8 @@ impl Program {
     pub const fn plain(
         name: &'static str,
         package: &'static str,
-        args: fn(port: u16, dir: &Path) -> Vec<String>,
-        configure: Option<fn(port: u16, dir: &Path) -> std::io::Result<()>>,
+        args: fn(&Bind) -> Vec<String>,
+        configure: Option<fn(&Bind) -> std::io::Result<()>>,
     ) -> Program {
         Program {
             name,
@@ -691,16 +721,16 @@ mod tests {
     static MISSING: Program = Program::plain(
         "msgperf-no-such-broker",
         "msgperf-no-such-broker",
-        |_, _| vec![],
+        |_| vec![],
         None,
     );
 
     // `false` exits at once: what it logged and its status are the error.
-    static FAILS: Program = Program::plain("false", "coreutils", |_, _| vec![], None);
+    static FAILS: Program = Program::plain("false", "coreutils", |_| vec![], None);
 
     #[test]
     fn a_missing_broker_says_how_to_install_it() {
-        let e = Broker::start(&MISSING, None, Duration::from_secs(1))
+        let e = Broker::start(&MISSING, None, Duration::from_secs(1), None)
             .err()
             .expect("refused")
             .to_string();
@@ -712,7 +742,7 @@ mod tests {
     fn a_broker_that_exits_at_start_is_named_and_leaves_no_directory() {
         let _alone = STARTS.lock().unwrap_or_else(|p| p.into_inner());
         let before = leftovers();
-        let e = Broker::start(&FAILS, None, Duration::from_secs(10))
+        let e = Broker::start(&FAILS, None, Duration::from_secs(10), None)
             .err()
             .expect("refused")
             .to_string();
@@ -732,7 +762,7 @@ mod tests {
     static TAKEN: Program = Program {
         name: "sh",
         package: "dash",
-        args: |_, _| {
+        args: |_| {
             let say = "echo 'listen tcp 127.0.0.1:1: bind: address already in use' >&2; exit 1";
             vec![
                 "-c".into(),
@@ -752,7 +782,7 @@ mod tests {
         let _alone = STARTS.lock().unwrap_or_else(|p| p.into_inner());
         let _ = std::fs::remove_file(tally());
         let before = leftovers();
-        let e = Broker::start(&TAKEN, None, Duration::from_secs(10))
+        let e = Broker::start(&TAKEN, None, Duration::from_secs(10), None)
             .err()
             .expect("refused")
             .to_string();

@@ -255,6 +255,17 @@ pub struct SetupPlan {
     /// Where a process that set-up starts (a broker) runs: the non-driving roles' CPU.
     #[serde(default)]
     pub cpu: Option<usize>,
+    /// The host such a process runs on when not here on loopback (`--place broker=HOST`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_at: Option<ServiceHost>,
+}
+
+/// Where a case's broker runs when not here on loopback: a command prefix that enters its
+/// host (`ip netns exec NS`) and the address it listens on there.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ServiceHost {
+    pub prefix: Vec<String>,
+    pub address: String,
 }
 
 /// Where a case's ends meet: plain data that travels to role processes.

@@ -323,3 +323,49 @@ pub fn sharing() -> std::sync::RwLockReadGuard<'static, ()> {
 pub fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
     PACE.write().unwrap_or_else(|e| e.into_inner())
 }
+
+/// Whether namespaces can be made here (root, iproute2, unshare); CI must be able to.
+pub fn namespaces_work() -> bool {
+    let ok = std::process::Command::new("unshare")
+        .args(["--time", "--fork", "--monotonic", "1", "--", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+        && std::process::Command::new("ip")
+            .args(["netns", "list"])
+            .status()
+            .is_ok_and(|s| s.success())
+        && unsafe { libc::geteuid() } == 0;
+    if !ok {
+        assert!(
+            std::env::var_os("MSGPERF_CI").is_none(),
+            "network and time namespaces are needed here: run as root with iproute2 (.ci/run installs it)"
+        );
+        eprintln!("skipped: network or time namespaces cannot be made here (root, iproute2)");
+    }
+    ok
+}
+
+/// What msgperf made for run `pid` and left: namespaces and bridges.
+pub fn beds_of(pid: u32) -> Vec<String> {
+    let list = |args: &[&str]| {
+        text(
+            &std::process::Command::new("ip")
+                .args(args)
+                .output()
+                .map(|o| o.stdout)
+                .unwrap_or_default(),
+        )
+    };
+    let mut left: Vec<String> = list(&["netns", "list"])
+        .lines()
+        .filter(|l| l.starts_with(&format!("msgperf-{pid}-")))
+        .map(String::from)
+        .collect();
+    left.extend(
+        list(&["-o", "link", "show", "type", "bridge"])
+            .lines()
+            .filter(|l| l.contains(&format!("mpb{pid}:")))
+            .map(String::from),
+    );
+    left
+}

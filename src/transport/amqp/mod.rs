@@ -25,7 +25,6 @@ use lapin::options::{
 };
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, Consumer, ExchangeKind};
-use std::path::Path;
 use std::time::Duration;
 
 pub struct Amqp;
@@ -42,17 +41,17 @@ pub(super) static SERVER: Program = Program {
     // clears the signal that stops it with msgperf) and logs under /var/log.
     name: "/usr/lib/rabbitmq/bin/rabbitmq-server",
     package: "rabbitmq-server",
-    args: |_, _| vec![],
+    args: |_| vec![],
     configure: Some(configure),
     env: Some(env),
     helper: Some(Helper {
         name: "epmd",
-        args: |port| {
+        args: |port, host| {
             vec![
                 "-port".into(),
                 port.to_string(),
                 "-address".into(),
-                "127.0.0.1".into(),
+                host.into(),
             ]
         },
     }),
@@ -63,12 +62,13 @@ pub(super) static SERVER: Program = Program {
     needs: None,
 };
 
-fn configure(port: u16, dir: &Path) -> std::io::Result<()> {
-    // Loopback only, no plugins, the log on the broker's own output.
+fn configure(b: &broker::Bind) -> std::io::Result<()> {
+    let (port, dir, host) = (b.port, b.dir, b.host);
+    // Its host's address only (loopback unless placed), no plugins, the log on the broker's own output.
     std::fs::write(
         dir.join("rabbitmq.conf"),
         format!(
-            "listeners.tcp.1 = 127.0.0.1:{port}\ntcp_listen_options.nodelay = true\nlog.console = true\nlog.console.level = warning\nlog.file = false\n"
+            "listeners.tcp.1 = {host}:{port}\ntcp_listen_options.nodelay = true\nlog.console = true\nlog.console.level = warning\nlog.file = false\n"
         ),
     )?;
     std::fs::write(dir.join("enabled_plugins"), "[].\n")
@@ -76,12 +76,14 @@ fn configure(port: u16, dir: &Path) -> std::io::Result<()> {
 
 /// Everything RabbitMQ reads or writes in the case's directory, its node and ports its own, and
 /// its Erlang distribution on loopback through msgperf's port mapper (`helper`).
-fn env(port: u16, helper: Option<u16>, dir: &Path) -> broker::Env {
+fn env(b: &broker::Bind) -> broker::Env {
+    let (port, helper, dir) = (b.port, b.helper, b.dir);
+    let erlang_ip = format!("{{{}}}", b.host.replace('.', ","));
     let d = |f: &str| dir.join(f).display().to_string();
     vec![
         ("HOME", dir.display().to_string()),
         ("RABBITMQ_NODENAME", format!("msgperf{port}@localhost")),
-        ("RABBITMQ_NODE_IP_ADDRESS", "127.0.0.1".into()),
+        ("RABBITMQ_NODE_IP_ADDRESS", b.host.into()),
         ("RABBITMQ_NODE_PORT", port.to_string()),
         // A free port of its own (its default, the AMQP port + 20000, may not exist).
         (
@@ -100,9 +102,9 @@ fn env(port: u16, helper: Option<u16>, dir: &Path) -> broker::Env {
         ("RUNNING_UNDER_SYSTEMD", "true".into()),
         (
             "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS",
-            "-kernel inet_dist_use_interface {127,0,0,1}".into(),
+            format!("-kernel inet_dist_use_interface {erlang_ip}"),
         ),
-        ("ERL_EPMD_ADDRESS", "127.0.0.1".into()),
+        ("ERL_EPMD_ADDRESS", b.host.into()),
         ("ERL_EPMD_PORT", helper.unwrap_or(4369).to_string()),
     ]
 }

@@ -78,10 +78,10 @@ fn jars_present() -> Result<(), String> {
 pub(super) static SERVER: Program = Program {
     name: "java",
     package: "openjdk-17-jre-headless",
-    args: |_, dir| {
-        let mut a = jvm(dir);
+    args: |b| {
+        let mut a = jvm(b.dir);
         a.push("kafka.Kafka".into());
-        a.push(dir.join("server.properties").display().to_string());
+        a.push(b.dir.join("server.properties").display().to_string());
         a
     },
     configure: Some(configure),
@@ -124,7 +124,8 @@ fn jvm(dir: &Path) -> Vec<String> {
 
 /// One KRaft node, broker and controller, on loopback, its log in the case's directory,
 /// formatted before it starts (as `kafka-storage.sh format` does).
-fn configure(port: u16, dir: &Path) -> std::io::Result<()> {
+fn configure(b: &broker::Bind) -> std::io::Result<()> {
+    let (port, dir, host) = (b.port, b.dir, b.host);
     let controller = broker::free_port().map_err(std::io::Error::other)?;
     let max = 2 * MAX_MESSAGE;
     std::fs::write(
@@ -132,9 +133,9 @@ fn configure(port: u16, dir: &Path) -> std::io::Result<()> {
         format!(
             "process.roles=broker,controller\n\
              node.id=1\n\
-             controller.quorum.voters=1@127.0.0.1:{controller}\n\
-             listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n\
-             advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
+             controller.quorum.voters=1@{host}:{controller}\n\
+             listeners=PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller}\n\
+             advertised.listeners=PLAINTEXT://{host}:{port}\n\
              controller.listener.names=CONTROLLER\n\
              listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
              inter.broker.listener.name=PLAINTEXT\n\

@@ -15,7 +15,6 @@ use super::{
 };
 use crate::delivery::{Delivery, Reliability, Setting};
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,19 +35,21 @@ const QOS2_INFLIGHT: u16 = 20;
 pub(super) static SERVER: Program = Program::plain(
     "mosquitto",
     "mosquitto",
-    |_, _| vec!["-c".into(), "mosquitto.conf".into()],
+    |_| vec!["-c".into(), "mosquitto.conf".into()],
     Some(configure),
 );
 
-fn configure(port: u16, dir: &Path) -> std::io::Result<()> {
-    // Loopback only, TCP_NODELAY, nothing persisted, no limit on what it queues for a slow
+fn configure(b: &broker::Bind) -> std::io::Result<()> {
+    // Its host's address only (loopback unless placed), TCP_NODELAY, nothing persisted, no limit on what it queues for a slow
     // subscriber. Started as root, mosquitto switches to the user named here: it must stay
     // the user it was started as, since a change of user clears the signal that kills it with
     // msgperf (PR_SET_PDEATHSIG), and an orphan would outlive the run.
     std::fs::write(
-        dir.join("mosquitto.conf"),
+        b.dir.join("mosquitto.conf"),
         format!(
-            "listener {port} 127.0.0.1\nset_tcp_nodelay true\nallow_anonymous true\npersistence false\nmax_queued_messages 0\nmax_queued_bytes 0\nuser {}\n",
+            "listener {} {}\nset_tcp_nodelay true\nallow_anonymous true\npersistence false\nmax_queued_messages 0\nmax_queued_bytes 0\nuser {}\n",
+            b.port,
+            b.host,
             crate::sys::user_name().unwrap_or_else(|| "root".into())
         ),
     )

@@ -27,7 +27,6 @@ use async_nats::{Client, Subject, Subscriber};
 use bytes::Bytes;
 use futures_util::{FutureExt, StreamExt};
 use std::collections::VecDeque;
-use std::path::Path;
 use std::time::Duration;
 
 pub struct Nats;
@@ -38,18 +37,20 @@ const MAX_PAYLOAD: usize = 8 << 20;
 pub(super) static SERVER: Program = Program::plain(
     "nats-server",
     "nats-server",
-    |_, _| vec!["-c".into(), "nats.conf".into()],
+    |_| vec!["-c".into(), "nats.conf".into()],
     Some(configure),
 );
 
-fn configure(port: u16, dir: &Path) -> std::io::Result<()> {
-    // Loopback only; payloads as large as msgperf's largest, and room to queue them; JetStream
+fn configure(b: &broker::Bind) -> std::io::Result<()> {
+    // Its host's address only (loopback unless placed); payloads as large as msgperf's largest, and room to queue them; JetStream
     // on, storing in the case's directory (idle unless a case asks for a stream).
     std::fs::write(
-        dir.join("nats.conf"),
+        b.dir.join("nats.conf"),
         format!(
-            "listen: 127.0.0.1:{port}\nmax_payload: {MAX_PAYLOAD}\nmax_pending: 256MB\njetstream {{\n  store_dir: \"{}\"\n}}\n",
-            dir.join("jetstream").display()
+            "listen: {}:{}\nmax_payload: {MAX_PAYLOAD}\nmax_pending: 256MB\njetstream {{\n  store_dir: \"{}\"\n}}\n",
+            b.host,
+            b.port,
+            b.dir.join("jetstream").display()
         ),
     )
 }

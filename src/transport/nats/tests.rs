@@ -26,6 +26,11 @@ fn nats_counts_every_message_through_its_own_server() {
 }
 
 #[test]
+fn nats_server_placed_on_a_namespace_host_relays_every_message() {
+    placed_broker_counts_every_message("nats");
+}
+
+#[test]
 fn nats_jetstream_counts_every_message_acknowledged_and_fans_out_to_every_consumer() {
     exact_counts("nats", &["--opt", "jetstream=memory"]);
     pubsub_loses_nothing("nats", &["--opt", "jetstream=file"]);

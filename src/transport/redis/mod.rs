@@ -26,7 +26,6 @@ use redis::aio::PubSubStream;
 use redis::streams::StreamReadReply;
 use redis::{Commands, Value};
 use std::collections::VecDeque;
-use std::path::Path;
 use std::time::Duration;
 
 pub struct Redis;
@@ -40,18 +39,20 @@ const BATCH: usize = 256;
 pub(super) static SERVER: Program = Program::plain(
     "redis-server",
     "redis-server",
-    |_, _| vec!["redis.conf".into()],
+    |_| vec!["redis.conf".into()],
     Some(configure),
 );
 
-fn configure(port: u16, dir: &Path) -> std::io::Result<()> {
-    // Loopback only, nothing saved; a subscriber may fall 256 MB behind before the server
+fn configure(b: &broker::Bind) -> std::io::Result<()> {
+    // Its host's address only (loopback unless placed), nothing saved; a subscriber may fall 256 MB behind before the server
     // drops it.
     std::fs::write(
-        dir.join("redis.conf"),
+        b.dir.join("redis.conf"),
         format!(
-            "port {port}\nbind 127.0.0.1\nprotected-mode no\nsave \"\"\nappendonly no\ndir {}\nclient-output-buffer-limit pubsub 256mb 256mb 0\n",
-            dir.display()
+            "port {}\nbind {}\nprotected-mode no\nsave \"\"\nappendonly no\ndir {}\nclient-output-buffer-limit pubsub 256mb 256mb 0\n",
+            b.port,
+            b.host,
+            b.dir.display()
         ),
     )
 }
