@@ -340,6 +340,17 @@ fn placements_that_cannot_run_are_refused_before_anything_starts() {
         assert!(err.contains(says), "{all:?}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{err}");
     }
+    // `msgperf serve` takes connections without authentication: never where others reach it.
+    let out = run(
+        &["serve", "-t", "tcp", "--listen", "0.0.0.0:7000", "--once"],
+        Duration::from_secs(30),
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("only on loopback") && err.contains("ssh -L"),
+        "{err}"
+    );
 }
 
 /// An sshd of the test's own, in a namespace of its own, taking a key the test made.
@@ -540,4 +551,131 @@ fn a_namespace_whose_link_goes_down_mid_run_ends_the_case_within_the_timeout() {
         "{local}"
     );
     assert_eq!(beds_of(pid), Vec::<String>::new());
+}
+
+#[test]
+fn a_far_side_that_lies_is_refused_and_named() {
+    use msgperf::exec::control::{write_frame, FarHello, FromRole};
+    let dir = temp_dir();
+    let frame = |name: &str, bytes: &[u8]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p
+    };
+    let mut other_build = Vec::new();
+    write_frame(
+        &mut other_build,
+        &FromRole::Hello(Box::new(FarHello {
+            msgperf_version: env!("CARGO_PKG_VERSION").into(),
+            build: "deadbeef".into(),
+            addresses: vec!["127.0.0.1".into()],
+            environment: Default::default(),
+        })),
+    )
+    .unwrap();
+    let mut oversized = b"MPC\x02".to_vec();
+    oversized.extend(u32::MAX.to_le_bytes());
+    let mut truncated = b"MPC\x02".to_vec();
+    truncated.extend(100u32.to_le_bytes());
+    truncated.extend(b"{\"He");
+    for (said, bytes, hold) in [
+        (
+            "not a msgperf control frame",
+            b"SSH-2.0-OpenSSH hello, not msgperf".to_vec(),
+            true,
+        ),
+        (
+            "speaks control version 1",
+            b"MPC\x01\x02\x00\x00\x00{}".to_vec(),
+            true,
+        ),
+        ("build deadbeef", other_build, true),
+        ("over the", oversized, true),
+        ("cut short", truncated, false),
+    ] {
+        let file = frame("said", &bytes);
+        // The far side says this and, where `hold`, keeps its end open: no hang either way.
+        let launcher = format!(
+            "b=sh -c 'cat {}{}' --",
+            file.display(),
+            if hold { "; sleep 30" } else { "" }
+        );
+        let start = Instant::now();
+        let out = run(
+            &[
+                "run",
+                "pingpong",
+                "-t",
+                "tcp",
+                "--count",
+                "100",
+                "--no-floor",
+                "--timeout",
+                "3s",
+                "--host",
+                &launcher,
+                "--place",
+                "responder=b",
+            ],
+            Duration::from_secs(60),
+        );
+        let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert_eq!(out.status.code(), Some(1), "{said}: {all}");
+        assert!(
+            all.contains("host b") && all.contains(said),
+            "{said}: {all}"
+        );
+        assert!(start.elapsed() < Duration::from_secs(20), "{said}: {all}");
+    }
+}
+
+#[test]
+fn deploy_copies_this_build_where_a_run_then_finds_it() {
+    if !namespaces_work() {
+        return;
+    }
+    let ns = Netns::make("d", 63);
+    let home = temp_dir();
+    // A far side whose filesystem lacks this binary's path: the launcher refuses absolute
+    // programs (exit 127, as ssh does for a missing one) and starts the rest in its "home".
+    let launcher = format!(
+        "b=ip netns exec {} sh -c 'cd {} && case \"$0\" in /*) echo \"$0: not found\" >&2; exit 127;; esac; exec \"$0\" \"$@\"'",
+        ns.name,
+        home.path().display()
+    );
+    let out = run(&["deploy", "--host", &launcher], Duration::from_secs(120));
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said}{}", text(&out.stderr));
+    let copy = std::fs::read_dir(home.path().join(".cache/msgperf"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect::<Vec<_>>();
+    assert_eq!(copy.len(), 1, "{copy:?}");
+    assert!(std::fs::read(&copy[0]).unwrap() == std::fs::read(MSGPERF).unwrap());
+    assert!(said.contains("host b: msgperf"), "{said}");
+    // The run finds no msgperf at this binary's path there, then the deployed one.
+    let out = run(
+        &[
+            "run",
+            "pingpong",
+            "-t",
+            "tcp",
+            "--count",
+            "300",
+            "--no-floor",
+            "--host",
+            &launcher,
+            "--place",
+            "responder=b",
+        ],
+        Duration::from_secs(120),
+    );
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(text(&out.stdout).contains("host b cpu"));
 }

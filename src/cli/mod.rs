@@ -74,6 +74,9 @@ enum Command {
     Floor(floor_cmd::FloorArgs),
     /// Wait for runs elsewhere and play their roles that do not drive (NML's perfsvr).
     Serve(ServeArgs),
+    /// Copy this msgperf to other hosts through their launchers (where `run --host` looks for
+    /// it when the far side has none at this binary's path).
+    Deploy(DeployArgs),
     /// List the transports, their options and capabilities.
     Transports(TransportsArgs),
     /// Render a saved JSON result again (the table, or any export: `-o report.html`).
@@ -203,6 +206,16 @@ fn parse_percent(s: &str) -> Result<f64, String> {
 }
 
 #[derive(Args, Debug)]
+struct DeployArgs {
+    /// NAME=LAUNCHER, as for `run --host` (repeatable).
+    #[arg(long = "host", value_name = "NAME=LAUNCHER", required = true)]
+    hosts: Vec<String>,
+    /// Bound on each step (the copy gets at least 2 minutes).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    timeout: Duration,
+}
+
+#[derive(Args, Debug)]
 struct CompletionsArgs {
     /// The shell.
     #[arg(value_enum)]
@@ -271,6 +284,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Exit {
             floor_cmd::floor(a)
         }
         Some(Command::Serve(a)) => serve(a),
+        Some(Command::Deploy(a)) => deploy(a),
         Some(Command::Transports(a)) => {
             let only = match &a.name {
                 Some(n) => Some(transport::find(n)?),
@@ -616,6 +630,35 @@ fn same_but_rate(a: &CaseConfig, b: &CaseConfig) -> bool {
     }
 }
 
+fn deploy(a: DeployArgs) -> Exit {
+    let mut given = BTreeMap::new();
+    for h in &a.hosts {
+        let (name, launcher) = h.split_once('=').ok_or_else(|| {
+            CliError::Usage(format!(
+                "--host {h}: not NAME=LAUNCHER: write e.g. --host b='ssh -T user@10.0.0.2'"
+            ))
+        })?;
+        if launcher.trim() == "netns" {
+            return Err(CliError::Usage(format!(
+                "--host {name}=netns is a namespace of this machine, made per run: it runs this binary as it is, nothing to deploy"
+            )));
+        }
+        given.insert(name.to_string(), launcher.to_string());
+    }
+    let hosts = exec::hosts::Hosts::set_up(&given)?;
+    for name in given.keys() {
+        let host = hosts.get(name).expect("set up above");
+        let path = exec::hosts::deploy(host, a.timeout)?;
+        print_out(&format!(
+            "host {name}: msgperf {} build {} at {path} (through `{}`)\n",
+            env!("CARGO_PKG_VERSION"),
+            exec::control::build_id(),
+            host.launcher
+        ))?;
+    }
+    Ok(0)
+}
+
 fn serve(a: ServeArgs) -> Exit {
     install_stop_handler();
     let t = transport::find(&a.transport)?;
@@ -639,7 +682,15 @@ fn serve(a: ServeArgs) -> Exit {
             ControlAddr::named(n)
         }
         (None, Some(l)) => {
-            ControlAddr::parse(l, "--listen").map_err(|e| CliError::Usage(e.to_string()))?
+            let at =
+                ControlAddr::parse(l, "--listen").map_err(|e| CliError::Usage(e.to_string()))?;
+            // It takes any connection and plays what it is asked: never where others reach it.
+            if !at.is_private() {
+                return Err(CliError::Usage(format!(
+                    "--listen {l}: msgperf serve takes connections without authentication, so it listens only on loopback or a unix socket: reach it from another host through your ssh (ssh -L), or place the roles there with `run --host NAME='ssh -T user@host' --place ROLE=NAME`"
+                )));
+            }
+            at
         }
         (None, None) => ControlAddr::Tcp("127.0.0.1:0".into()),
     };

@@ -332,6 +332,17 @@ impl ControlAddr {
         }
     }
 
+    /// Reachable from this host only: a unix socket, or TCP on a loopback address.
+    pub fn is_private(&self) -> bool {
+        use std::net::ToSocketAddrs;
+        match self {
+            ControlAddr::Unix(_) => true,
+            ControlAddr::Tcp(a) => a
+                .to_socket_addrs()
+                .is_ok_and(|mut all| all.all(|a| a.ip().is_loopback())),
+        }
+    }
+
     /// A server found by name.
     pub fn named(name: &str) -> ControlAddr {
         ControlAddr::Unix(PathBuf::from(format!("/dev/shm/msgperf-{name}")))
@@ -516,5 +527,19 @@ mod tests {
             ControlAddr::named("demo"),
             ControlAddr::Unix("/dev/shm/msgperf-demo".into())
         );
+        // Where `msgperf serve` may listen: only what this host alone reaches.
+        for (at, private) in [
+            ("127.0.0.1:7000", true),
+            ("[::1]:7000", true),
+            ("0.0.0.0:7000", false),
+            ("10.1.2.3:7000", false),
+            ("/tmp/x.sock", true),
+        ] {
+            assert_eq!(
+                ControlAddr::parse(at, "--listen").unwrap().is_private(),
+                private,
+                "{at}"
+            );
+        }
     }
 }

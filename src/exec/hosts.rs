@@ -92,6 +92,87 @@ impl Hosts {
     }
 }
 
+/// Where `msgperf deploy` puts this binary on a far host, relative to where its launcher
+/// starts programs (ssh: the home directory): named by build, so builds never mix.
+pub fn deployed_path() -> String {
+    format!(".cache/msgperf/msgperf-{}", super::control::build_id())
+}
+
+/// Copies this binary to `host` through its launcher (to [`deployed_path`] there), and checks
+/// that the copy runs and is this build. Each step is one launcher command of plain words
+/// (`mkdir`, `dd`, `chmod`, `mv`), so ssh's joining of words and exec-style launchers run it
+/// alike. Returns the path there.
+pub fn deploy(host: &Host, timeout: Duration) -> Result<String, ExecError> {
+    let exe = super::own_executable()?;
+    let path = deployed_path();
+    let part = format!("{path}.part");
+    let dir = path.rsplit_once('/').map_or(".", |(d, _)| d);
+    let step = |words: &[&str], input: Option<&std::path::Path>| -> Result<(), ExecError> {
+        let mut cmd = Command::new(&host.prefix[0]);
+        cmd.args(&host.prefix[1..])
+            .args(words)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        match input {
+            Some(f) => cmd.stdin(
+                std::fs::File::open(f)
+                    .map_err(|e| ExecError::os(format!("cannot read {}", f.display()), e))?,
+            ),
+            None => cmd.stdin(Stdio::null()),
+        };
+        crate::sys::role_command(&mut cmd, &[]);
+        let child = cmd.spawn().map_err(|e| {
+            ExecError::Refused(format!(
+                "host {}: its launcher could not start ({e}): is `{}` installed here?",
+                host.name, host.prefix[0]
+            ))
+        })?;
+        let pid = child.id();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        // Copying a binary over a slow link takes longer than a step of a case.
+        match rx.recv_timeout(timeout.max(Duration::from_secs(120))) {
+            Ok(Ok(out)) if out.status.success() => Ok(()),
+            Ok(Ok(out)) => Err(ExecError::Refused(format!(
+                "host {}: `{} {}` failed ({}): {}",
+                host.name,
+                host.launcher,
+                words.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))),
+            Ok(Err(e)) => Err(ExecError::os(format!("host {}", host.name), e)),
+            Err(_) => {
+                crate::sys::kill_group(pid, libc::SIGKILL);
+                Err(ExecError::Refused(format!(
+                    "host {}: `{}` did not finish within the bound",
+                    host.name,
+                    words.join(" ")
+                )))
+            }
+        }
+    };
+    step(&["mkdir", "-p", dir], None)?;
+    step(
+        &["dd", &format!("of={part}"), "bs=1M", "status=none"],
+        Some(&exe),
+    )?;
+    step(&["chmod", "755", &part], None)?;
+    step(&["mv", "-f", &part, &path], None)?;
+    let hello = super::runner::far_hello(host, std::path::Path::new(&path), timeout)?;
+    if hello.build != super::control::build_id() {
+        return Err(ExecError::Refused(format!(
+            "host {}: the copy at {path} says it is build {}, not {}: the copy was damaged; deploy again",
+            host.name,
+            hello.build,
+            super::control::build_id()
+        )));
+    }
+    Ok(path)
+}
+
 /// The runner's address that reaches `far` (the source address its routes pick); no packet
 /// is sent.
 pub fn local_address_towards(far: &str) -> Option<String> {

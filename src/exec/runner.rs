@@ -432,87 +432,34 @@ impl LaunchedRole {
         timeout: Duration,
         events: Sender<Event>,
     ) -> Result<Self, ExecError> {
-        let (ours, theirs) =
-            UnixStream::pair().map_err(|e| ExecError::os("could not make a control socket", e))?;
-        let exe = super::own_executable()?;
-        let mut cmd = Command::new(&host.prefix[0]);
-        cmd.args(&host.prefix[1..])
-            .arg(&exe)
-            .arg("role")
-            .arg("--stdio")
-            .args(args);
-        let theirs_out = theirs
-            .try_clone()
-            .map_err(|e| ExecError::os("could not share a control socket", e))?;
-        cmd.stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
-            .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs_out)))
-            .stderr(Stdio::piped());
-        sys::role_command(&mut cmd, &[]);
         let launcher = host.prefix.join(" ");
-        let mut child = cmd.spawn().map_err(|e| {
-            ExecError::Refused(format!(
-                "host {}: its launcher `{launcher}` could not start ({e}): is `{}` installed here?",
-                host.name, host.prefix[0]
-            ))
-        })?;
-        drop(cmd);
-        let pid = child.id();
-        let mut stderr = child.stderr.take().expect("piped");
-        let (err_tx, err_rx) = bounded(1);
-        spawn("msgperf stderr", move || {
-            let mut s = String::new();
-            let _ = stderr.read_to_string(&mut s);
-            let _ = err_tx.send(s);
-        })?;
-        drop(child);
-        let mut conn = Conn::Unix(ours);
-        let mut role = LaunchedRole {
-            pid,
-            writer: Arc::new(Mutex::new(
-                conn.try_clone()
-                    .map_err(|e| ExecError::os("could not share a control socket", e))?,
-            )),
-            host: host.clone(),
-            far: FarHello {
-                msgperf_version: String::new(),
-                build: String::new(),
-                addresses: vec![],
-                environment: Default::default(),
+        let refused =
+            |why: String| ExecError::Refused(format!("host {} (`{launcher}`): {why}", host.name));
+        // This binary's path there (installed alike, or the same machine), else where
+        // `msgperf deploy` put a copy.
+        let own = super::own_executable()?;
+        let deployed = std::path::PathBuf::from(super::hosts::deployed_path());
+        let (mut role, mut conn) = match Self::launch(host, &own, args, timeout) {
+            Ok(r) => r,
+            Err(Launch::NoHello(first)) => match Self::launch(host, &deployed, args, timeout) {
+                Ok(r) => r,
+                Err(Launch::NoHello(_)) => {
+                    return Err(refused(format!(
+                        "no msgperf answered through the launcher at {} ({first}), nor at {}: install this msgperf at that path there, or run `msgperf deploy --host {}=...` with this launcher",
+                        own.display(),
+                        deployed.display(),
+                        host.name
+                    )))
+                }
+                Err(Launch::Failed(why)) => return Err(refused(why)),
             },
-            address: String::new(),
-            probes: Arc::new(Mutex::new(Vec::new())),
-            offset_ns: 0,
-            digests: Arc::new(Mutex::new((None, None))),
-            probing: Arc::new(AtomicBool::new(true)),
-            stderr: err_rx,
-            reaped: None,
+            Err(Launch::Failed(why)) => return Err(refused(why)),
         };
-        // Its hello, then the clock, before anything of the case: a launcher that fails, a
-        // far side without msgperf or of another build, is named here.
         let fail = |role: &mut LaunchedRole, why: String| {
             role.kill();
-            let end = role.finish(Duration::from_secs(1));
-            ExecError::Refused(format!(
-                "host {} (`{launcher}`): {why}{}",
-                role.host.name,
-                end.map(|e| format!(" (the launcher: {e})"))
-                    .unwrap_or_default()
-            ))
+            role.finish(Duration::from_secs(1));
+            refused(why)
         };
-        // The far side calibrates its clock before it answers (some ms), and a launcher may
-        // log in first: the case's timeout bounds it.
-        match conn.recv::<FromRole>(Some(timeout.max(Duration::from_secs(5)))) {
-            Ok(FromRole::Hello(h)) => role.far = *h,
-            Ok(other) => {
-                return Err(fail(&mut role, format!("the far side answered {other:?} before a hello")))
-            }
-            Err(e) => {
-                return Err(fail(
-                    &mut role,
-                    format!("no msgperf answered through the launcher ({e}); the far side runs {} (install msgperf at that path there)", exe.display()),
-                ))
-            }
-        }
         let (ours_v, ours_b) = (env!("CARGO_PKG_VERSION"), build_id());
         if role.far.msgperf_version != ours_v || role.far.build != ours_b {
             let why = format!(
@@ -584,6 +531,121 @@ impl LaunchedRole {
         })?;
         Ok(role)
     }
+    /// Starts `exe role --stdio ARGS` through `host`'s launcher and reads its hello.
+    fn launch(
+        host: &Host,
+        exe: &std::path::Path,
+        args: &[String],
+        timeout: Duration,
+    ) -> Result<(LaunchedRole, Conn), Launch> {
+        let os = |what: &str, e: std::io::Error| Launch::Failed(format!("{what}: {e}"));
+        let (ours, theirs) = UnixStream::pair().map_err(|e| os("a control socket", e))?;
+        let mut cmd = Command::new(&host.prefix[0]);
+        cmd.args(&host.prefix[1..])
+            .arg(exe)
+            .arg("role")
+            .arg("--stdio")
+            .args(args);
+        let theirs_out = theirs.try_clone().map_err(|e| os("a control socket", e))?;
+        cmd.stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+            .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs_out)))
+            .stderr(Stdio::piped());
+        sys::role_command(&mut cmd, &[]);
+        let mut child = cmd.spawn().map_err(|e| {
+            Launch::Failed(format!(
+                "its launcher could not start ({e}): is `{}` installed here?",
+                host.prefix[0]
+            ))
+        })?;
+        drop(cmd);
+        let pid = child.id();
+        let mut stderr = child.stderr.take().expect("piped");
+        let (err_tx, err_rx) = bounded(1);
+        spawn("msgperf stderr", move || {
+            let mut s = String::new();
+            let _ = stderr.read_to_string(&mut s);
+            let _ = err_tx.send(s);
+        })
+        .map_err(|e| Launch::Failed(e.to_string()))?;
+        drop(child);
+        let mut conn = Conn::Unix(ours);
+        let mut role = LaunchedRole {
+            pid,
+            writer: Arc::new(Mutex::new(
+                conn.try_clone().map_err(|e| os("a control socket", e))?,
+            )),
+            host: host.clone(),
+            far: FarHello {
+                msgperf_version: String::new(),
+                build: String::new(),
+                addresses: vec![],
+                environment: Default::default(),
+            },
+            address: String::new(),
+            probes: Arc::new(Mutex::new(Vec::new())),
+            offset_ns: 0,
+            digests: Arc::new(Mutex::new((None, None))),
+            probing: Arc::new(AtomicBool::new(true)),
+            stderr: err_rx,
+            reaped: None,
+        };
+        let ended = |role: &mut LaunchedRole, why: String| {
+            role.kill();
+            let end = role.finish(Duration::from_secs(1));
+            format!(
+                "{why}{}",
+                end.map(|e| format!(" (the launcher: {e})"))
+                    .unwrap_or_default()
+            )
+        };
+        // The far side calibrates its clock before it answers (some ms), and a launcher may
+        // log in first: the case's timeout bounds it.
+        match conn.recv::<FromRole>(Some(timeout.max(Duration::from_secs(5)))) {
+            Ok(FromRole::Hello(h)) => {
+                role.far = *h;
+                Ok((role, conn))
+            }
+            Ok(other) => Err(Launch::Failed(ended(
+                &mut role,
+                format!("the far side answered {other:?} before a hello"),
+            ))),
+            // Nothing came (no such program there, or it ended): another path may be tried.
+            Err(e @ (ControlError::Closed | ControlError::Timeout(_))) => {
+                Err(Launch::NoHello(ended(&mut role, e.to_string())))
+            }
+            Err(e) => Err(Launch::Failed(ended(
+                &mut role,
+                format!("no msgperf answered through the launcher: {e}"),
+            ))),
+        }
+    }
+}
+
+/// What the msgperf at `exe` through `host`'s launcher says of itself (then it is ended).
+pub fn far_hello(
+    host: &Host,
+    exe: &std::path::Path,
+    timeout: Duration,
+) -> Result<FarHello, ExecError> {
+    match LaunchedRole::launch(host, exe, &[], timeout) {
+        Ok((mut role, _)) => {
+            role.kill();
+            Ok(role.far.clone())
+        }
+        Err(Launch::NoHello(why) | Launch::Failed(why)) => Err(ExecError::Refused(format!(
+            "host {}: no msgperf answered at {}: {why}",
+            host.name,
+            exe.display()
+        ))),
+    }
+}
+
+/// Why a far side could not be started.
+enum Launch {
+    /// It never said hello: nothing answered at that path.
+    NoHello(String),
+    /// Anything else, said in full.
+    Failed(String),
 }
 
 /// One probe answered within `timeout`, read directly (before the reader thread starts).
