@@ -679,3 +679,81 @@ fn deploy_copies_this_build_where_a_run_then_finds_it() {
     );
     assert!(text(&out.stdout).contains("host b cpu"));
 }
+
+#[test]
+fn a_killed_ssh_launcher_ends_the_case_and_its_far_role() {
+    if !namespaces_work() {
+        return;
+    }
+    let Some(sshd) = Sshd::start(64) else {
+        return;
+    };
+    let launcher = format!(
+        "b=ssh -T -i {} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR root@10.251.64.2",
+        sshd.key.display()
+    );
+    let dir = temp_dir();
+    let out_file = dir.path().join("r.json");
+    let mut child = spawn(&[
+        "run",
+        "pubsub",
+        "-t",
+        "tcp",
+        "--subs",
+        "2",
+        "--rate",
+        "1khz",
+        "--duration",
+        "60s",
+        "--timeout",
+        "3s",
+        "--no-floor",
+        "--host",
+        &launcher,
+        "--place",
+        "subscriber=local,b",
+        "--json",
+        out_file.to_str().unwrap(),
+    ]);
+    let ssh = wait_for(&mut child, "the ssh launcher", |pid| {
+        children(pid).into_iter().find(|c| {
+            std::fs::read(format!("/proc/{c}/cmdline"))
+                .is_ok_and(|l| l.starts_with(b"ssh\0") && l.windows(7).any(|w| w == b"--stdio"))
+        })
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    let killed = Instant::now();
+    signal(ssh, libc::SIGKILL);
+    let out = wait_output(child, Duration::from_secs(60));
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(!out.status.success(), "{all}");
+    assert!(killed.elapsed() < Duration::from_secs(20), "{all}");
+    assert!(all.contains("subscriber 2 on host b"), "{all}");
+    let run = json(&out_file);
+    let local = &run["cases"][0]["roles"][1];
+    assert!(
+        local["counters"]["messages_received"].as_u64().unwrap() > 100,
+        "{local}"
+    );
+    // The far role, under this test's sshd, sees its stdin end and goes.
+    let sshd_pid = sshd.child.id();
+    let far_roles = || {
+        let mut all = vec![sshd_pid];
+        let mut i = 0;
+        while i < all.len() {
+            all.extend(children(all[i]));
+            i += 1;
+        }
+        all.iter()
+            .filter(|p| {
+                std::fs::read(format!("/proc/{p}/cmdline"))
+                    .is_ok_and(|l| l.windows(7).any(|w| w == b"--stdio"))
+            })
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while far_roles() > 0 {
+        assert!(Instant::now() < deadline, "a far role outlived its launcher");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
