@@ -753,7 +753,64 @@ fn a_killed_ssh_launcher_ends_the_case_and_its_far_role() {
     };
     let deadline = Instant::now() + Duration::from_secs(15);
     while far_roles() > 0 {
-        assert!(Instant::now() < deadline, "a far role outlived its launcher");
+        assert!(
+            Instant::now() < deadline,
+            "a far role outlived its launcher"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+#[test]
+fn a_time_daemon_s_own_bound_is_recorded_beside_the_measured_one() {
+    if !namespaces_work() {
+        return;
+    }
+    // A chronyc that answers as chrony does (`-c tracking`), first on the PATH both sides see.
+    let dir = temp_dir();
+    let fake = dir.path().join("chronyc");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho 'C0000201,192.0.2.1,3,1764201600.1,-0.000012345,-0.00001,0.00002,-12.3,-0.001,0.05,0.004,0.0005,64.5,Normal'\n",
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&fake).status().unwrap();
+    let out_file = dir.path().join("r.json");
+    let mut cmd = msgperf(&[
+        "run",
+        "stream",
+        "-t",
+        "tcp",
+        "--rate",
+        "1khz",
+        "--duration",
+        "300ms",
+        "--no-floor",
+        "--host",
+        "b=netns",
+        "--place",
+        "reader=b",
+        "--json",
+        out_file.to_str().unwrap(),
+    ]);
+    cmd.env(
+        "PATH",
+        format!(
+            "{}:{}",
+            dir.path().display(),
+            std::env::var("PATH").unwrap_or_default()
+        ),
+    );
+    let out = run_command(cmd, Duration::from_secs(60));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let run = json(&out_file);
+    assert_eq!(run["environment"]["time_sync"]["bound_ns"], 2_500_000);
+    let far = &run["cases"][0]["roles"][1]["host"]["environment"]["time_sync"];
+    assert_eq!(far["source"], "chrony, stratum 3, 192.0.2.1", "{far}");
+    assert_eq!(far["offset_ns"], -12_345);
+    assert!(
+        stdout.contains("its time daemon says ± 2500.0 us"),
+        "{stdout}"
+    );
 }

@@ -2,7 +2,7 @@
 //! does with memory its guest frees.
 
 use crate::measure::clock;
-use crate::result::Environment;
+use crate::result::{Environment, TimeSync};
 
 fn read_trim(path: &str) -> String {
     std::fs::read_to_string(path)
@@ -30,7 +30,48 @@ pub fn probe() -> Environment {
         clock: clock::calibrate(),
         malloc: crate::sys::malloc_setting().into(),
         host_memory: host_memory(),
+        time_sync: chrony(),
     }
+}
+
+/// What chrony says of this clock, if it runs here and answers within a second
+/// (`chronyc -c tracking`: comma-separated, seconds).
+fn chrony() -> Option<TimeSync> {
+    use std::process::{Command, Stdio};
+    let child = Command::new("chronyc")
+        .args(["-c", "tracking"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let pid = child.id();
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(1)) {
+        Ok(Ok(out)) if out.status.success() => parse_chrony(&String::from_utf8_lossy(&out.stdout)),
+        Ok(_) => None,
+        Err(_) => {
+            crate::sys::kill(pid, libc::SIGKILL);
+            None
+        }
+    }
+}
+
+/// `chronyc -c tracking`'s line: reference id, name, stratum, reference time, system time
+/// offset, last offset, RMS offset, frequency, residual frequency, skew, root delay, root
+/// dispersion, update interval, leap status.
+fn parse_chrony(line: &str) -> Option<TimeSync> {
+    let f: Vec<&str> = line.trim().split(',').collect();
+    let secs = |i: usize| f.get(i)?.trim().parse::<f64>().ok();
+    let (offset, delay, dispersion) = (secs(4)?, secs(10)?, secs(11)?);
+    Some(TimeSync {
+        source: format!("chrony, stratum {}, {}", f.get(2)?.trim(), f.get(1)?.trim()),
+        bound_ns: ((dispersion + delay / 2.0) * 1e9).round() as u64,
+        offset_ns: (offset * 1e9).round() as i64,
+    })
 }
 
 /// What this VM's host does with the memory its guest frees, where it takes it back: a first
@@ -82,7 +123,21 @@ pub fn utc_now() -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::free_page_reporting;
+    use super::{free_page_reporting, parse_chrony};
+
+    #[test]
+    fn chrony_s_tracking_gives_its_bound_and_offset() {
+        // As chronyc -c tracking prints it.
+        let t = parse_chrony(
+            "C0000201,192.0.2.1,3,1764201600.123456789,-0.000012345,-0.000010000,0.000020000,-12.345,-0.001,0.050,0.004000000,0.000500000,64.5,Normal\n",
+        )
+        .unwrap();
+        assert_eq!(t.source, "chrony, stratum 3, 192.0.2.1");
+        assert_eq!(t.bound_ns, 2_500_000);
+        assert_eq!(t.offset_ns, -12_345);
+        assert!(parse_chrony("506 Cannot talk to daemon").is_none());
+        assert!(parse_chrony("").is_none());
+    }
 
     #[test]
     fn free_page_reporting_is_bit_5_of_the_balloon_features() {

@@ -1,8 +1,8 @@
 //! Room `exec`: where roles run. One way to run a case (`case.rs`): the workload's topology
 //! says which roles exist and what each opens, the transport is set up once for the case, and
-//! every role (a thread, a role process, or a `msgperf serve` started by hand) is driven through
-//! one control protocol (`control.rs`, `drive.rs`) on a channel of its own, never the one being
-//! measured. The floor runs the same way, as two roles. Every wait is bounded, and liveness is
+//! every role (a thread, a role process, a `msgperf serve` started by hand, or a role on another
+//! host through a launcher, `hosts.rs`) is driven through one control protocol (`control.rs`,
+//! `drive.rs`) on a channel of its own, never the one being measured. The floor runs the same way, as two roles. Every wait is bounded, and liveness is
 //! the runner's (`runner.rs`).
 
 mod case;

@@ -1,5 +1,6 @@
-//! Where a role runs: a thread of this process, a role process (`msgperf role ...`), or a
-//! `msgperf serve` started by hand (and, next, an agent on another host), behind one interface.
+//! Where a role runs: a thread of this process, a role process (`msgperf role ...`), a
+//! `msgperf serve` started by hand, or a role on another host started through a launcher
+//! (`msgperf role --stdio`), behind one interface.
 //! Each started role speaks the control protocol on its own connection; a reader thread turns
 //! what it says into [`Event`]s on one channel, so the case's driver waits on one thing with
 //! one deadline. Liveness is the runner's: a case's role processes are watched from outside
@@ -221,21 +222,12 @@ impl RoleHandle for ProcessRole {
         if let Some(r) = &self.reaped {
             return r.clone();
         }
-        let status = match sys::reap(self.pid, grace) {
-            Some(0) => None,
-            Some(code) if code < 0 => Some(format!("killed by signal {}", -code)),
-            Some(code) => Some(format!("exit status {code}")),
-            None => Some("killed after it did not exit".into()),
-        };
+        let status = reaped(self.pid, grace);
         let err = self
             .stderr
             .recv_timeout(grace.min(Duration::from_secs(1)))
             .unwrap_or_default();
-        let why = match (status, last_words(&err)) {
-            (None, _) => None,
-            (Some(s), Some(l)) => Some(format!("{s}: {l}")),
-            (Some(s), None) => Some(s),
-        };
+        let why = with_last_words(status, &err);
         self.reaped = Some(why.clone());
         why
     }
@@ -247,6 +239,25 @@ impl Drop for ProcessRole {
             sys::kill(self.pid, libc::SIGKILL);
             sys::reap(self.pid, Duration::from_secs(1));
         }
+    }
+}
+
+/// Reaps child `pid` within `grace`: how it ended, unless it exited 0.
+fn reaped(pid: u32, grace: Duration) -> Option<String> {
+    match sys::reap(pid, grace) {
+        Some(0) => None,
+        Some(code) if code < 0 => Some(format!("killed by signal {}", -code)),
+        Some(code) => Some(format!("exit status {code}")),
+        None => Some("killed after it did not exit".into()),
+    }
+}
+
+/// Why a role ended, with its last words on stderr where it failed.
+fn with_last_words(why: Option<String>, stderr: &str) -> Option<String> {
+    match (why, last_words(stderr)) {
+        (None, _) => None,
+        (Some(s), Some(l)) => Some(format!("{s}: {l}")),
+        (Some(s), None) => Some(s),
     }
 }
 
@@ -718,12 +729,7 @@ impl RoleHandle for LaunchedRole {
         if let Ok(w) = self.writer.lock() {
             w.shutdown();
         }
-        let status = match sys::reap(self.pid, grace.max(Duration::from_millis(500))) {
-            Some(0) => None,
-            Some(code) if code < 0 => Some(format!("killed by signal {}", -code)),
-            Some(code) => Some(format!("exit status {code}")),
-            None => Some("killed after it did not exit".into()),
-        };
+        let status = reaped(self.pid, grace.max(Duration::from_millis(500)));
         sys::kill_group(self.pid, libc::SIGKILL);
         let err = self
             .stderr
@@ -737,11 +743,7 @@ impl RoleHandle for LaunchedRole {
             (None, Some(_), None) => Some("it sent no end frame after its result".into()),
             (s, ..) => s,
         };
-        let why = match (why, last_words(&err)) {
-            (None, _) => None,
-            (Some(s), Some(l)) => Some(format!("{s}: {l}")),
-            (Some(s), None) => Some(s),
-        };
+        let why = with_last_words(why, &err);
         self.reaped = Some(why.clone());
         why
     }

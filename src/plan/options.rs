@@ -127,7 +127,7 @@ pub struct RunOptions {
         with = "option_table"
     )]
     pub hosts: Vec<(String, String)>,
-    /// Where roles run: ROLE=HOST[:CPU],... one per role of that kind, or one for all (e.g.
+    /// Where roles run: `ROLE=HOST[:CPU],...`, one per role of that kind, or one for all (e.g.
     /// subscriber=b,c,c or responder=b:1); `local` is this host (repeatable; unplaced roles
     /// stay local).
     #[arg(long = "place", value_name = "ROLE=HOSTS", value_parser = parse_opt)]

@@ -682,8 +682,15 @@ fn hosts_notes(run: &RunResult) -> Vec<String> {
                         c.drift_ppm
                     )
                 });
+                let daemon = h.environment.time_sync.as_ref().map_or(String::new(), |t| {
+                    format!(
+                        "; its time daemon says ± {:.1} us ({})",
+                        t.bound_ns as f64 / 1e3,
+                        t.source
+                    )
+                });
                 Some(format!(
-                    "{} on {} at {} ({}, {}): {clock}",
+                    "{} on {} at {} ({}, {}): {clock}{daemon}",
                     r.role, h.name, h.address, h.environment.hostname, h.launcher
                 ))
             })
@@ -691,6 +698,13 @@ fn hosts_notes(run: &RunResult) -> Vec<String> {
         if !far.is_empty() {
             lines.push(format!("hosts #{}: {}.", i + 1, far.join("; ")));
         }
+    }
+    if let (false, Some(t)) = (lines.is_empty(), &run.environment.time_sync) {
+        lines.push(format!(
+            "the runner's time daemon says ± {:.1} us ({}).",
+            t.bound_ns as f64 / 1e3,
+            t.source
+        ));
     }
     if !lines.is_empty() {
         lines.push("across hosts: a one-way figure is arrival less send time, the sender's clock put on the receiver's by the offset the runner measured (four-timestamp probes on the control channel before, during and after the run); it is good to ± the reader's bound shown (plus the sender's, where that is on another host too), and a path slower one way than the other, which no probe sees, is not in it.".into());

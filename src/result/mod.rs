@@ -56,6 +56,21 @@ pub struct Environment {
     /// page reporting); empty where msgperf sees no such host.
     #[serde(default)]
     pub host_memory: String,
+    /// The time daemon's own account of this clock, where one answers (chrony): its bound on
+    /// the clock's error, beside what msgperf measures between hosts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_sync: Option<TimeSync>,
+}
+
+/// A time daemon's report of its clock.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct TimeSync {
+    /// Which daemon, and what it follows (`chrony, stratum 3, 192.0.2.1`).
+    pub source: String,
+    /// Its bound on the clock's error: root dispersion plus half the root delay.
+    pub bound_ns: u64,
+    /// Its last measured offset of the system clock.
+    pub offset_ns: i64,
 }
 
 /// The clock every figure was taken with, measured on this machine.
@@ -145,7 +160,7 @@ pub struct CaseConfig {
     )]
     pub interval: Duration,
     pub placement: Placement,
-    /// Roles on other hosts (`--place`): role kind → host[:cpu] per role, or one for all.
+    /// Roles on other hosts (`--place`): role kind → `host[:cpu]` per role, or one for all.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub place: BTreeMap<String, Vec<String>>,
     /// CPUs of the driving roles (initiator, writer, publishers) and of the others.
