@@ -302,6 +302,27 @@ pub fn kill(pid: u32, sig: libc::c_int) {
     unsafe { libc::kill(pid as libc::pid_t, sig) };
 }
 
+/// Waits for `child` to end within `bound`, collecting its output (stdout and stderr, where
+/// piped); past the bound it is killed, with its process group if it leads one: None.
+pub fn output_within(
+    child: std::process::Child,
+    bound: std::time::Duration,
+) -> io::Result<Option<std::process::Output>> {
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(bound) {
+        Ok(out) => out.map(Some),
+        Err(_) => {
+            kill_group(pid, libc::SIGKILL);
+            kill(pid, libc::SIGKILL);
+            Ok(None)
+        }
+    }
+}
+
 /// Sends `sig` to a process group (one a child of `role_command` leads).
 pub fn kill_group(pgid: u32, sig: libc::c_int) {
     // SAFETY: as `kill`; a negative pid names the group.

@@ -45,18 +45,11 @@ fn chrony() -> Option<TimeSync> {
         .stderr(Stdio::null())
         .spawn()
         .ok()?;
-    let pid = child.id();
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(std::time::Duration::from_secs(1)) {
-        Ok(Ok(out)) if out.status.success() => parse_chrony(&String::from_utf8_lossy(&out.stdout)),
-        Ok(_) => None,
-        Err(_) => {
-            crate::sys::kill(pid, libc::SIGKILL);
-            None
+    match crate::sys::output_within(child, std::time::Duration::from_secs(1)) {
+        Ok(Some(out)) if out.status.success() => {
+            parse_chrony(&String::from_utf8_lossy(&out.stdout))
         }
+        _ => None,
     }
 }
 

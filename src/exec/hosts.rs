@@ -127,15 +127,10 @@ pub fn deploy(host: &Host, timeout: Duration) -> Result<String, ExecError> {
                 host.name, host.prefix[0]
             ))
         })?;
-        let pid = child.id();
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        std::thread::spawn(move || {
-            let _ = tx.send(child.wait_with_output());
-        });
         // Copying a binary over a slow link takes longer than a step of a case.
-        match rx.recv_timeout(timeout.max(Duration::from_secs(120))) {
-            Ok(Ok(out)) if out.status.success() => Ok(()),
-            Ok(Ok(out)) => Err(ExecError::Refused(format!(
+        match crate::sys::output_within(child, timeout.max(Duration::from_secs(120))) {
+            Ok(Some(out)) if out.status.success() => Ok(()),
+            Ok(Some(out)) => Err(ExecError::Refused(format!(
                 "host {}: `{} {}` failed ({}): {}",
                 host.name,
                 host.launcher,
@@ -143,15 +138,12 @@ pub fn deploy(host: &Host, timeout: Duration) -> Result<String, ExecError> {
                 out.status,
                 String::from_utf8_lossy(&out.stderr).trim()
             ))),
-            Ok(Err(e)) => Err(ExecError::os(format!("host {}", host.name), e)),
-            Err(_) => {
-                crate::sys::kill_group(pid, libc::SIGKILL);
-                Err(ExecError::Refused(format!(
-                    "host {}: `{}` did not finish within the bound",
-                    host.name,
-                    words.join(" ")
-                )))
-            }
+            Err(e) => Err(ExecError::os(format!("host {}", host.name), e)),
+            Ok(None) => Err(ExecError::Refused(format!(
+                "host {}: `{}` did not finish within the bound",
+                host.name,
+                words.join(" ")
+            ))),
         }
     };
     step(&["mkdir", "-p", dir], None)?;
@@ -267,21 +259,15 @@ fn ip(args: &[&str]) -> Result<String, ExecError> {
                 e,
             )
         })?;
-    let pid = child.id();
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(Duration::from_secs(10)) {
-        Ok(Ok(out)) if out.status.success() => Ok(String::from_utf8_lossy(&out.stdout).into()),
-        Ok(Ok(out)) => Err(ExecError::Refused(format!(
+    match crate::sys::output_within(child, Duration::from_secs(10)) {
+        Ok(Some(out)) if out.status.success() => Ok(String::from_utf8_lossy(&out.stdout).into()),
+        Ok(Some(out)) => Err(ExecError::Refused(format!(
             "`ip {}` failed: {} (making network namespaces needs root: run as root, or give --host a launcher)",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
         ))),
-        Ok(Err(e)) => Err(ExecError::os(format!("`ip {}`", args.join(" ")), e)),
-        Err(_) => {
-            crate::sys::kill(pid, libc::SIGKILL);
+        Err(e) => Err(ExecError::os(format!("`ip {}`", args.join(" ")), e)),
+        Ok(None) => {
             Err(ExecError::Refused(format!(
                 "`ip {}` did not finish within 10 s",
                 args.join(" ")
