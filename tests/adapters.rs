@@ -19,22 +19,7 @@ use support::*;
 /// long its broker took to start. Its main thread blocks about once per message (1.0-1.6 times
 /// unloaded, AMQP the most, more under load), and the callers want more than 100 messages.
 fn exchanging(pid: u32) {
-    let end = Instant::now() + Duration::from_secs(60);
-    let woken = || {
-        std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
-            .and_then(|n| n.trim().parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    while woken() < 2000 {
-        assert!(
-            Instant::now() < end,
-            "role {pid} was woken fewer than 2000 times"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until_woken(pid, 2000, "a role exchanging messages");
 }
 
 /// Runs msgperf with `--json`: what it printed and what it wrote, whether or not it failed.
@@ -477,7 +462,7 @@ fn placed_broker_counts_every_message(transport: &str) {
     let c = &r.cases[0];
     assert_eq!(c.error, None);
     let sent = c.roles[0].counters.messages_sent;
-    assert!(sent >= 400, "{sent}");
+    assert!(sent >= 100, "{sent}");
     let subs: Vec<_> = c
         .roles
         .iter()

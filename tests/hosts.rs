@@ -10,6 +10,39 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use support::*;
 
+/// Returns once the local subscriber 1 of msgperf `child` has been woken by 1200 messages
+/// (about one wake each): past the warm-up's (200 ms at 1-2 kHz), so the case is measuring,
+/// however slowly a loaded machine started it.
+fn measuring(child: &mut std::process::Child) {
+    let local = wait_for_role(child, "subscriber 1");
+    wait_until_woken(local, 1200, "the local subscriber");
+}
+
+/// `msgperf run pingpong -t tcp` with its responder on host `b`, reached by `launcher`
+/// (`b=...`), within a timeout of 3 s: what it printed, and its exit status.
+fn pingpong_through(launcher: &str) -> (Option<i32>, String) {
+    let out = run(
+        &[
+            "run",
+            "pingpong",
+            "-t",
+            "tcp",
+            "--count",
+            "100",
+            "--no-floor",
+            "--timeout",
+            "3s",
+            "--host",
+            launcher,
+            "--place",
+            "responder=b",
+        ],
+        Duration::from_secs(60),
+    );
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    (out.status.code(), all)
+}
+
 /// A namespace of the test's own, on a veth pair with the root namespace; removed on drop.
 struct Netns {
     name: String,
@@ -109,7 +142,7 @@ fn subscribers_on_three_namespace_hosts_get_every_message() {
         assert!(case["error"].is_null(), "{t}: {}", case["error"]);
         let roles = case["roles"].as_array().unwrap();
         let sent = roles[0]["counters"]["messages_sent"].as_u64().unwrap();
-        assert!(sent >= 400, "{t}: the publisher sent {sent}");
+        assert!(sent >= 100, "{t}: the publisher sent {sent}");
         for (r, host) in roles[1..].iter().zip(["b", "c", "d"]) {
             let c = &r["counters"];
             let got = c["messages_received"].as_u64().unwrap();
@@ -227,13 +260,8 @@ fn a_far_role_killed_mid_run_is_named_and_the_others_are_kept() {
     ]);
     let pid = child.id();
     // The far role: `ip netns exec` becomes `msgperf role --stdio`.
-    let far = wait_for(&mut child, "the far role", |pid| {
-        children(pid).into_iter().find(|c| {
-            std::fs::read(format!("/proc/{c}/cmdline"))
-                .is_ok_and(|l| String::from_utf8_lossy(&l).contains("--stdio"))
-        })
-    });
-    std::thread::sleep(Duration::from_millis(1500));
+    let far = wait_for_role(&mut child, "--stdio subscriber 2");
+    measuring(&mut child);
     let killed = Instant::now();
     signal(far, libc::SIGKILL);
     let out = wait_output(child, Duration::from_secs(60));
@@ -257,55 +285,21 @@ fn a_far_role_killed_mid_run_is_named_and_the_others_are_kept() {
 
 #[test]
 fn a_launcher_that_fails_is_named_with_the_host() {
-    let out = run(
-        &[
-            "run",
-            "pingpong",
-            "-t",
-            "tcp",
-            "--count",
-            "100",
-            "--no-floor",
-            "--timeout",
-            "3s",
-            "--host",
+    for (launcher, said) in [
+        (
             "b=/nonexistent/launcher -x",
-            "--place",
-            "responder=b",
-        ],
-        Duration::from_secs(60),
-    );
-    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
-    assert!(!out.status.success(), "{all}");
-    assert!(
-        all.contains("host b") && all.contains("/nonexistent/launcher"),
-        "{all}"
-    );
-    // A launcher that runs but brings no msgperf: the far side never says hello.
-    let out = run(
-        &[
-            "run",
-            "pingpong",
-            "-t",
-            "tcp",
-            "--count",
-            "100",
-            "--no-floor",
-            "--timeout",
-            "3s",
-            "--host",
+            &["host b", "/nonexistent/launcher"][..],
+        ),
+        // A launcher that runs but brings no msgperf: the far side never says hello.
+        (
             "b=sh -c 'echo nothing here >&2; exit 3' --",
-            "--place",
-            "responder=b",
-        ],
-        Duration::from_secs(60),
-    );
-    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
-    assert!(!out.status.success(), "{all}");
-    assert!(
-        all.contains("no msgperf answered") && all.contains("nothing here"),
-        "{all}"
-    );
+            &["no msgperf answered", "nothing here"][..],
+        ),
+    ] {
+        let (code, all) = pingpong_through(launcher);
+        assert_ne!(code, Some(0), "{all}");
+        assert!(said.iter().all(|s| all.contains(s)), "{all}");
+    }
 }
 
 #[test]
@@ -521,13 +515,7 @@ fn a_namespace_whose_link_goes_down_mid_run_ends_the_case_within_the_timeout() {
         out_file.to_str().unwrap(),
     ]);
     let pid = child.id();
-    wait_for(&mut child, "the far role", |pid| {
-        children(pid).into_iter().find(|c| {
-            std::fs::read(format!("/proc/{c}/cmdline"))
-                .is_ok_and(|l| String::from_utf8_lossy(&l).contains("--stdio"))
-        })
-    });
-    std::thread::sleep(Duration::from_millis(1500));
+    measuring(&mut child);
     // The bridge's end of host b's link (the first netns host's).
     let link = format!("mp{pid}h0");
     let down = Command::new("ip")
@@ -601,26 +589,8 @@ fn a_far_side_that_lies_is_refused_and_named() {
             if hold { "; sleep 30" } else { "" }
         );
         let start = Instant::now();
-        let out = run(
-            &[
-                "run",
-                "pingpong",
-                "-t",
-                "tcp",
-                "--count",
-                "100",
-                "--no-floor",
-                "--timeout",
-                "3s",
-                "--host",
-                &launcher,
-                "--place",
-                "responder=b",
-            ],
-            Duration::from_secs(60),
-        );
-        let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
-        assert_eq!(out.status.code(), Some(1), "{said}: {all}");
+        let (code, all) = pingpong_through(&launcher);
+        assert_eq!(code, Some(1), "{said}: {all}");
         assert!(
             all.contains("host b") && all.contains(said),
             "{said}: {all}"
@@ -715,13 +685,9 @@ fn a_killed_ssh_launcher_ends_the_case_and_its_far_role() {
         "--json",
         out_file.to_str().unwrap(),
     ]);
-    let ssh = wait_for(&mut child, "the ssh launcher", |pid| {
-        children(pid).into_iter().find(|c| {
-            std::fs::read(format!("/proc/{c}/cmdline"))
-                .is_ok_and(|l| l.starts_with(b"ssh\0") && l.windows(7).any(|w| w == b"--stdio"))
-        })
-    });
-    std::thread::sleep(Duration::from_millis(1500));
+    // The launcher here: ssh, whose command line carries the far role's.
+    let ssh = wait_for_role(&mut child, "--stdio subscriber 2");
+    measuring(&mut child);
     let killed = Instant::now();
     signal(ssh, libc::SIGKILL);
     let out = wait_output(child, Duration::from_secs(60));

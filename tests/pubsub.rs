@@ -307,28 +307,6 @@ fn pubsub_refuses_what_a_transport_cannot_do_with_the_fix() {
 
 /// A 2x2 pubsub run at 1 kHz writing `json` (`--timeout 3s`), once all four role processes
 /// run: the run and its roles' pids.
-/// Waits, at most 30 s, until process `pid` has been woken `times` more times (voluntary
-/// context switches) than when the wait began.
-fn wait_until_woken(pid: u32, times: u64, what: &str) {
-    let switches = || -> u64 {
-        std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0)
-    };
-    let first = switches();
-    let end = std::time::Instant::now() + Duration::from_secs(30);
-    while switches() < first + times {
-        assert!(
-            std::time::Instant::now() < end,
-            "{what}: the subscriber was not woken {times} times within 30 s: did the case start?"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn long_pubsub(transport: &str, json: &std::path::Path, duration: &str) -> (Server, Vec<u32>) {
     let json = json.to_str().unwrap();
     let mut args = vec![

@@ -369,3 +369,25 @@ pub fn beds_of(pid: u32) -> Vec<String> {
     );
     left
 }
+
+/// Waits, at most 60 s (a bound only a hang reaches), until process `pid` has been woken `times` more times (voluntary
+/// context switches) than when the wait began.
+pub fn wait_until_woken(pid: u32, times: u64, what: &str) {
+    let switches = || -> u64 {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let first = switches();
+    let end = std::time::Instant::now() + Duration::from_secs(60);
+    while switches() < first + times {
+        assert!(
+            std::time::Instant::now() < end,
+            "{what}: the subscriber was not woken {times} times within 60 s: did the case start?"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
