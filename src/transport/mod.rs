@@ -76,6 +76,7 @@ registry! {
     #[cfg(feature = "zmq")] zmq: Zmq;
     #[cfg(feature = "dds")] dds: Dds;
     #[cfg(feature = "zenoh")] zenoh: Zenoh;
+    #[cfg(feature = "quic")] quic: Quic;
     #[cfg(feature = "grpc")] grpc: Grpc;
     #[cfg(feature = "nats")] nats: Nats;
     #[cfg(feature = "redis")] redis: Redis;
@@ -1085,6 +1086,16 @@ pub(crate) fn resolve(address: &str) -> Result<std::net::SocketAddr, TransportEr
                 "`{address}` is not a socket address: write e.g. 127.0.0.1:7000"
             ))
         })
+}
+
+/// Where a connecting datagram end binds to reach `server`: this role's host address `host`
+/// (a port the kernel picks), else loopback of the server's family.
+pub(crate) fn local_towards(host: &str, server: std::net::SocketAddr) -> std::net::SocketAddr {
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) if ip.is_ipv4() == server.is_ipv4() => std::net::SocketAddr::new(ip, 0),
+        _ if server.is_ipv4() => "127.0.0.1:0".parse().expect("an address"),
+        _ => "[::1]:0".parse().expect("an address"),
+    }
 }
 
 /// Refuses sides a transport without topics cannot open.

@@ -84,3 +84,71 @@ impl Local {
         })
     }
 }
+
+#[cfg(feature = "_local_runtime")]
+impl Local {
+    /// Runs `f` on this runtime from this thread with no timer (an end that msgperf watches).
+    pub fn block_on<T>(&self, f: impl Future<Output = T>) -> T {
+        self.0.block_on(f)
+    }
+}
+
+/// The runtime an end's connection runs on: its own, which the role's thread runs while it
+/// waits in a call (an end that reads after every write, or only reads), or the process's
+/// shared one, whose worker thread runs it between calls (an end that may write and then not
+/// read for a while: what it wrote must still go out).
+#[cfg(all(feature = "_shared_runtime", feature = "_local_runtime"))]
+pub enum Driver {
+    Own(Local),
+    Shared,
+}
+
+#[cfg(all(feature = "_shared_runtime", feature = "_local_runtime"))]
+impl Driver {
+    /// Its own runtime if `own`, else the shared one.
+    pub fn new(own: bool) -> std::io::Result<Driver> {
+        Ok(if own {
+            Driver::Own(Local::new()?)
+        } else {
+            Driver::Shared
+        })
+    }
+
+    /// The runtime's handle, to make sockets and tasks on it.
+    pub fn handle(&self) -> &tokio::runtime::Handle {
+        match self {
+            Driver::Own(l) => l.handle(),
+            Driver::Shared => runtime().handle(),
+        }
+    }
+
+    /// Runs `f` from this thread, at most `bound` (None: no timer, for an end that msgperf
+    /// watches and ends itself if its peer stops).
+    pub fn run<T>(
+        &self,
+        bound: Option<Duration>,
+        f: impl Future<Output = T>,
+    ) -> Result<T, TransportError> {
+        match (self, bound) {
+            (Driver::Own(l), Some(t)) => l.wait(t, f),
+            (Driver::Own(l), None) => Ok(l.block_on(f)),
+            (Driver::Shared, Some(t)) => wait(t, f),
+            (Driver::Shared, None) => Ok(runtime().block_on(f)),
+        }
+    }
+
+    /// `f`'s output if it is ready now (on its own runtime, once the runtime has taken what
+    /// its sockets hold).
+    pub fn now<T>(&self, f: impl Future<Output = T>) -> Option<T> {
+        match self {
+            Driver::Own(l) => l.now(f),
+            Driver::Shared => runtime().block_on(async {
+                let mut f = std::pin::pin!(f);
+                match std::future::poll_fn(|cx| std::task::Poll::Ready(f.as_mut().poll(cx))).await {
+                    std::task::Poll::Ready(v) => Some(v),
+                    std::task::Poll::Pending => None,
+                }
+            }),
+        }
+    }
+}

@@ -92,12 +92,7 @@ fn connect(
     spec: &ChannelSpec,
 ) -> Result<Box<dyn Endpoint>, TransportError> {
     let server = super::resolve(address)?;
-    let local = match host.parse::<std::net::IpAddr>() {
-        Ok(ip) if ip.is_ipv4() == server.is_ipv4() => std::net::SocketAddr::new(ip, 0),
-        _ if server.is_ipv4() => "127.0.0.1:0".parse().expect("an address"),
-        _ => "[::1]:0".parse().expect("an address"),
-    };
-    let s = UdpSocket::bind(local)?;
+    let s = UdpSocket::bind(super::local_towards(host, server))?;
     let deadline = Deadline::after(spec.timeout);
     s.set_read_timeout(Some(Duration::from_millis(100)))?;
     let mut buf = [0u8; 16];
