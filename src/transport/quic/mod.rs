@@ -18,8 +18,8 @@ mod floor;
 use super::runtime::Driver;
 use super::{
     as_it_is, channel_of, copy_out, declared_len, host_of, host_setup, Capabilities, ChannelSpec,
-    Deferred, DeliveryMap, Endpoint, Exchange, Floor, Opening, OptionSpec, Options, Rendezvous,
-    Setup, SetupPlan, Side, Transport, TransportError,
+    Deferred, DeliveryMap, Endpoint, Exchange, Floor, Listener, Opening, OptionSpec, Options,
+    Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::delivery::{Delivery, Reliability, Setting};
 use bytes::Bytes;
@@ -79,6 +79,7 @@ impl Transport for Quic {
             cross_process: true,
             cross_host: true,
             notices_closed_peer: true,
+            connections: true,
             // quinn keeps each received stream chunk and datagram in a buffer of its own.
             allocates_per_message: true,
             exchange: Exchange::Both,
@@ -146,6 +147,22 @@ impl Transport for Quic {
             driver,
             endpoint,
             address: format!("{fingerprint}@{address}"),
+        }))
+    }
+
+    fn listen(
+        &self,
+        backlog: u32,
+        spec: &ChannelSpec,
+    ) -> Result<Box<dyn Listener>, TransportError> {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0")?;
+        let address = socket.local_addr()?;
+        let (mut config, fingerprint) = server_config(spec)?;
+        // No kernel backlog: quinn holds this many connection attempts not yet accepted.
+        config.max_incoming(backlog.max(1) as usize);
+        Ok(Box::new(QuicListen {
+            endpoint: endpoint(&Driver::Shared, Some(config), socket)?,
+            bound: format!("{fingerprint}@{address}"),
         }))
     }
 
@@ -424,31 +441,72 @@ impl Opening for QuicAccept {
             driver, endpoint, ..
         } = *self;
         let timeout = spec.timeout;
-        let on_stream = !datagrams(&spec.options);
-        let (conn, stream) = driver.run(Some(timeout), async {
-            let incoming = endpoint.accept().await.ok_or(TransportError::PeerClosed)?;
-            let conn = incoming.await.map_err(|e| lost(e, timeout))?;
-            let stream = if on_stream {
-                let (send, mut recv) = conn.accept_bi().await.map_err(|e| lost(e, timeout))?;
-                let mut hello = [0u8; 1];
-                recv.read_exact(&mut hello)
-                    .await
-                    .map_err(|e| read_exact_error(e, timeout))?;
-                if hello[0] != HELLO {
-                    return Err(TransportError::Corrupt(format!(
-                        "quic: the connecting end began with byte {:#x}, not its hello",
-                        hello[0]
-                    )));
-                }
-                Some((send, recv))
-            } else {
-                None
-            };
-            Ok::<_, TransportError>((conn, stream))
-        })??;
+        let incoming = driver
+            .run(Some(timeout), endpoint.accept())?
+            .ok_or(TransportError::PeerClosed)?;
         // The channel has its one connection: nobody else is let in.
         endpoint.set_server_config(None);
-        QuicEnd::boxed(driver, endpoint, conn, stream, spec)
+        accepted(driver, endpoint, incoming, spec)
+    }
+}
+
+/// The end that `incoming` becomes once its handshake is done and its connecting end's stream
+/// has said hello (datagrams: the handshake alone), within the timeout.
+fn accepted(
+    driver: Driver,
+    endpoint: quinn::Endpoint,
+    incoming: quinn::Incoming,
+    spec: &ChannelSpec,
+) -> Result<Box<dyn Endpoint>, TransportError> {
+    let timeout = spec.timeout;
+    let on_stream = !datagrams(&spec.options);
+    let (conn, stream) = driver.run(Some(timeout), async {
+        let conn = incoming.await.map_err(|e| lost(e, timeout))?;
+        let stream = if on_stream {
+            let (send, mut recv) = conn.accept_bi().await.map_err(|e| lost(e, timeout))?;
+            let mut hello = [0u8; 1];
+            recv.read_exact(&mut hello)
+                .await
+                .map_err(|e| read_exact_error(e, timeout))?;
+            if hello[0] != HELLO {
+                return Err(TransportError::Corrupt(format!(
+                    "quic: the connecting end began with byte {:#x}, not its hello",
+                    hello[0]
+                )));
+            }
+            Some((send, recv))
+        } else {
+            None
+        };
+        Ok::<_, TransportError>((conn, stream))
+    })??;
+    QuicEnd::boxed(driver, endpoint, conn, stream, spec)
+}
+
+/// Many connections to one server endpoint on loopback (the `connect` workload): each
+/// accepted connection and each client is an end on the shared runtime, a client with a UDP
+/// socket of its own.
+struct QuicListen {
+    endpoint: quinn::Endpoint,
+    /// Where clients connect: `FINGERPRINT@ADDRESS`.
+    bound: String,
+}
+
+impl Listener for QuicListen {
+    fn accept(
+        &self,
+        wait: Duration,
+        spec: &ChannelSpec,
+    ) -> Result<Option<Box<dyn Endpoint>>, TransportError> {
+        let incoming = match Driver::Shared.run(Some(wait), self.endpoint.accept()) {
+            Err(TransportError::Timeout(_)) => return Ok(None),
+            r => r?.ok_or(TransportError::PeerClosed)?,
+        };
+        accepted(Driver::Shared, self.endpoint.clone(), incoming, spec).map(Some)
+    }
+
+    fn connect(&self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
+        connect(Driver::Shared, &self.bound, "127.0.0.1", spec)
     }
 }
 
