@@ -781,6 +781,15 @@ pub fn ipv4_addresses() -> Vec<std::net::Ipv4Addr> {
     out
 }
 
+/// The msgperf binary, to start processes of msgperf's own with (roles, a transport's
+/// service): MSGPERF_EXE names it when the caller is not msgperf itself (the test suite).
+pub fn own_executable() -> io::Result<std::path::PathBuf> {
+    match std::env::var_os("MSGPERF_EXE") {
+        Some(p) => Ok(std::path::PathBuf::from(p)),
+        None => std::env::current_exe(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,7 +19,9 @@ use support::*;
 /// long its broker took to start. Its main thread blocks about once per message (1.0-1.6 times
 /// unloaded, AMQP the most, more under load), and the callers want more than 100 messages.
 fn exchanging(pid: u32) {
-    wait_until_woken(pid, 2000, "a role exchanging messages");
+    // Or a second of CPU: a reader that polls is never woken (and no role's opening takes
+    // that much).
+    wait_until_busy(pid, 2000, 100, "a role exchanging messages");
 }
 
 /// Runs msgperf with `--json`: what it printed and what it wrote, whether or not it failed.
@@ -259,7 +261,7 @@ fn refused(args: &[&str], says: &str) {
 
 /// The broker msgperf `child` started for its case: a child (of any of its threads) running
 /// `program`.
-#[cfg(feature = "_broker")]
+#[cfg(feature = "_service")]
 fn broker_of(child: &mut std::process::Child, program: &str) -> u32 {
     wait_for(child, program, |pid| {
         let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
@@ -287,6 +289,13 @@ fn broker_of(child: &mut std::process::Child, program: &str) -> u32 {
 /// directory is left.
 #[cfg(feature = "_broker")]
 fn broker_fault_ends_the_case(transport: &str, program: &str, sig: i32) {
+    service_fault_ends_the_case(transport, program, "broker", sig)
+}
+
+/// A process the case's set-up started (a broker, a media driver: `label` in the error),
+/// whose command line has `program`, killed or stopped mid-run: as for a broker.
+#[cfg(feature = "_service")]
+fn service_fault_ends_the_case(transport: &str, program: &str, label: &str, sig: i32) {
     let dir = temp_dir();
     let json = dir.path().join("r.json");
     let mut child = spawn(&[
@@ -317,7 +326,7 @@ fn broker_fault_ends_the_case(transport: &str, program: &str, sig: i32) {
         "{:?}",
         start.elapsed()
     );
-    assert!(err.contains("broker"), "{err}");
+    assert!(err.contains(label), "{err}");
     let r: RunResult = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let sent = r.cases[0].roles[0].counters.messages_sent;
     assert!(sent > 100, "{sent} sent: {err}");

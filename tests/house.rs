@@ -21,6 +21,11 @@ use std::path::PathBuf;
 /// Words that are also names here but mean something of the file's own, and why.
 const OWN_WORDS: &[(&str, &str, &str)] = &[
     (
+        "src/transport/aeron/",
+        "udp",
+        "Aeron's own UDP media (`--opt channel=udp`)",
+    ),
+    (
         "src/transport/amqp/",
         "stream",
         "RabbitMQ's stream queues (`--opt queue=stream`)",

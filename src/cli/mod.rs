@@ -91,6 +91,10 @@ enum Command {
     /// A role process, started by msgperf itself (`msgperf role subscriber 2 ...`).
     #[command(hide = true)]
     Role(RoleArgs),
+    /// A transport's own process that a case's set-up starts (a media driver), started by
+    /// msgperf itself (`msgperf service TRANSPORT ...`).
+    #[command(hide = true)]
+    Service(ServiceArgs),
 }
 
 /// Examples of `msgperf run`: documentation, kept as text.
@@ -229,6 +233,14 @@ struct RoleArgs {
     what: Vec<String>,
 }
 
+#[derive(Args, Debug)]
+struct ServiceArgs {
+    transport: String,
+    /// What the transport's set-up passed it.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
+}
+
 /// Parses and runs; returns the exit code.
 pub fn main_with_args(args: Vec<String>) -> i32 {
     crate::sys::keep_freed_memory();
@@ -258,6 +270,12 @@ fn dispatch(cli: Cli, args: &[String]) -> Exit {
         } else {
             exec::role::process_main()?;
         }
+        return Ok(0);
+    }
+    if let Some(Command::Service(a)) = &cli.command {
+        transport::find(&a.transport)?
+            .service_main(&a.args)
+            .map_err(CliError::Run)?;
         return Ok(0);
     }
     transport::remove_stale_dirs();
@@ -314,7 +332,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Exit {
             print_out(&String::from_utf8_lossy(&out))?;
             Ok(0)
         }
-        Some(Command::Role(_)) => unreachable!("handled above"),
+        Some(Command::Role(_) | Command::Service(_)) => unreachable!("handled above"),
     }
 }
 

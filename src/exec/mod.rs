@@ -33,11 +33,8 @@ pub use crate::deadline::{stop_requested, STOP};
 /// The msgperf binary, to start role processes with. MSGPERF_EXE names it when the caller is
 /// not msgperf itself (the test suite).
 pub fn own_executable() -> Result<std::path::PathBuf, ExecError> {
-    match std::env::var_os("MSGPERF_EXE") {
-        Some(p) => Ok(std::path::PathBuf::from(p)),
-        None => std::env::current_exe()
-            .map_err(|e| ExecError::os("cannot find msgperf's own executable to start a role", e)),
-    }
+    crate::sys::own_executable()
+        .map_err(|e| ExecError::os("cannot find msgperf's own executable to start a role", e))
 }
 
 pub use floor::measure as measure_floor;

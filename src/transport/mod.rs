@@ -76,6 +76,7 @@ registry! {
     #[cfg(feature = "zmq")] zmq: Zmq;
     #[cfg(feature = "dds")] dds: Dds;
     #[cfg(feature = "zenoh")] zenoh: Zenoh;
+    #[cfg(feature = "aeron")] aeron: Aeron;
     #[cfg(feature = "quic")] quic: Quic;
     #[cfg(feature = "grpc")] grpc: Grpc;
     #[cfg(feature = "nats")] nats: Nats;
@@ -170,6 +171,14 @@ pub trait Transport: Sync {
     /// `.ci/run` installs that.
     fn needs(&self) -> Vec<Need> {
         Vec::new()
+    }
+    /// Runs a process of this transport's own in this process (a media driver that its
+    /// set-up starts as `msgperf service NAME ARGS...`), until it is told to stop.
+    fn service_main(&self, _args: &[String]) -> Result<(), String> {
+        Err(format!(
+            "transport `{}` runs no process of its own",
+            self.name()
+        ))
     }
     /// Removes `path`, a file named `msgperf-NAME` with no process id in its name, if this
     /// transport made it and its maker is gone (one killed hard cannot clean up); leaves

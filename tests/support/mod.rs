@@ -373,6 +373,13 @@ pub fn beds_of(pid: u32) -> Vec<String> {
 /// Waits, at most 60 s (a bound only a hang reaches), until process `pid` has been woken `times` more times (voluntary
 /// context switches) than when the wait began.
 pub fn wait_until_woken(pid: u32, times: u64, what: &str) {
+    wait_until_busy(pid, times, u64::MAX, what)
+}
+
+/// Waits, at most 60 s, until process `pid` has been woken `times` more times than when the
+/// wait began, or has used `cpu_ticks` more of CPU time (1/100 s each): a reader that polls
+/// (spins, yields) instead of blocking is never woken.
+pub fn wait_until_busy(pid: u32, times: u64, cpu_ticks: u64, what: &str) {
     let switches = || -> u64 {
         std::fs::read_to_string(format!("/proc/{pid}/status"))
             .unwrap_or_default()
@@ -381,9 +388,19 @@ pub fn wait_until_woken(pid: u32, times: u64, what: &str) {
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(0)
     };
-    let first = switches();
+    let ticks = || -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // utime and stime: fields 14 and 15, counted after the command's closing parenthesis.
+        let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        let f: Vec<u64> = after
+            .split_whitespace()
+            .map(|v| v.parse().unwrap_or(0))
+            .collect();
+        f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)
+    };
+    let (first, first_ticks) = (switches(), ticks());
     let end = std::time::Instant::now() + Duration::from_secs(60);
-    while switches() < first + times {
+    while switches() < first + times && ticks() < first_ticks.saturating_add(cpu_ticks) {
         assert!(
             std::time::Instant::now() < end,
             "{what}: the subscriber was not woken {times} times within 60 s: did the case start?"

@@ -1,0 +1,191 @@
+//! Aeron's floor: the plainest loops with the same client, driver settings and channel, and
+//! nothing of msgperf, as Aeron's own ping/pong samples do: side 0 offers `size` bytes and
+//! polls for the echo (ping-pong), or polls and counts what side 1 offers (a stream), reading
+//! each message in place where the poll hands it over. Side 0 starts the media driver (the
+//! same configuration as a case's) and writes its directory into a small memory file that both
+//! sides share.
+
+use super::{client, driver::MediaDriver, uri};
+use crate::sys;
+use crate::transport::floor::{
+    measure_round_trips, FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow,
+};
+use rusteron_client as rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+pub struct AeronFloor;
+
+/// How long a side waits for the other (to start, to answer).
+const WAIT: Duration = Duration::from_secs(10);
+
+/// The stream each way: side 0 writes on PING, side 1 on PONG.
+const PING: i32 = 1;
+const PONG: i32 = 2;
+
+fn io(what: &str, e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(format!("aeron floor: {what}: {e}"))
+}
+
+impl NotesFloor for AeronFloor {
+    fn run_with(
+        &self,
+        l: FloorLoop,
+        side: usize,
+        notes: Notes,
+        size: usize,
+        roles: &FloorRoles,
+        stop: &AtomicBool,
+    ) -> std::io::Result<Option<FloorFigure>> {
+        let udp = roles.options.get("channel").is_some_and(|c| c == "udp");
+        let spin = roles.options.get("wait").is_some_and(|w| w == "spin");
+        // Side 0 starts the driver (and picks the UDP ports); side 1 reads where.
+        let (_driver, dir, ports) = if side == 0 {
+            let made = crate::transport::private_dir()?;
+            let d = MediaDriver::start(&made.join("aeron"), &roles.options, roles.cpus.1, WAIT)
+                .map_err(|e| io("its media driver", e))?;
+            let ports = if udp {
+                (Some(super::free_port()?), Some(super::free_port()?))
+            } else {
+                (None, None)
+            };
+            let dir = d.dir.clone();
+            notes.put(
+                0,
+                &format!(
+                    "{} {} {}",
+                    dir.display(),
+                    ports.0.unwrap_or(0),
+                    ports.1.unwrap_or(0)
+                ),
+            )?;
+            (Some((d, crate::transport::DirGuard(made))), dir, ports)
+        } else {
+            let at = notes.wait(0, WAIT)?;
+            let mut words = at.split(' ');
+            let dir = std::path::PathBuf::from(words.next().unwrap_or_default());
+            let mut port = || {
+                words
+                    .next()
+                    .and_then(|p| p.parse::<u16>().ok())
+                    .filter(|p| *p > 0)
+            };
+            let ports = (port(), port());
+            (None, dir, ports)
+        };
+        let (_context, aeron) = client(&dir).map_err(|e| io("a client", e))?;
+        let (mine, theirs, my_port, their_port) = if side == 0 {
+            (PING, PONG, ports.0, ports.1)
+        } else {
+            (PONG, PING, ports.1, ports.0)
+        };
+        let publication = aeron
+            .async_add_exclusive_publication(&uri(their_port, false), mine)
+            .and_then(|p| p.poll_blocking(WAIT))
+            .map_err(|e| io("a publication", format!("{e:?}")))?;
+        let subscription = aeron
+            .async_add_subscription(
+                &uri(my_port, false),
+                theirs,
+                rc::Handlers::NONE,
+                rc::Handlers::NONE,
+            )
+            .and_then(|s| s.poll_blocking(WAIT))
+            .map_err(|e| io("a subscription", format!("{e:?}")))?;
+        let deadline = crate::deadline::Deadline::after(WAIT);
+        while !(publication.is_connected() && subscription.is_connected()) {
+            if deadline.expired() {
+                return Err(io("joining", "the other side never came"));
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let idle = || {
+            if spin {
+                std::hint::spin_loop()
+            } else {
+                std::thread::yield_now()
+            }
+        };
+        let offer = |m: &[u8]| loop {
+            match publication.offer(m) {
+                Ok(_) => return true,
+                Err(rc::AeronOfferError::BackPressured | rc::AeronOfferError::AdminAction) => {
+                    idle()
+                }
+                Err(_) => return false,
+            }
+        };
+        let mut assembler = rc::AeronFragmentClosureAssembler::new()
+            .map_err(|e| io("an assembler", format!("{e:?}")))?;
+        // A poll's one message: its length, 0 for the end.
+        let mut poll = |got: &mut Option<usize>| {
+            let _ = assembler.poll(
+                &subscription,
+                got,
+                |got: &mut Option<usize>, m: &[u8], _| *got = Some(m.len()),
+                1,
+            );
+        };
+        let data = vec![7u8; size];
+        let bound = sys::monotonic_ns() + (roles.warmup + roles.duration + WAIT).as_nanos() as u64;
+        let ended = || stop.load(Ordering::Relaxed) || sys::monotonic_ns() > bound;
+        match (l, side) {
+            (FloorLoop::PingPong, 0) => {
+                let f = measure_round_trips(roles, stop, || {
+                    if !offer(&data) {
+                        return false;
+                    }
+                    let mut got = None;
+                    while got.is_none() {
+                        poll(&mut got);
+                        if got.is_none() {
+                            idle();
+                        }
+                    }
+                    got == Some(size)
+                });
+                offer(&[]);
+                f.map(Some)
+            }
+            (FloorLoop::PingPong, _) => {
+                while !ended() {
+                    let mut got = None;
+                    poll(&mut got);
+                    match got {
+                        Some(0) => break,
+                        Some(_) => {
+                            if !offer(&data) {
+                                break;
+                            }
+                        }
+                        None => idle(),
+                    }
+                }
+                Ok(None)
+            }
+            (FloorLoop::Stream, 0) => {
+                let mut window = ReadWindow::new(roles.warmup);
+                while !ended() {
+                    let mut got = None;
+                    poll(&mut got);
+                    match got {
+                        Some(0) => break,
+                        Some(_) => window.read(),
+                        None => idle(),
+                    }
+                }
+                Ok(Some(window.figure(size)))
+            }
+            (FloorLoop::Stream, _) => {
+                let end = sys::monotonic_ns() + (roles.warmup + roles.duration).as_nanos() as u64;
+                while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
+                    if !offer(&data) {
+                        break;
+                    }
+                }
+                offer(&[]);
+                Ok(None)
+            }
+        }
+    }
+}
