@@ -184,6 +184,9 @@ pub fn roles_run_msgperf() {
 /// A short, threaded, unpinned run of `workload` on `transport` with exact counts; tests
 /// change the fields they care about.
 pub fn short_request(workload: &str, transport: &str) -> msgperf::plan::RunOptions {
+    // A run in this process may still start msgperf processes (a transport's service, as a
+    // media driver): they run the binary, not this test.
+    roles_run_msgperf();
     msgperf::plan::RunOptions {
         workload: Some(workload.into()),
         transports: vec![transport.into()],
