@@ -447,6 +447,15 @@ pub fn io_len(n: isize) -> io::Result<usize> {
     }
 }
 
+/// Stops a process msgperf started (a broker, a media driver): SIGTERM for a clean stop (it
+/// flushes and removes its files), SIGCONT so that a stopped one takes it, and a reap that
+/// kills it if it is not gone within `grace`.
+pub fn stop_child(pid: u32, grace: std::time::Duration) -> Option<i32> {
+    kill(pid, libc::SIGTERM);
+    kill(pid, libc::SIGCONT);
+    reap(pid, grace)
+}
+
 /// Waits for a child without blocking longer than `timeout`; kills it past that and waits as
 /// long again for the kill to finish (a dying process may take seconds to free its memory and
 /// close its descriptors; past that bound the kernel reaps it when this process ends). Returns

@@ -281,12 +281,7 @@ pub fn said(log: &str) -> String {
 impl Drop for Broker {
     fn drop(&mut self) {
         if self.child.take().is_some() {
-            // A clean stop first (brokers flush and remove their files); reap kills it if it
-            // is not gone in time.
-            sys::kill(self.pid, libc::SIGTERM);
-            // A stopped broker takes the signal only once it runs again.
-            sys::kill(self.pid, libc::SIGCONT);
-            sys::reap(self.pid, Duration::from_secs(3));
+            sys::stop_child(self.pid, Duration::from_secs(3));
         }
         if let Some(h) = self.helper.take() {
             sys::kill(h.id(), libc::SIGTERM);

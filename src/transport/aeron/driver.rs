@@ -48,14 +48,14 @@ fn environment(dir: &Path, options: &Options) -> Vec<(&'static str, String)> {
         ("AERON_TERM_BUFFER_LENGTH", TERM.to_string()),
         ("AERON_IPC_TERM_BUFFER_LENGTH", TERM.to_string()),
     ];
-    for agent in ["CONDUCTOR", "SENDER", "RECEIVER", "SHAREDNETWORK", "SHARED"] {
-        let key: &'static str = match agent {
-            "CONDUCTOR" => "AERON_CONDUCTOR_IDLE_STRATEGY",
-            "SENDER" => "AERON_SENDER_IDLE_STRATEGY",
-            "RECEIVER" => "AERON_RECEIVER_IDLE_STRATEGY",
-            "SHAREDNETWORK" => "AERON_SHAREDNETWORK_IDLE_STRATEGY",
-            _ => "AERON_SHARED_IDLE_STRATEGY",
-        };
+    // Every agent idles alike, whichever of them the threading mode runs.
+    for key in [
+        "AERON_CONDUCTOR_IDLE_STRATEGY",
+        "AERON_SENDER_IDLE_STRATEGY",
+        "AERON_RECEIVER_IDLE_STRATEGY",
+        "AERON_SHAREDNETWORK_IDLE_STRATEGY",
+        "AERON_SHARED_IDLE_STRATEGY",
+    ] {
         env.push((key, idle.to_string()));
     }
     env
@@ -140,9 +140,7 @@ impl MediaDriver {
 impl Drop for MediaDriver {
     fn drop(&mut self) {
         if self.child.take().is_some() {
-            sys::kill(self.pid, libc::SIGTERM);
-            sys::kill(self.pid, libc::SIGCONT);
-            sys::reap(self.pid, Duration::from_secs(3));
+            sys::stop_child(self.pid, Duration::from_secs(3));
         }
         let _ = std::fs::remove_dir_all(&self.dir);
         let _ = std::fs::remove_file(&self.log);

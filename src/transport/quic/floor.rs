@@ -5,7 +5,7 @@
 //! or, with `--opt datagrams=true`, in datagrams. The server writes its address and
 //! certificate fingerprint into a small memory file that both sides share; the client reads it.
 
-use super::{client_config, endpoint, parse_bound, server_config, Driver, SERVER_NAME};
+use super::{endpoint, handshake_in, handshake_out, parse_bound, server_config, Driver};
 use crate::sys;
 use crate::transport::floor::{
     measure_round_trips, FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow,
@@ -42,69 +42,37 @@ impl NotesFloor for QuicFloor {
         stop: &AtomicBool,
     ) -> std::io::Result<Option<FloorFigure>> {
         let spec = roles.spec(size, WAIT);
-        let on_stream = !super::datagrams(&spec.options);
         // Ping-pong: side 0 calls, side 1 echoes. A stream: side 1 writes, side 0 reads and
         // measures. The runtimes are the adapter's: the server's own, the shared one for the
         // client.
         let serves = side == 1 && l == FloorLoop::PingPong || side == 0 && l == FloorLoop::Stream;
         let driver = Driver::new(serves)?;
-        let mut me = if serves {
+        let (endpoint, (conn, stream)) = if serves {
             let socket = std::net::UdpSocket::bind("127.0.0.1:0")?;
             let (config, fingerprint) = server_config(&spec).map_err(|e| io("server", e))?;
             let address = socket.local_addr()?;
             let endpoint = endpoint(&driver, Some(config), socket).map_err(|e| io("server", e))?;
             notes.put(0, &format!("{fingerprint}@{address}"))?;
-            let (conn, stream) = driver
-                .run(Some(WAIT), async {
-                    let conn = endpoint.accept().await.ok_or("no connection")?.await?;
-                    let stream = if on_stream {
-                        let (send, mut recv) = conn.accept_bi().await?;
-                        recv.read_exact(&mut [0u8]).await?;
-                        Some((send, recv))
-                    } else {
-                        None
-                    };
-                    Ok::<_, Box<dyn std::error::Error + Send + Sync>>((conn, stream))
-                })
+            let incoming = driver
+                .run(Some(WAIT), endpoint.accept())
                 .map_err(|e| io("accepting", e))?
-                .map_err(|e| io("accepting", e))?;
-            Side {
-                driver,
-                conn,
-                stream,
-                _endpoint: endpoint,
-            }
+                .ok_or_else(|| io("accepting", "no connection"))?;
+            let joined = handshake_in(&driver, incoming, &spec).map_err(|e| io("accepting", e))?;
+            (endpoint, joined)
         } else {
             let bound = notes.wait(0, WAIT)?;
             let (server, fingerprint) = parse_bound(&bound).map_err(|e| io("address", e))?;
             let socket = std::net::UdpSocket::bind("127.0.0.1:0")?;
             let endpoint = endpoint(&driver, None, socket).map_err(|e| io("client", e))?;
-            let config = client_config(fingerprint, &spec).map_err(|e| io("client", e))?;
-            let connecting = {
-                let _in_runtime = driver.handle().enter();
-                endpoint.connect_with(config, server, SERVER_NAME)
-            }
-            .map_err(|e| io("connecting", e))?;
-            let (conn, stream) = driver
-                .run(Some(WAIT), async {
-                    let conn = connecting.await?;
-                    let stream = if on_stream {
-                        let (mut send, recv) = conn.open_bi().await?;
-                        send.write_all(&[0]).await?;
-                        Some((send, recv))
-                    } else {
-                        None
-                    };
-                    Ok::<_, Box<dyn std::error::Error + Send + Sync>>((conn, stream))
-                })
-                .map_err(|e| io("connecting", e))?
+            let joined = handshake_out(&driver, &endpoint, server, fingerprint, &spec)
                 .map_err(|e| io("connecting", e))?;
-            Side {
-                driver,
-                conn,
-                stream,
-                _endpoint: endpoint,
-            }
+            (endpoint, joined)
+        };
+        let mut me = Side {
+            driver,
+            conn,
+            stream,
+            _endpoint: endpoint,
         };
         let bound = Some(roles.warmup + roles.duration + WAIT);
         let mut buf = vec![7u8; size];

@@ -393,6 +393,26 @@ fn connect(
     let (server, fingerprint) = parse_bound(bound)?;
     let socket = std::net::UdpSocket::bind(super::local_towards(host, server))?;
     let endpoint = endpoint(&driver, None, socket)?;
+    let (conn, stream) = handshake_out(&driver, &endpoint, server, fingerprint, spec)?;
+    QuicEnd::boxed(driver, endpoint, conn, stream, spec)
+}
+
+/// A connection and, unless messages go in datagrams, its stream.
+type Joined = (
+    quinn::Connection,
+    Option<(quinn::SendStream, quinn::RecvStream)>,
+);
+
+/// The connecting side of a channel (the adapter's and the floor's): the handshake with the
+/// server at `server` whose certificate has `fingerprint`, then the stream, opened with a
+/// hello (the accepting end sees a stream once something arrives on it); within the timeout.
+fn handshake_out(
+    driver: &Driver,
+    endpoint: &quinn::Endpoint,
+    server: std::net::SocketAddr,
+    fingerprint: &str,
+    spec: &ChannelSpec,
+) -> Result<Joined, TransportError> {
     let connecting = {
         let _in_runtime = driver.handle().enter();
         endpoint.connect_with(client_config(fingerprint, spec)?, server, SERVER_NAME)
@@ -400,11 +420,10 @@ fn connect(
     .map_err(|e| TransportError::middleware("quinn", format!("connecting to {server}"), e))?;
     let timeout = spec.timeout;
     let on_stream = !datagrams(&spec.options);
-    let (conn, stream) = driver.run(Some(timeout), async {
+    driver.run(Some(timeout), async {
         let conn = connecting.await.map_err(|e| lost(e, timeout))?;
         let stream = if on_stream {
             let (mut send, recv) = conn.open_bi().await.map_err(|e| lost(e, timeout))?;
-            // The accepting end sees the stream when something arrives on it.
             send.write_all(&[HELLO])
                 .await
                 .map_err(|e| write_error(e, timeout))?;
@@ -412,9 +431,40 @@ fn connect(
         } else {
             None
         };
-        Ok::<_, TransportError>((conn, stream))
-    })??;
-    QuicEnd::boxed(driver, endpoint, conn, stream, spec)
+        Ok((conn, stream))
+    })?
+}
+
+/// The accepting side of the connection `incoming` starts (the adapter's and the floor's):
+/// its handshake, then the connecting end's stream and its hello (datagrams: the handshake
+/// alone); within the timeout.
+fn handshake_in(
+    driver: &Driver,
+    incoming: quinn::Incoming,
+    spec: &ChannelSpec,
+) -> Result<Joined, TransportError> {
+    let timeout = spec.timeout;
+    let on_stream = !datagrams(&spec.options);
+    driver.run(Some(timeout), async {
+        let conn = incoming.await.map_err(|e| lost(e, timeout))?;
+        let stream = if on_stream {
+            let (send, mut recv) = conn.accept_bi().await.map_err(|e| lost(e, timeout))?;
+            let mut hello = [0u8; 1];
+            recv.read_exact(&mut hello)
+                .await
+                .map_err(|e| read_exact_error(e, timeout))?;
+            if hello[0] != HELLO {
+                return Err(TransportError::Corrupt(format!(
+                    "quic: the connecting end began with byte {:#x}, not its hello",
+                    hello[0]
+                )));
+            }
+            Some((send, recv))
+        } else {
+            None
+        };
+        Ok((conn, stream))
+    })?
 }
 
 /// The byte a connecting end writes first on its stream, read by the accepting end's finish.
@@ -450,36 +500,14 @@ impl Opening for QuicAccept {
     }
 }
 
-/// The end that `incoming` becomes once its handshake is done and its connecting end's stream
-/// has said hello (datagrams: the handshake alone), within the timeout.
+/// The end that `incoming` becomes once it has joined.
 fn accepted(
     driver: Driver,
     endpoint: quinn::Endpoint,
     incoming: quinn::Incoming,
     spec: &ChannelSpec,
 ) -> Result<Box<dyn Endpoint>, TransportError> {
-    let timeout = spec.timeout;
-    let on_stream = !datagrams(&spec.options);
-    let (conn, stream) = driver.run(Some(timeout), async {
-        let conn = incoming.await.map_err(|e| lost(e, timeout))?;
-        let stream = if on_stream {
-            let (send, mut recv) = conn.accept_bi().await.map_err(|e| lost(e, timeout))?;
-            let mut hello = [0u8; 1];
-            recv.read_exact(&mut hello)
-                .await
-                .map_err(|e| read_exact_error(e, timeout))?;
-            if hello[0] != HELLO {
-                return Err(TransportError::Corrupt(format!(
-                    "quic: the connecting end began with byte {:#x}, not its hello",
-                    hello[0]
-                )));
-            }
-            Some((send, recv))
-        } else {
-            None
-        };
-        Ok::<_, TransportError>((conn, stream))
-    })??;
+    let (conn, stream) = handshake_in(&driver, incoming, spec)?;
     QuicEnd::boxed(driver, endpoint, conn, stream, spec)
 }
 
