@@ -221,9 +221,16 @@ impl Ring {
 
     /// Queue mode: makes everything up to `end` visible to readers.
     pub fn publish(&self, end: u64, blocking_readers: bool) {
-        self.ctl().write_pos.0.store(end, Ordering::SeqCst);
+        let pos = &self.ctl().write_pos.0;
         if blocking_readers {
+            // Ordered before the check for sleepers in `wake`, which a reader that announced
+            // itself and then checked `write_pos` pairs with.
+            pos.store(end, Ordering::SeqCst);
             wake(&self.ctl().data.0);
+        } else {
+            // A plain store on x86: the writer does not stall until its cells reach the
+            // reader, and the cells' and position's lines travel at once.
+            pos.store(end, Ordering::Release);
         }
     }
 
@@ -263,11 +270,15 @@ impl Ring {
 
     /// Queue mode: reader `i` is done with everything before `next`.
     pub fn release(&self, i: usize, next: u64, blocking_writer: bool) {
-        let old = self.ctl().readers[i].0.seq.swap(next, Ordering::SeqCst);
+        let seq = &self.ctl().readers[i].0.seq;
+        if !blocking_writer {
+            seq.store(next, Ordering::Release);
+            return;
+        }
+        let old = seq.swap(next, Ordering::SeqCst);
         // Only the slowest reader makes room: the others would wake a waiting writer for
         // nothing. Of readers that move together, the last to move sees the minimum pass.
-        if blocking_writer
-            && self.ctl().space.0.waiters.load(Ordering::SeqCst) > 0
+        if self.ctl().space.0.waiters.load(Ordering::SeqCst) > 0
             && self.min_reader(u64::MAX) > old
         {
             wake(&self.ctl().space.0);
