@@ -7,12 +7,13 @@ For each OS transport and placement it runs, back to back:
   the same loop written in plain C, pinned the same way.
 It prints msgperf's median round trip / floor's and / C's, and msgperf's stream MB/s / floor's
 and / C's. Then shm's round trip with spinning waits between two CPUs against the hardware's
-cache-line ping-pong (`msgperf floor`).
+cache-line ping-pong (`msgperf floor`) measured just before and after it, in several short
+pairs (--spin-pairs), keeping the pairs during which the vCPUs stayed put.
 With --repeat N the whole sweep runs N times and each ratio is the median of the N (with their
 range), since this shared VM moves single runs by several percent.
 With --compare OTHER_BINARY, every figure is also taken with that msgperf (an older build, say)
 in the same sweep, alternating with this one, and a table is printed for each.
-Usage: bench/ratios.py [--duration 2] [--placement cross-cpu,same-cpu] [--repeat 1]
+Usage: bench/ratios.py [--duration 2] [--placement cross-cpu,same-cpu] [--repeat 1] [--spin-pairs 7]
                        [--msgperf PATH] [--compare PATH]
 """
 import argparse, json, os, re, statistics, subprocess, sys, tempfile
@@ -39,6 +40,8 @@ def main():
     ap.add_argument("--placement", default="cross-cpu,same-cpu")
     ap.add_argument("--transports", default="pipe,uds,tcp,udp")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--spin-pairs", type=int, default=7,
+                    help="shm-against-cache-line pairs per repetition (the median of the kept ones)")
     ap.add_argument("--msgperf", help="the msgperf binary (default: build this tree)")
     ap.add_argument("--compare", help="another msgperf binary measured in the same sweep")
     a = ap.parse_args()
@@ -73,10 +76,22 @@ def table(a, runs):
                           fig(col(lambda x: x["mbs"]), "{:.0f}"),
                           fig(col(lambda x: x["mbs"] / x["floor_mbs"]), "{:.2f}x"),
                           fig(col(lambda x: x["mbs"] / x["c_mbs"]), "{:.2f}x")]))
-    spin = [run["spin"] for run in runs]
-    print(f"\nshm wait=spin, 64 B, cross-cpu: p50 {fig([s['rtt_us'] for s in spin], '{:.2f}')} us, "
-          f"{fig([s['rtt_us'] / s['line_us'] for s in spin], '{:.2f}x')} of the cache-line ping-pong "
-          f"({fig([s['line_us'] for s in spin], '{:.2f}')} us)")
+    spin = [run["spin"] for run in runs if run["spin"]["kept"]]
+    if spin:
+        clock = spin[0]["clock"]
+        print(f"\nshm wait=spin, 64 B, cross-cpu: p50 {fig([s['rtt_us'] for s in spin], '{:.2f}')} us, "
+              f"{fig([s['ratio'] for s in spin], '{:.2f}x')} of the cache-line ping-pong measured just "
+              f"before and after it ({fig([s['line_us'] for s in spin], '{:.2f}')} us; "
+              f"{sum(s['kept'] for s in spin)} pairs kept, {sum(r['spin']['dropped'] for r in runs)} dropped "
+              f"as the vCPUs moved between them)")
+        print(f"per round trip msgperf does what the cache line does not: 5 TSC reads "
+              f"({clock.get('interval_read_cost_ns', 0):.0f} ns each here), 7 histogram records "
+              f"({clock['record_cost_ns']:.0f} ns each), a 64 B copy in and out at each end, the "
+              f"checks of length, sequence and tail, and shm's ring (a record's cells and the write "
+              f"position: two cache lines each way); the responder's read, TSC read and check lie on "
+              f"the round trip, the records after each send mostly overlap the flight")
+    else:
+        print("\nshm wait=spin: no pair kept (the vCPUs moved during every one)")
     print("\nround trip: lower is better, 1.00x = the plain loop; stream: higher is better."
           + (f" Median of {a.repeat} runs (range)." if a.repeat > 1 else ""))
 
@@ -110,17 +125,46 @@ def sweep(a, binaries, c_loop):
             for name, _ in binaries:
                 out[name]["rows"].append(rows[name])
     for name, path in binaries:
+        out[name]["spin"] = spin_pairs(path, a.spin_pairs)
+    return out
+
+
+def cache_line_us(path):
+    """The hardware's cache-line ping-pong between the two CPUs, p50 in us (0.3 s)."""
+    text = sh([path, "floor", "-t", "none", "--stream-size", "64", "--duration", "0.3s",
+               "--placement", "cross-cpu"])
+    line = next(l for l in text.splitlines() if "cache-line ping-pong" in l)
+    # floor | loop | size | cpus | peer | samples | min | p50 | ...
+    return float(re.split(r"\s{2,}", line.strip())[7])
+
+
+def spin_pairs(path, pairs):
+    """shm's spinning round trip (64 B, two CPUs) against the cache-line ping-pong measured just
+    before and just after it. This VM's two vCPUs move between host cores every few hundred
+    milliseconds, and the cache line's round trip with them (0.05, 0.13 or 0.5 us here): a
+    ratio only means something when both figures come from the same placement, so a pair
+    whose two cache-line figures differ by more than 25% is dropped, and the kept pairs'
+    median is the figure."""
+    kept, dropped, clock = [], 0, {}
+    for _ in range(pairs):
+        before = cache_line_us(path)
         with tempfile.NamedTemporaryFile(suffix=".json") as f:
             sh([path, "run", "pingpong", "-t", "shm", "--opt", "wait=spin", "--size", "64", "--duration",
-                a.duration + "s", "--placement", "cross-cpu", "--no-floor", "--json", f.name])
-            rtt = p50(json.load(open(f.name))["cases"][0]["summary"]) / 1e3
-        text = sh([path, "floor", "-t", "shm", "--size", "64", "--stream-size", "64", "--duration",
-                   a.duration + "s", "--placement", "cross-cpu"])
-        line = next(l for l in text.splitlines() if "cache-line ping-pong" in l)
-        # floor | loop | size | cpus | peer | samples | min | p50 | ...
-        cells = re.split(r"\s{2,}", line.strip())
-        out[name]["spin"] = {"rtt_us": rtt, "line_us": float(cells[7])}
-    return out
+                "0.3s", "--warmup", "0.1s", "--placement", "cross-cpu", "--no-floor", "--json", f.name])
+            result = json.load(open(f.name))
+        rtt = p50(result["cases"][0]["summary"]) / 1e3
+        clock = result["environment"]["clock"]
+        after = cache_line_us(path)
+        if max(before, after) > 1.25 * min(before, after):
+            dropped += 1
+            continue
+        line = (before + after) / 2
+        kept.append({"rtt_us": rtt, "line_us": line, "ratio": rtt / line})
+    if not kept:
+        return {"rtt_us": float("nan"), "line_us": float("nan"), "ratio": float("nan"), "kept": 0,
+                "dropped": dropped, "clock": clock}
+    mid = sorted(kept, key=lambda k: k["ratio"])[len(kept) // 2]
+    return dict(mid, kept=len(kept), dropped=dropped, clock=clock)
 
 
 if __name__ == "__main__":

@@ -85,6 +85,10 @@ pub struct ClockInfo {
     pub read_cost_ns: f64,
     /// Cost of recording one sample in a histogram.
     pub record_cost_ns: f64,
+    /// Cost of one reading of the interval clock (the TSC, where the CPU has an invariant one),
+    /// which times intervals within one process.
+    #[serde(default)]
+    pub interval_read_cost_ns: f64,
 }
 
 /// Where the roles of a case run.

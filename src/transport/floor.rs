@@ -181,14 +181,16 @@ pub(crate) fn measure_round_trips(
     mut exchange: impl FnMut() -> bool,
 ) -> std::io::Result<FloorFigure> {
     let mut samples: Vec<u32> = Vec::with_capacity(MAX_SAMPLES);
-    let warm_end = sys::monotonic_ns() + roles.warmup.as_nanos() as u64;
+    // Timed as the ping-pong workload times its round trips: on the interval clock.
+    let clock = crate::measure::clock::IntervalClock::new();
+    let warm_end = clock.now() + roles.warmup.as_nanos() as u64;
     let end = warm_end + roles.duration.as_nanos() as u64;
     loop {
-        let t0 = sys::monotonic_ns();
+        let t0 = clock.now();
         if !exchange() {
             return Err(std::io::Error::other("the floor's peer stopped answering"));
         }
-        let t1 = sys::monotonic_ns();
+        let t1 = clock.now();
         if t0 >= warm_end {
             samples.push((t1 - t0).min(u32::MAX as u64) as u32);
         }

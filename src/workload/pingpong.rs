@@ -7,7 +7,7 @@ use super::{
     receive_in_place, two_roles, RoleControl, RoleError, RoleSpec, Sent, StopRule, Topology,
     Workload,
 };
-use crate::measure::{clock, Metric, Recorder};
+use crate::measure::{clock::IntervalClock, Metric, Recorder};
 use crate::result::{CaseConfig, FloorKind, LatencyKind, RoleKind};
 use crate::transport::{Capabilities, Endpoint, Exchange, TransportError};
 use std::sync::atomic::AtomicBool;
@@ -85,22 +85,27 @@ fn initiate(
 ) -> Result<Sent, RoleError> {
     let mut out = Outgoing::new(case.size_bytes, case.checksum);
     let mut buf = receive_buffer(case);
+    let clock = IntervalClock::new();
     phases(case, rec, |rec, seq, rule, record| {
-        exchange(ep, case, rec, &mut out, &mut buf, seq, rule, record, stop)
+        exchange(
+            ep, case, rec, &mut out, &mut buf, seq, rule, record, stop, &clock,
+        )
     })
 }
 
 /// The responder: echoes every message until END.
 fn respond(ep: &mut dyn Endpoint, case: &CaseConfig, rec: &mut Recorder) -> Result<(), RoleError> {
     let mut buf = receive_buffer(case);
+    let clock = IntervalClock::new();
     let mut measuring = false;
     // A read is timed from the return of the call before it: only a few ns of this loop's
     // bookkeeping lie between, and one timestamp fewer per round trip matters when both
-    // roles share a CPU.
-    let mut last = clock::now();
+    // roles share a CPU. Every time here is subtracted from another of this process: the
+    // interval clock's, whose reading does not stall the echo.
+    let mut last = clock.now();
     loop {
         let n = receive(ep, &mut buf, case, &mut rec.counters)?;
-        let t1 = clock::now();
+        let t1 = clock.now();
         let t0 = std::mem::replace(&mut last, t1);
         let m = &buf[..n];
         let flags = message::flags(m);
@@ -119,7 +124,7 @@ fn respond(ep: &mut dyn Endpoint, case: &CaseConfig, rec: &mut Recorder) -> Resu
             continue;
         }
         ep.send(m)?;
-        let t2 = clock::now();
+        let t2 = clock.now();
         last = t2;
         if measuring {
             rec.record_primary(Metric::RECV_CALL, t1 - t0, t1);
@@ -147,11 +152,12 @@ fn exchange(
     rule: StopRule,
     record: bool,
     stop: &AtomicBool,
+    clock: &IntervalClock,
 ) -> Result<(), RoleError> {
     let flags = if record { MEASURED } else { 0 };
     let mut done = 0u64;
     loop {
-        let t0 = clock::now();
+        let t0 = clock.now();
         let this = *seq;
         if case.zero_copy {
             ep.send_with(case.size_bytes, &mut |slot| {
@@ -162,7 +168,7 @@ fn exchange(
         }
         // It went out: END counts it, whatever its reply does.
         *seq += 1;
-        let t1 = clock::now();
+        let t1 = clock.now();
         // Wait for this round trip's reply; on an unreliable transport a lost one is counted
         // and a late one (of a round trip already counted lost) is skipped.
         let n = loop {
@@ -199,7 +205,7 @@ fn exchange(
                 Err(e) => return Err(e.into()),
             }
         };
-        let t2 = clock::now();
+        let t2 = clock.now();
         match n {
             None => rec.counters.lost += 1,
             Some((n, check)) => {
