@@ -1,7 +1,7 @@
 //! Writing and reading one ring with a wait strategy, and the endpoint built of them: a pair's
 //! two sides (two rings), or a topic's reader (which reads the shared ring).
 
-use super::ring::{self, Record, Ring, MODE_LATEST};
+use super::ring::{self, Body, Record, Ring, MODE_LATEST};
 use super::{header, Config, WaitKind};
 use crate::transport::{Endpoint, TransportError};
 use memmap2::MmapRaw;
@@ -76,18 +76,23 @@ impl RingWriter {
         }
     }
 
-    /// Writes a message of `len` bytes built in place by `build`, to every reader or `to` one.
+    /// Writes a message of `len` bytes made of `body`, to every reader or `to` one.
     pub fn write(
         &mut self,
         cfg: &Config,
         timeout: Duration,
         len: usize,
         to: Option<usize>,
-        build: &mut dyn FnMut(&mut [u8]),
+        body: Body,
         gone: &mut dyn FnMut() -> bool,
     ) -> Result<(), TransportError> {
         let latest = cfg.mode == MODE_LATEST;
-        let address = if to.is_some() { ring::CELL } else { 0 };
+        let built = matches!(body, Body::Build(_));
+        let address = if to.is_some() || built {
+            ring::CELL
+        } else {
+            0
+        };
         let max = self.ring.max_message(latest) - address;
         if len > max {
             return Err(TransportError::TooLarge { len, max });
@@ -99,11 +104,14 @@ impl RingWriter {
         }
         let block = cfg.wait == WaitKind::Block;
         if latest {
-            self.ring.write_latest(build, len, block);
+            match body {
+                Body::Copy(m) => self.ring.write_latest(&mut |b| b.copy_from_slice(m), len, block),
+                Body::Build(build) => self.ring.write_latest(build, len, block),
+            }
             return Ok(());
         }
         let w = self.w;
-        let (start, end) = self.ring.place(w, len, to);
+        let (start, end) = self.ring.place(w, len, to, built);
         if !self.ring.has_space(end, self.min_reader) {
             self.min_reader = self.ring.min_reader(w);
             if !self.ring.has_space(end, self.min_reader) {
@@ -121,8 +129,7 @@ impl RingWriter {
                 self.min_reader = self.ring.min_reader(w);
             }
         }
-        build(self.ring.record_for_write(w, start, len, to));
-        self.ring.seal(start, len, to);
+        self.ring.put(w, start, end, len, to, body);
         self.ring.publish(end, block);
         self.w = end;
         Ok(())
@@ -133,9 +140,8 @@ impl RingWriter {
 pub(super) struct RingReader {
     pub ring: Ring,
     pub cursor: usize,
-    /// Where the next record is, and the writer's position as last seen.
+    /// Where the next record is.
     r: u64,
-    written: u64,
     /// Latest mode: the version of the last message read.
     seen: u64,
 }
@@ -150,7 +156,6 @@ impl RingReader {
             ring,
             cursor,
             r,
-            written: 0,
             seen: 0,
         }
     }
@@ -175,21 +180,21 @@ impl RingReader {
         let block = cfg.wait == WaitKind::Block;
         loop {
             let r = self.r;
-            if self.written <= r {
-                self.written = self.ring.write_pos();
-                if self.written <= r {
+            let record = match self.ring.record_for_read(r, self.cursor) {
+                Some(record) => record,
+                None => {
                     let ring = &self.ring;
                     wait(
                         cfg,
                         timeout,
                         &ring.ctl().data.0,
-                        &mut || ring.write_pos() > r,
+                        &mut || ring.published(r),
                         gone,
                     )?;
-                    self.written = self.ring.write_pos();
+                    continue;
                 }
-            }
-            match self.ring.record_for_read(r, self.cursor) {
+            };
+            match record {
                 Record::Mine(msg, next) => {
                     let n = msg.len();
                     read(msg);
@@ -211,17 +216,17 @@ impl RingReader {
         if cfg.mode == MODE_LATEST {
             return latest_is_new(&self.ring, self.seen);
         }
-        while self.ring.write_pos() > self.r {
+        loop {
             match self.ring.record_for_read(self.r, self.cursor) {
-                Record::Mine(..) => return true,
-                Record::Other(next) => {
+                Some(Record::Mine(..)) => return true,
+                Some(Record::Other(next)) => {
                     self.ring
                         .release(self.cursor, next, cfg.wait == WaitKind::Block);
                     self.r = next;
                 }
+                None => return false,
             }
         }
-        false
     }
 
     /// Latest mode: copies the newest message not yet read into `buf`.
@@ -335,9 +340,23 @@ pub(super) struct ShmEndpoint {
     pub my_closed: u32,
 }
 
+impl ShmEndpoint {
+    fn write(&mut self, len: usize, body: Body) -> Result<(), TransportError> {
+        let (map, peer) = (&self.map, self.peer);
+        let Some(tx) = self.tx.as_mut() else {
+            return Err(TransportError::Unsupported(
+                "a topic's reader only reads".into(),
+            ));
+        };
+        tx.write(&self.cfg, self.timeout, len, None, body, &mut || {
+            peer.gone(map)
+        })
+    }
+}
+
 impl Endpoint for ShmEndpoint {
     fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
-        self.send_with(msg.len(), &mut |slot| slot.copy_from_slice(msg))
+        self.write(msg.len(), Body::Copy(msg))
     }
 
     fn send_with(
@@ -345,15 +364,7 @@ impl Endpoint for ShmEndpoint {
         len: usize,
         build: &mut dyn FnMut(&mut [u8]),
     ) -> Result<(), TransportError> {
-        let (map, peer) = (&self.map, self.peer);
-        let Some(tx) = self.tx.as_mut() else {
-            return Err(TransportError::Unsupported(
-                "a topic's reader only reads".into(),
-            ));
-        };
-        tx.write(&self.cfg, self.timeout, len, None, build, &mut || {
-            peer.gone(map)
-        })
+        self.write(len, Body::Build(build))
     }
 
     fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {

@@ -8,13 +8,15 @@
 //! record:   the message itself (its first 4 bytes are its length, as the transport contract
 //!           says), in 64-byte cells; a padding record to the ring's end starts with u32::MAX;
 //!           a record for one reader only starts with a cell [u32::MAX - 1, reader, length]
-//!           and holds the message in the cells after it (the other readers skip it)
+//!           and holds the message in the cells after it (the other readers skip it); a
+//!           message its sender built in place starts with a cell [u32::MAX - 2, 0, length].
+//!           A record's first word (its head) is written last: readers wait on it (see `put`)
 //! ```
 //! Every counter sits on its own 128-byte line so that the writer and the readers do not
 //! false-share. Queue mode: positions count 64-byte cells; a message takes the cells it needs,
 //! consecutive ones, so small messages pack densely and large ones fit without a per-slot
-//! maximum. The writer publishes by advancing `write_pos` and waits while the slowest active
-//! reader is a whole ring behind. Latest mode: one record under a seqlock; the writer never
+//! maximum. The writer publishes a record by storing its head last, and waits while the slowest
+//! active reader is a whole ring behind. Latest mode: one record under a seqlock; the writer never
 //! waits, a reader copies and retries if the writer overwrote it meanwhile.
 
 #![allow(unsafe_code)]
@@ -24,7 +26,7 @@ use std::time::Duration;
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"MSGPERF1");
 /// Bumped whenever the layout changes: an older or newer msgperf refuses the segment.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 pub const MAX_READERS: usize = 8;
 pub const HEADER_BYTES: usize = 4096;
 const LINE: usize = 128;
@@ -34,6 +36,16 @@ pub const CELL: usize = 64;
 const PAD: u32 = u32::MAX;
 /// Marks a record for one reader of a topic.
 const TO_ONE: u32 = u32::MAX - 1;
+/// Marks a record whose message the sender built in place.
+const BUILT: u32 = u32::MAX - 2;
+
+/// What a record's message is made from.
+pub enum Body<'a> {
+    /// A copy of these bytes (whose first four are the length).
+    Copy(&'a [u8]),
+    /// Built in place by the sender.
+    Build(&'a mut dyn FnMut(&mut [u8])),
+}
 
 pub const MODE_QUEUE: u32 = 0;
 pub const MODE_LATEST: u32 = 1;
@@ -126,6 +138,9 @@ pub struct Ring {
     cells: *mut u8,
     /// Capacity in cells.
     cap: u64,
+    /// `cap - 1` when `cap` is a power of two (the default capacities): positions then wrap
+    /// with a mask, not a 64-bit division, which costs tens of cycles on the message's path.
+    mask: Option<u64>,
 }
 
 // SAFETY: the ring only holds pointers into a shared mapping whose lifetime the endpoint
@@ -142,6 +157,9 @@ impl Ring {
             ctl: start as *const RingCtl,
             cells: start.add(ctl_bytes()),
             cap: (ring_bytes / CELL) as u64,
+            mask: (ring_bytes / CELL)
+                .is_power_of_two()
+                .then_some((ring_bytes / CELL) as u64 - 1),
         }
     }
 
@@ -159,7 +177,16 @@ impl Ring {
 
     fn cell(&self, pos: u64) -> *mut u8 {
         // SAFETY: the index is reduced modulo the capacity.
-        unsafe { self.cells.add((pos % self.cap) as usize * CELL) }
+        unsafe { self.cells.add(self.index(pos) as usize * CELL) }
+    }
+
+    /// Where position `pos` falls in the ring, in cells.
+    #[inline(always)]
+    fn index(&self, pos: u64) -> u64 {
+        match self.mask {
+            Some(m) => pos & m,
+            None => pos % self.cap,
+        }
     }
 
     /// Queue mode: the lowest position any active reader still needs.
@@ -174,98 +201,129 @@ impl Ring {
     }
 
     /// Queue mode: where a message of `len` bytes written at `w` starts (after padding to the
-    /// ring's end if it would wrap) and where it ends; `to` one reader only, or every reader.
-    pub fn place(&self, w: u64, len: usize, to: Option<usize>) -> (u64, u64) {
-        let need = cells(len) + u64::from(to.is_some());
-        let room = self.cap - w % self.cap;
+    /// ring's end if it would wrap) and where it ends; `to` one reader only, or every reader;
+    /// `built` in place by the sender rather than copied.
+    pub fn place(&self, w: u64, len: usize, to: Option<usize>, built: bool) -> (u64, u64) {
+        let need = cells(len) + u64::from(to.is_some() || built);
+        let room = self.cap - self.index(w);
         let start = if need > room { w + room } else { w };
         (start, start + need)
     }
 
+    /// Whether a record ending at `end` fits: its cells, and the head of the cell after it,
+    /// which the writer clears before publishing (see `put`).
     pub fn has_space(&self, end: u64, min_reader: u64) -> bool {
-        end - min_reader <= self.cap
+        end + 1 - min_reader <= self.cap
     }
 
-    /// Queue mode: the cells of a message placed at `start` (after `w`), to build in place.
-    /// The caller must have space up to its end, and calls `seal` once it is built.
-    // The cells are shared memory that the protocol, not a borrow, gives to the writer.
-    #[allow(clippy::mut_from_ref)]
-    pub fn record_for_write(&self, w: u64, start: u64, len: usize, to: Option<usize>) -> &mut [u8] {
-        // SAFETY: no reader reads past `write_pos`, and the writer owns these cells until it
-        // publishes them.
+    /// The head of the record at `pos`: the word a reader waits on there.
+    fn head(&self, pos: u64) -> &AtomicU32 {
+        // SAFETY: every cell is mapped and 64-byte aligned.
+        unsafe { &*(self.cell(pos) as *const AtomicU32) }
+    }
+
+    /// Queue mode: writes a record placed by `place` at `start` (after `w`) and publishes it.
+    /// The caller has space up to `end` + 1.
+    ///
+    /// A reader waits on the head (first word) of the cell at its position, which is 0 until
+    /// the record there is whole: the writer writes everything else first, clears the head of
+    /// the cell after the record (where readers go next), and stores the head last with
+    /// release order. So a reader learns of a message from the message's own cache line, not
+    /// from a position on another line: one line crosses between the CPUs, not two. The head
+    /// is the message's own length (its first four bytes), or PAD (the rest of the ring is
+    /// skipped), or a prefix cell's TO_ONE (for one reader) or BUILT (a message built in place,
+    /// whose builder writes its first bytes in an order the ring does not control).
+    pub fn put(&self, w: u64, start: u64, end: u64, len: usize, to: Option<usize>, body: Body) {
+        let prefix = to.is_some() || matches!(body, Body::Build(_));
+        let at = start + u64::from(prefix);
+        // SAFETY: every active reader released these cells (the caller checked the space),
+        // and none reads them before their head is published below.
         unsafe {
-            if start > w {
-                let c = self.cell(w) as *mut u32;
-                c.write(PAD);
-                c.add(1).write((start - w) as u32);
+            let msg = std::slice::from_raw_parts_mut(self.cell(at), len);
+            match body {
+                Body::Copy(m) => msg[4..].copy_from_slice(&m[4..len]),
+                Body::Build(build) => build(msg),
             }
-            let mut at = start;
-            if let Some(reader) = to {
+            self.head(end).store(0, Ordering::Relaxed);
+            let own = if prefix {
+                // The message's length, whatever a builder wrote there.
+                (msg.as_mut_ptr() as *mut u32).write(len as u32);
                 let c = self.cell(start) as *mut u32;
-                c.write(TO_ONE);
-                c.add(1).write(reader as u32);
+                c.add(1).write(to.unwrap_or(0) as u32);
                 c.add(2).write(len as u32);
-                at += 1;
+                if to.is_some() {
+                    TO_ONE
+                } else {
+                    BUILT
+                }
+            } else {
+                len as u32
+            };
+            if start > w {
+                // The record first (its head too), then the padding that leads readers to it.
+                self.head(start).store(own, Ordering::Relaxed);
+                (self.cell(w) as *mut u32).add(1).write((start - w) as u32);
+                self.head(w).store(PAD, Ordering::Release);
+            } else {
+                self.head(start).store(own, Ordering::Release);
             }
-            std::slice::from_raw_parts_mut(self.cell(at), len)
         }
     }
 
-    /// Queue mode: writes the message's length into its first four bytes, whatever the
-    /// builder wrote there, so a reader can always find the next record.
-    pub fn seal(&self, start: u64, len: usize, to: Option<usize>) {
-        let at = start + u64::from(to.is_some());
-        // SAFETY: as in `record_for_write`.
-        unsafe { (self.cell(at) as *mut u32).write_unaligned(len as u32) };
-    }
-
-    /// Queue mode: makes everything up to `end` visible to readers.
+    /// Queue mode: notes the writer's position after a record, and wakes sleeping readers.
     pub fn publish(&self, end: u64, blocking_readers: bool) {
         let pos = &self.ctl().write_pos.0;
         if blocking_readers {
-            // Ordered before the check for sleepers in `wake`, which a reader that announced
-            // itself and then checked `write_pos` pairs with.
+            // A full fence after the head's store and before the check for sleepers in
+            // `wake`, which a reader that announced itself and then checked the head pairs with.
             pos.store(end, Ordering::SeqCst);
             wake(&self.ctl().data.0);
         } else {
-            // A plain store on x86: the writer does not stall until its cells reach the
-            // reader, and the cells' and position's lines travel at once.
+            // Nobody waits on it: a plain store on x86, on a line no reader reads.
             pos.store(end, Ordering::Release);
         }
     }
 
-    pub fn write_pos(&self) -> u64 {
-        self.ctl().write_pos.0.load(Ordering::Acquire)
-    }
-
-    /// Queue mode: the record at `r` (skipping padding) as reader `me` finds it; a message is
-    /// in place, valid until the reader releases its position. The caller checked
-    /// `r < write_pos`.
-    pub fn record_for_read(&self, mut r: u64, me: usize) -> Record<'_> {
+    /// Queue mode: the record at `r` (skipping padding) as reader `me` finds it, or None if
+    /// none is there yet; a message is in place, valid until the reader releases its position.
+    pub fn record_for_read(&self, mut r: u64, me: usize) -> Option<Record<'_>> {
         let max = self.max_message(false);
-        // SAFETY: published records are not rewritten until every active reader released them.
+        let mut head = self.head(r).load(Ordering::Acquire);
+        // SAFETY: a published record is not rewritten until every active reader released it.
         unsafe {
-            let mut head = (self.cell(r) as *const u32).read();
             if head == PAD {
                 r += (self.cell(r) as *const u32).add(1).read() as u64;
-                head = (self.cell(r) as *const u32).read();
+                head = self.head(r).load(Ordering::Acquire);
             }
-            if head == TO_ONE {
-                let c = self.cell(r) as *const u32;
-                let reader = c.add(1).read() as usize;
-                let len = (c.add(2).read() as usize).min(max);
-                let next = r + 1 + cells(len);
-                if reader != me {
-                    return Record::Other(next);
+            match head {
+                0 => None,
+                TO_ONE | BUILT => {
+                    let c = self.cell(r) as *const u32;
+                    let reader = c.add(1).read() as usize;
+                    let len = (c.add(2).read() as usize).min(max);
+                    let next = r + 1 + cells(len);
+                    if head == TO_ONE && reader != me {
+                        return Some(Record::Other(next));
+                    }
+                    Some(Record::Mine(
+                        std::slice::from_raw_parts(self.cell(r + 1), len),
+                        next,
+                    ))
                 }
-                return Record::Mine(std::slice::from_raw_parts(self.cell(r + 1), len), next);
+                len => {
+                    let len = (len as usize).min(max);
+                    Some(Record::Mine(
+                        std::slice::from_raw_parts(self.cell(r), len),
+                        r + cells(len),
+                    ))
+                }
             }
-            let len = (head as usize).min(max);
-            Record::Mine(
-                std::slice::from_raw_parts(self.cell(r), len),
-                r + cells(len),
-            )
         }
+    }
+
+    /// Queue mode: whether a record (for any reader) is published at `r`.
+    pub fn published(&self, r: u64) -> bool {
+        self.head(r).load(Ordering::Acquire) != 0
     }
 
     /// Queue mode: reader `i` is done with everything before `next`.
@@ -481,8 +539,10 @@ mod tests {
     }
 
     /// One writer, three readers, a small ring and messages of varied sizes (so records wrap
-    /// with padding), every fifth one for one reader only: every reader sees every message
-    /// for all and each one for it, once, in order, whole, and none for another reader.
+    /// with padding), every fifth one for one reader only, some copied and some built in
+    /// place: every reader sees every message for all and each one for it, once, in order,
+    /// whole (a reader that saw a record's head before its bytes would find it torn), and none
+    /// for another reader.
     #[test]
     fn queue_delivers_everything_to_every_reader_under_stress() {
         // Four threads on a 2-CPU machine: waits yield, or the spinners starve each other.
@@ -507,12 +567,10 @@ mod tests {
                     let (mut got, mut skipped) = (0u64, 0u64);
                     for expect in mine {
                         let (msg, next) = loop {
-                            while r.write_pos() <= pos {
-                                std::thread::yield_now();
-                            }
                             match r.record_for_read(pos, i) {
-                                Record::Mine(msg, next) => break (msg, next),
-                                Record::Other(next) => {
+                                None => std::thread::yield_now(),
+                                Some(Record::Mine(msg, next)) => break (msg, next),
+                                Some(Record::Other(next)) => {
                                     skipped += 1;
                                     r.release(i, next, false);
                                     pos = next;
@@ -532,12 +590,20 @@ mod tests {
         let w = unsafe { Ring::new(base as *mut u8, 0, RING) };
         let mut pos = 0;
         for seq in 0..N {
-            let (start, end) = w.place(pos, size(seq), to(seq));
+            // Copied, or built in place (every third one).
+            let built = seq % 3 == 1;
+            let (start, end) = w.place(pos, size(seq), to(seq), built);
             while !w.has_space(end, w.min_reader(pos)) {
                 std::thread::yield_now();
             }
-            pattern(seq, w.record_for_write(pos, start, size(seq), to(seq)));
-            w.seal(start, size(seq), to(seq));
+            let mut msg = vec![0u8; size(seq)];
+            pattern(seq, &mut msg);
+            let body = if built {
+                Body::Build(&mut |b: &mut [u8]| pattern(seq, b))
+            } else {
+                Body::Copy(&msg)
+            };
+            w.put(pos, start, end, size(seq), to(seq), body);
             w.publish(end, false);
             pos = end;
         }

@@ -3,7 +3,7 @@
 //! [`crate::transport::Side::Subscribe`] (see `mod.rs`); this is the writer.
 
 use super::endpoint::{wake_all, Peer, RingWriter};
-use super::ring::{self, Ring};
+use super::ring::{self, Body, Ring};
 use super::{header, Config};
 use crate::transport::{Endpoint, TransportError};
 use memmap2::MmapRaw;
@@ -43,14 +43,10 @@ impl Topic {
         }
     }
 
-    fn write(
-        &mut self,
-        len: usize,
-        build: &mut dyn FnMut(&mut [u8]),
-    ) -> Result<(), TransportError> {
+    fn write(&mut self, len: usize, body: Body) -> Result<(), TransportError> {
         let (map, shared, n) = (&self.map, &self.shared, self.readers);
         self.tx
-            .write(&self.cfg, self.timeout, len, None, build, &mut || {
+            .write(&self.cfg, self.timeout, len, None, body, &mut || {
                 drop_gone_readers(map, shared, n)
             })
     }
@@ -84,14 +80,14 @@ fn reader_peer(map: &MmapRaw, k: usize) -> Peer {
 
 impl Endpoint for Topic {
     fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
-        self.write(msg.len(), &mut |slot| slot.copy_from_slice(msg))
+        self.write(msg.len(), Body::Copy(msg))
     }
     fn send_with(
         &mut self,
         len: usize,
         build: &mut dyn FnMut(&mut [u8]),
     ) -> Result<(), TransportError> {
-        self.write(len, build)
+        self.write(len, Body::Build(build))
     }
     fn recv(&mut self, _buf: &mut [u8]) -> Result<usize, TransportError> {
         Err(TransportError::Unsupported(
