@@ -11,42 +11,7 @@ pub fn now() -> u64 {
     sys::monotonic_ns()
 }
 
-/// The interval clock: for times subtracted within one process (a round trip, a call's
-/// duration), the TSC read without a fence through quanta, calibrated against CLOCK_MONOTONIC.
-/// A reading costs a third of a vDSO clock read here and, unfenced, does not stall the loop
-/// it times, which matters on the round trip itself. Its readings are CLOCK_MONOTONIC
-/// nanoseconds to within microseconds (good for window and interval ends), never the time a
-/// message carries to another process: one-way latency uses [`now`].
-pub struct IntervalClock {
-    clock: quanta::Clock,
-    raw0: u64,
-    mono0: u64,
-}
-
-impl IntervalClock {
-    /// The first in a process calibrates the TSC (a few milliseconds): make it before measuring.
-    pub fn new() -> Self {
-        let clock = quanta::Clock::new();
-        let raw0 = clock.raw();
-        IntervalClock {
-            clock,
-            raw0,
-            mono0: now(),
-        }
-    }
-
-    /// Now, in nanoseconds of CLOCK_MONOTONIC as calibrated.
-    #[inline(always)]
-    pub fn now(&self) -> u64 {
-        self.mono0 + self.clock.delta_as_nanos(self.raw0, self.clock.raw())
-    }
-}
-
-impl Default for IntervalClock {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+pub use crate::sys::IntervalClock;
 
 /// Measures the clock: claimed resolution, smallest step seen, cost of one read, and the cost
 /// of recording one sample in a histogram.

@@ -182,7 +182,7 @@ pub(crate) fn measure_round_trips(
 ) -> std::io::Result<FloorFigure> {
     let mut samples: Vec<u32> = Vec::with_capacity(MAX_SAMPLES);
     // Timed as the ping-pong workload times its round trips: on the interval clock.
-    let clock = crate::measure::clock::IntervalClock::new();
+    let clock = sys::IntervalClock::new();
     let warm_end = clock.now() + roles.warmup.as_nanos() as u64;
     let end = warm_end + roles.duration.as_nanos() as u64;
     loop {
