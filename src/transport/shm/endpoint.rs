@@ -88,11 +88,7 @@ impl RingWriter {
     ) -> Result<(), TransportError> {
         let latest = cfg.mode == MODE_LATEST;
         let built = matches!(body, Body::Build(_));
-        let address = if to.is_some() || built {
-            ring::CELL
-        } else {
-            0
-        };
+        let address = if to.is_some() || built { ring::CELL } else { 0 };
         let max = self.ring.max_message(latest) - address;
         if len > max {
             return Err(TransportError::TooLarge { len, max });
@@ -105,7 +101,9 @@ impl RingWriter {
         let block = cfg.wait == WaitKind::Block;
         if latest {
             match body {
-                Body::Copy(m) => self.ring.write_latest(&mut |b| b.copy_from_slice(m), len, block),
+                Body::Copy(m) => self
+                    .ring
+                    .write_latest(&mut |b| b.copy_from_slice(m), len, block),
                 Body::Build(build) => self.ring.write_latest(build, len, block),
             }
             return Ok(());

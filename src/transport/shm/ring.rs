@@ -336,8 +336,7 @@ impl Ring {
         let old = seq.swap(next, Ordering::SeqCst);
         // Only the slowest reader makes room: the others would wake a waiting writer for
         // nothing. Of readers that move together, the last to move sees the minimum pass.
-        if self.ctl().space.0.waiters.load(Ordering::SeqCst) > 0
-            && self.min_reader(u64::MAX) > old
+        if self.ctl().space.0.waiters.load(Ordering::SeqCst) > 0 && self.min_reader(u64::MAX) > old
         {
             wake(&self.ctl().space.0);
         }
