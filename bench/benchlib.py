@@ -76,6 +76,16 @@ def wait_port(port, bound=10):
     sys.exit(f"nothing answered on port {port} within {bound} s")
 
 
+def stop(process, grace=10):
+    """Stops a process this script started: SIGTERM, then SIGKILL after `grace` seconds."""
+    process.terminate()
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def csv_rows(text):
     return csv.DictReader(io.StringIO(text))
 

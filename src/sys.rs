@@ -29,8 +29,8 @@ pub fn monotonic_ns() -> u64 {
 
 /// The interval clock: for times subtracted within one process (a round trip, a call's
 /// duration), the TSC read without a fence through quanta, calibrated against CLOCK_MONOTONIC.
-/// A reading costs a third of a vDSO clock read here and, unfenced, does not stall the loop
-/// it times, which matters on the round trip itself. Its readings are CLOCK_MONOTONIC
+/// A reading costs less than a vDSO clock read (each run records both) and, unfenced, does
+/// not stall the loop it times, which matters on the round trip itself. Its readings are CLOCK_MONOTONIC
 /// nanoseconds to within microseconds (good for window and interval ends), never the time a
 /// message carries to another process: one-way latency uses [`monotonic_ns`].
 pub struct IntervalClock {

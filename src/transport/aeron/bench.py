@@ -9,7 +9,7 @@ clock; it needs HdrHistogram_c, which Debian does not package, so bench/aeron_pi
 the four calls it makes, keeping every value for exact percentiles."""
 import atexit, glob, os, re, shutil, subprocess, sys, tempfile, time
 
-from benchlib import cpus_of, msgperf_cases, sh
+from benchlib import cpus_of, msgperf_cases, sh, stop
 
 TABLES = [
     dict(workload="aeron-vs-cping",
@@ -85,12 +85,7 @@ def cping_p50_us(ctx, placement, size):
     finally:
         for p in (pong, driver):
             if p:
-                p.terminate()
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+                stop(p)
         shutil.rmtree(directory, ignore_errors=True)
 
 

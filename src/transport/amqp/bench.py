@@ -2,7 +2,7 @@
 Maven Central) and msgperf against one rabbitmq-server that this part starts."""
 import json, os, re, shutil, statistics, subprocess, sys, tempfile, time
 
-from benchlib import CpuSampler, cpus_of, free_port, role_cpu_per_message, run_sampled, sh, wait_port
+from benchlib import CpuSampler, cpus_of, free_port, role_cpu_per_message, run_sampled, sh, stop, wait_port
 
 TABLES = [
     dict(workload="perftest-rate",
@@ -92,12 +92,7 @@ class RabbitMQ:
 
     def stop(self):
         for p in (self.server, self.epmd):
-            p.terminate()
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+            stop(p, 20)
         self.dir.cleanup()
 
 

@@ -4,7 +4,7 @@ ConsumerPerformance beside it), both tools and msgperf against one broker that t
 starts."""
 import datetime, json, os, re, subprocess, sys, tempfile, time
 
-from benchlib import CpuSampler, cpus_of, free_port, role_cpu_per_message, run_sampled, sh
+from benchlib import CpuSampler, cpus_of, free_port, role_cpu_per_message, run_sampled, sh, stop
 
 TABLES = [
     dict(workload="kafka-e2e",
@@ -119,12 +119,7 @@ def kafka_tools(msgperf, placement, duration):
                                  ours=mine, tool=consumer, ratio=mine / consumer, cpu=cpu,
                                  ours_cpu=role_cpu_per_message(case, broker_cpu)))
         finally:
-            broker.terminate()
-            try:
-                broker.wait(10)
-            except subprocess.TimeoutExpired:
-                broker.kill()
-                broker.wait()
+            stop(broker)
     return rows
 
 

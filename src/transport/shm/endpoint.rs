@@ -128,7 +128,9 @@ impl RingWriter {
             }
         }
         self.ring.put(w, start, end, len, to, body);
-        self.ring.publish(end, block);
+        if block {
+            self.ring.wake_readers();
+        }
         self.w = end;
         Ok(())
     }

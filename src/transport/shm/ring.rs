@@ -4,7 +4,7 @@
 //! ```text
 //! pair:     Header (one page) | Ring 0 (side 0 -> side 1) | Ring 1 (side 1 -> side 0)
 //! topic:    Header | Ring 0 (the writer -> every reader)
-//! ring:     write_pos | reader cursors x MAX_READERS | data futex | space futex | seqlock | cells
+//! ring:     reader cursors x MAX_READERS | data futex | space futex | seqlock | cells
 //! record:   the message itself (its first 4 bytes are its length, as the transport contract
 //!           says), in 64-byte cells; a padding record to the ring's end starts with u32::MAX;
 //!           a record for one reader only starts with a cell [u32::MAX - 1, reader, length]
@@ -103,7 +103,6 @@ pub struct Futex {
 
 #[repr(C)]
 pub struct RingCtl {
-    pub write_pos: Line<AtomicU64>,
     pub readers: [Line<Cursor>; MAX_READERS],
     pub data: Line<Futex>,
     pub space: Line<Futex>,
@@ -189,9 +188,10 @@ impl Ring {
         }
     }
 
-    /// Queue mode: the lowest position any active reader still needs.
-    pub fn min_reader(&self, write_pos: u64) -> u64 {
-        let mut min = write_pos;
+    /// Queue mode: the lowest position any active reader still needs (`w`, the writer's, if
+    /// none is behind it).
+    pub fn min_reader(&self, w: u64) -> u64 {
+        let mut min = w;
         for r in &self.ctl().readers {
             if r.0.active.load(Ordering::Acquire) != 0 {
                 min = min.min(r.0.seq.load(Ordering::Acquire));
@@ -270,18 +270,12 @@ impl Ring {
         }
     }
 
-    /// Queue mode: notes the writer's position after a record, and wakes sleeping readers.
-    pub fn publish(&self, end: u64, blocking_readers: bool) {
-        let pos = &self.ctl().write_pos.0;
-        if blocking_readers {
-            // A full fence after the head's store and before the check for sleepers in
-            // `wake`, which a reader that announced itself and then checked the head pairs with.
-            pos.store(end, Ordering::SeqCst);
-            wake(&self.ctl().data.0);
-        } else {
-            // Nobody waits on it: a plain store on x86, on a line no reader reads.
-            pos.store(end, Ordering::Release);
-        }
+    /// Queue mode, after `put` where readers may sleep (wait=block): wakes those that do.
+    pub fn wake_readers(&self) {
+        // A full fence after the head's store and before the check for sleepers in `wake`,
+        // which a reader that announced itself and then checked the head pairs with.
+        fence(Ordering::SeqCst);
+        wake(&self.ctl().data.0);
     }
 
     /// Queue mode: the record at `r` (skipping padding) as reader `me` finds it, or None if
@@ -603,7 +597,6 @@ mod tests {
                 Body::Copy(&msg)
             };
             w.put(pos, start, end, size(seq), to(seq), body);
-            w.publish(end, false);
             pos = end;
         }
         let addressed = N / 5;
