@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! cli ─► plan ─► exec ─► workload ─┬─► transport   (imports nothing of the other rooms)
+//!                                  ├─► codec       (typed bodies and their formats; likewise)
 //!                                  └─► measure ─► result
 //! cli ─► report ─► result                          (report reads results only)
 //! ```
@@ -12,6 +13,7 @@
 #![deny(unsafe_code)]
 
 pub mod cli;
+pub mod codec;
 pub mod deadline;
 pub mod delivery;
 pub mod exec;

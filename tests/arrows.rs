@@ -9,9 +9,10 @@ const LEAVES: &[&str] = &["deadline", "delivery", "histogram", "units", "sys"];
 fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
     BTreeMap::from([
         ("transport", &[][..]),
+        ("codec", &[][..]),
         ("result", &[][..]),
         ("measure", &["result"][..]),
-        ("workload", &["transport", "measure", "result"][..]),
+        ("workload", &["transport", "codec", "measure", "result"][..]),
         ("exec", &["workload", "transport", "measure", "result"][..]),
         ("report", &["result"][..]),
         ("plan", &["workload", "transport", "result"][..]),

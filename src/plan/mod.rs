@@ -230,6 +230,15 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, PlanError> {
                         .iter()
                         .filter(|p| !defaulted || w.default_transport(p) == Some(t.name()))
                     {
+                        let size = match w.message_size(params) {
+                            None => size,
+                            Some(_) if o.size.is_some() => {
+                                return Err(PlanError::Conflict(
+                                    "--payload TYPE:FORMAT sets the message size (its encoding's): drop --size, or sweep the type's count (array:100,array:1000)".into(),
+                                ))
+                            }
+                            Some(sized) => sized.map_err(PlanError::BadValue)?,
+                        };
                         let case = CaseConfig {
                             workload: w.name().to_string(),
                             transport: t.name().to_string(),

@@ -24,6 +24,9 @@ pub fn render_terminal(run: &RunResult, layout: &Layout) -> String {
     {
         out.push_str(&table::figures_table(&s, w));
     }
+    if s.iter().any(|c| c.marshalling.is_some()) {
+        out.push_str(&table::marshalling_table(&s, w));
+    }
     if s.iter().any(|c| c.rate_hz.is_some()) {
         out.push_str(&table::paced_table(&s, w));
     }

@@ -1,7 +1,9 @@
 //! Figures computed from a case's recorded results: percentiles from the histograms (never
 //! stored precomputed), rates, CPU per message, and the ratio to the floor.
 
-use crate::result::{CaseResult, FloorKind, Metric, RoleId, RoleKind, RoleResult, Wait};
+use crate::result::{
+    CaseResult, FloorKind, Metric, RoleId, RoleKind, RoleResult, Wait, ENCODED_BYTES, MEMCPY_NS,
+};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -109,6 +111,25 @@ pub struct RoleSummary {
     pub error: Option<String>,
 }
 
+/// Typed payloads: what encoding and decoding a body cost, beside a copy of as many bytes on
+/// the same CPUs, timed the same way.
+#[derive(Clone, Debug, Serialize)]
+pub struct Marshalling {
+    /// `TYPE:FORMAT`.
+    pub payload: String,
+    /// The mean encoded body, bytes.
+    pub encoded_bytes: f64,
+    /// A copy of that many bytes (the median, over the roles that timed one), ns.
+    pub memcpy_ns: f64,
+    pub encode: Option<Distribution>,
+    pub decode: Option<Distribution>,
+    /// Zero-copy formats (`codec`): checking a body and reading its fields in place.
+    pub access: Option<Distribution>,
+    /// p50 / memcpy.
+    pub encode_vs_memcpy: Option<f64>,
+    pub decode_vs_memcpy: Option<f64>,
+}
+
 /// Figures of one case, for the table, JSON and CSV.
 #[derive(Clone, Debug, Serialize)]
 pub struct CaseSummary {
@@ -172,6 +193,8 @@ pub struct CaseSummary {
     pub params: String,
     /// The workload's own figures, every role's, as `name [unit]` and value.
     pub figures: Vec<(String, f64)>,
+    /// Typed payloads: encode, decode and their ratio to a copy.
+    pub marshalling: Option<Marshalling>,
     /// Why a role stopped where that is a finding (`connect --hold`).
     pub stopped_by: Option<String>,
 }
@@ -318,6 +341,8 @@ fn floor_note(case: &CaseResult, ratio: f64, latency: Option<&Distribution>) -> 
     Some(
         if let Some(pct) = case.other_load_pct.filter(|&p| p >= 20.0) {
             format!("other programs used {pct:.0}% of the pinned CPUs: stop them, or pin elsewhere")
+        } else if ratio > 1.0 && cfg.param("payload").is_some_and(|p| p != "bytes") {
+            "the floor moves bytes; this case also encodes and decodes every body (see the marshalling table for what that costs)".into()
         } else if samples < 1000 {
             format!("only {samples} samples: measure longer (--duration)")
         } else if window < std::time::Duration::from_secs(1) {
@@ -331,6 +356,40 @@ fn floor_note(case: &CaseResult, ratio: f64, latency: Option<&Distribution>) -> 
             "outside 0.8x-1.25x: msgperf's own work per message (framing, timestamps, checks) or noise; compare medians of several runs (bench/ratios.py --repeat 5)".into()
         },
     )
+}
+
+/// The marshalling figures of a case with a typed payload.
+fn marshalling(case: &CaseResult) -> Option<Marshalling> {
+    let payload = case.config.param("payload").filter(|p| *p != "bytes")?;
+    let mean = |name: &str| {
+        let v: Vec<f64> = case
+            .roles
+            .iter()
+            .flat_map(|r| &r.figures)
+            .filter(|f| f.name == name)
+            .map(|f| f.value)
+            .collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    let memcpy_ns = mean(MEMCPY_NS).unwrap_or(0.0);
+    let dist = |m: Metric| merged(case, m).map(|h| Distribution::of(&h));
+    let (encode, decode) = (dist(Metric::ENCODE), dist(Metric::DECODE));
+    let ratio = |d: &Option<Distribution>| {
+        d.as_ref()
+            .and_then(|d| d.p50_ns)
+            .filter(|_| memcpy_ns > 0.0)
+            .map(|p| p as f64 / memcpy_ns)
+    };
+    Some(Marshalling {
+        payload: payload.to_string(),
+        encoded_bytes: mean(ENCODED_BYTES).unwrap_or(0.0),
+        memcpy_ns,
+        encode_vs_memcpy: ratio(&encode),
+        decode_vs_memcpy: ratio(&decode),
+        encode,
+        decode,
+        access: dist(Metric::ACCESS),
+    })
 }
 
 pub fn summarize(case: &CaseResult) -> CaseSummary {
@@ -447,10 +506,12 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
             .map(|(k, v)| format!("{k}={v}"))
             .collect::<Vec<_>>()
             .join(" "),
+        marshalling: marshalling(case),
         figures: case
             .roles
             .iter()
             .flat_map(|r| &r.figures)
+            .filter(|f| f.name != ENCODED_BYTES && f.name != MEMCPY_NS)
             .map(|f| match f.unit.as_str() {
                 "" => (f.name.clone(), f.value),
                 unit => (format!("{} [{unit}]", f.name), f.value),

@@ -139,6 +139,7 @@ mod tests {
             interrupted: false,
             params: String::new(),
             figures: vec![],
+            marshalling: None,
             stopped_by: None,
         }
     }

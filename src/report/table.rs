@@ -412,6 +412,61 @@ pub fn figures_table(summaries: &[CaseSummary], width: Option<usize>) -> String 
     g.render(width)
 }
 
+/// Typed payloads: encode and decode beside a copy of as many bytes, and the latency they
+/// are part of.
+pub fn marshalling_table(summaries: &[CaseSummary], width: Option<usize>) -> String {
+    marshalling_grid(summaries).render(width)
+}
+
+pub(crate) fn marshalling_grid(summaries: &[CaseSummary]) -> Grid {
+    let mut g = Grid::new(&[
+        ("#", ALWAYS),
+        ("case", ALWAYS),
+        ("payload", ALWAYS),
+        ("encoded [B]", 240),
+        ("memcpy [ns]", 230),
+        ("encode p50 [ns]", 250),
+        ("encode x memcpy", 245),
+        ("encode p99 [ns]", 150),
+        ("decode p50 [ns]", 250),
+        ("decode x memcpy", 245),
+        ("decode p99 [ns]", 150),
+        ("in place p50 [ns]", 140),
+        ("latency p50 [us]", 220),
+    ]);
+    for (i, s) in summaries.iter().enumerate() {
+        let Some(m) = &s.marshalling else { continue };
+        let p = |d: &Option<Distribution>, k: usize| {
+            d.as_ref()
+                .and_then(|d| d.percentiles()[k])
+                .map_or("—".into(), |v| v.to_string())
+        };
+        let x = |r: Option<f64>| r.map_or("-".into(), |r| format!("{r:.2}x"));
+        g.row(vec![
+            (i + 1).to_string(),
+            match transport_cell(s).as_str() {
+                "-" => s.workload.clone(),
+                t => format!("{} on {t}", s.workload),
+            },
+            m.payload.clone(),
+            format!("{:.0}", m.encoded_bytes),
+            format!("{:.0}", m.memcpy_ns),
+            p(&m.encode, 0),
+            x(m.encode_vs_memcpy),
+            p(&m.encode, 2),
+            p(&m.decode, 0),
+            x(m.decode_vs_memcpy),
+            p(&m.decode, 2),
+            p(&m.access, 0),
+            s.latency
+                .as_ref()
+                .and_then(|d| d.p50_ns)
+                .map_or("—".into(), |v| us(v as f64)),
+        ]);
+    }
+    g
+}
+
 /// A figure with the digits that matter.
 fn figure(v: f64) -> String {
     let a = v.abs();

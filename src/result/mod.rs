@@ -311,7 +311,7 @@ impl Metric {
     pub const fn new(key: &'static str, slot: u8) -> Self {
         Metric { key, slot }
     }
-    pub fn key(self) -> &'static str {
+    pub const fn key(self) -> &'static str {
         self.key
     }
     /// Its slot among the histograms of a role that records it.
@@ -339,8 +339,15 @@ impl Metric {
     /// Paced sends, one-way, for messages sent before the reader asked for them: it was busy,
     /// so no wake-up (the steady-state figure).
     pub const ONE_WAY_READER_BUSY: Metric = Metric::new("one_way_reader_busy_ns", 7);
+    /// Typed payloads: encoding one message's body, on its sender.
+    pub const ENCODE: Metric = Metric::new("encode_ns", 8);
+    /// Typed payloads: decoding one message's body in full, on its receiver.
+    pub const DECODE: Metric = Metric::new("decode_ns", 9);
+    /// Typed payloads of a zero-copy format: checking a body and reading its fields in place.
+    /// (`codec` records it; not a message workload's metric.)
+    pub const ACCESS: Metric = Metric::new("access_ns", 10);
     /// Every metric a message workload (ping-pong, stream, pubsub) records.
-    pub const MESSAGES: [Metric; 8] = [
+    pub const MESSAGES: [Metric; 10] = [
         Metric::RTT,
         Metric::ONE_WAY,
         Metric::SEND_CALL,
@@ -349,8 +356,15 @@ impl Metric {
         Metric::SEND_LAG,
         Metric::ONE_WAY_READER_IDLE,
         Metric::ONE_WAY_READER_BUSY,
+        Metric::ENCODE,
+        Metric::DECODE,
     ];
 }
+
+/// Typed payloads: a role's figure of the mean encoded body, bytes...
+pub const ENCODED_BYTES: &str = "encoded size";
+/// ...and of a copy of that many bytes on its CPU, timed as it times an encode, ns.
+pub const MEMCPY_NS: &str = "memcpy of the encoded size";
 
 impl PartialEq for Metric {
     fn eq(&self, o: &Self) -> bool {

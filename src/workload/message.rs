@@ -11,10 +11,55 @@
 //! len-8..len  the sequence number again (messages of 40 B and more): a cheap check that the
 //!             whole message arrived and belongs together
 //! ```
+//!
+//! A typed message (`--payload TYPE:FORMAT`) puts its encoded body between header and tail:
+//!
+//! ```text
+//! 32..36  the body's length (u32 LE)
+//! 36..40  0
+//! 40..    the body, in room for the largest value of its rotation (8-aligned, as zero-copy
+//!         formats want it)
+//! ```
 
 pub const HEADER: usize = 32;
 /// The smallest message: the header.
 pub const MIN_SIZE: usize = HEADER;
+
+/// Where a typed message's body starts.
+pub const BODY: usize = HEADER + 8;
+
+/// The size of a typed message whose bodies take up to `room` bytes.
+pub fn typed_size(room: usize) -> usize {
+    BODY + room + 8
+}
+
+/// The room for a typed message's body.
+#[inline(always)]
+pub fn body_room(b: &mut [u8]) -> &mut [u8] {
+    let n = b.len();
+    &mut b[BODY..n - 8]
+}
+
+/// Records the length of the body just written.
+#[inline(always)]
+pub fn set_body_len(b: &mut [u8], len: usize) {
+    b[HEADER..HEADER + 4].copy_from_slice(&(len as u32).to_le_bytes());
+}
+
+/// A typed message's body, as its length says.
+#[inline(always)]
+pub fn body(b: &[u8]) -> Result<&[u8], String> {
+    let len = u32_at(b, HEADER) as usize;
+    b.get(BODY..BODY + len)
+        .filter(|_| BODY + len + 8 <= b.len())
+        .ok_or_else(|| {
+            format!(
+                "message {} declares a {len} B body that its {} B do not hold",
+                seq(b),
+                b.len()
+            )
+        })
+}
 
 /// Part of the measured window (not warm-up).
 pub const MEASURED: u32 = 1;
@@ -62,6 +107,11 @@ pub struct Outgoing {
 }
 
 impl Outgoing {
+    /// The whole message, for a typed body to be written into before [`Outgoing::stamp`].
+    pub fn buf_mut(&mut self) -> &mut [u8] {
+        &mut self.buf
+    }
+
     pub fn new(size: usize, checksum: bool) -> Self {
         assert!(size >= MIN_SIZE);
         let mut buf: Vec<u8> = (0..size)
@@ -127,6 +177,28 @@ pub fn verify(b: &[u8], expected_len: usize, checksum: bool) -> Result<(), Strin
         ));
     }
     Ok(())
+}
+
+/// Writes the header of message `seq` in place and its tail (a typed body goes between).
+#[inline(always)]
+pub fn build_header(b: &mut [u8], seq: u64, send_ns: u64, flags: u32, lag_ns: u64) {
+    let n = b.len();
+    b[0..4].copy_from_slice(&(n as u32).to_le_bytes());
+    b[4..8].copy_from_slice(&flags.to_le_bytes());
+    b[8..16].copy_from_slice(&seq.to_le_bytes());
+    b[16..24].copy_from_slice(&send_ns.to_le_bytes());
+    b[24..28].fill(0);
+    b[28..32].copy_from_slice(&(lag_ns.min(u32::MAX as u64) as u32).to_le_bytes());
+    if n >= HEADER + 8 {
+        b[n - 8..].copy_from_slice(&seq.to_le_bytes());
+    }
+}
+
+/// Writes the checksum of a message whose body changed after it was stamped.
+#[inline(always)]
+pub fn reseal(b: &mut [u8]) {
+    let c = crc(b);
+    b[24..28].copy_from_slice(&c.to_le_bytes());
 }
 
 /// Builds message `seq` in place (zero-copy): header, every payload byte, tail, checksum. The

@@ -17,6 +17,7 @@
 
 pub mod message;
 mod oneway;
+mod payload;
 mod runtime;
 
 use crate::deadline::Deadline;
@@ -48,6 +49,7 @@ registry! {
     timers: Timers;
     connect: Connect;
     burst: Burst;
+    codec: Codec;
 }
 
 pub fn find(name: &str) -> Result<&'static dyn Workload, crate::transport::UnknownName> {
@@ -84,6 +86,11 @@ pub trait Workload: Sync {
     fn check(&self, case: &CaseConfig, caps: &Capabilities) -> Result<(), String>;
     /// The case's roles and their ends, and what the transport's set-up makes for them.
     fn topology(&self, case: &CaseConfig, caps: &Capabilities) -> Topology;
+    /// The size its messages take with these parameters where they decide it (a typed
+    /// `--payload`); None where `--size` does.
+    fn message_size(&self, _params: &Params) -> Option<Result<usize, String>> {
+        None
+    }
     /// The message sizes at which `msgperf survey` runs it on every transport (none: not in the
     /// survey).
     fn survey_sizes(&self) -> &'static [usize] {
@@ -151,6 +158,12 @@ pub enum ParamKind {
     Duration,
     /// One of these words.
     Choice(&'static [&'static str]),
+    /// A value of a syntax of its own: `check` names the fix for a bad one, `expand` turns
+    /// one value of a list into the values it stands for (a pattern into its matches).
+    Parsed {
+        check: fn(&str) -> Result<(), String>,
+        expand: fn(&str) -> Vec<String>,
+    },
 }
 
 impl Param {
@@ -178,12 +191,13 @@ impl Param {
                 .or_else(|e| bad(format!("is not a duration: {e}"))),
             ParamKind::Choice(words) if words.contains(&v) => Ok(()),
             ParamKind::Choice(words) => bad(format!("is not one of {}", one_of(words))),
+            ParamKind::Parsed { check, .. } => check(v).or_else(bad),
         }
     }
 
     /// The values given, one per case where it sweeps.
     pub fn values(&self, given: &str) -> Vec<String> {
-        if self.sweeps {
+        let values: Vec<String> = if self.sweeps {
             given
                 .split(',')
                 .map(|v| v.trim().to_string())
@@ -191,6 +205,10 @@ impl Param {
                 .collect()
         } else {
             vec![given.trim().to_string()]
+        };
+        match self.kind {
+            ParamKind::Parsed { expand, .. } => values.iter().flat_map(|v| expand(v)).collect(),
+            _ => values,
         }
     }
 }

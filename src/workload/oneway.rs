@@ -3,6 +3,7 @@
 //! checks and times every one, with loss, duplicates and reordering counted.
 
 use super::message::{self, Outgoing, ACK, END, HEADER, MEASURED};
+use super::payload::Typed;
 use super::{
     phases, receive, receive_buffer, receive_in_place, Param, ParamKind, RoleError, Sent, StopRule,
 };
@@ -47,11 +48,26 @@ pub(crate) fn write_stream(
 ) -> Result<Sent, RoleError> {
     let mut out = Outgoing::new(case.size_bytes, case.checksum);
     let mut buf = receive_buffer(case);
-    phases(case, rec, |rec, seq, rule, record| {
+    let mut typed = Typed::of(case)?;
+    let sent = phases(case, rec, |rec, seq, rule, record| {
         write(
-            ep, case, flow, rec, &mut out, &mut buf, seq, rule, record, stop,
+            ep,
+            case,
+            flow,
+            rec,
+            &mut out,
+            &mut buf,
+            typed.as_mut(),
+            seq,
+            rule,
+            record,
+            stop,
         )
-    })
+    })?;
+    if let Some(t) = &typed {
+        t.record_figures(rec, clock::now);
+    }
+    Ok(sent)
 }
 
 /// The reader: checks and times every message until END; `flow.slow` is spent on each message
@@ -66,13 +82,17 @@ pub(crate) fn read_stream(
     let mut ack = [0u8; HEADER];
     let mut tracker = SeqTracker::new();
     let mut measuring = false;
+    let mut typed = Typed::of(case)?;
     let result = loop {
         let t0 = clock::now();
         let got = if case.read_in_place {
             let mut seen = Seen::default();
-            receive_in_place(ep, rec, &mut |m| seen = Seen::of(m, case)).map(|n| (n, seen))
+            let typed = &mut typed;
+            receive_in_place(ep, rec, &mut |m| seen = Seen::of(m, case, typed.as_mut()))
+                .map(|n| (n, seen))
         } else {
-            receive(ep, &mut buf, case, &mut rec.counters).map(|n| (n, Seen::of(&buf[..n], case)))
+            receive(ep, &mut buf, case, &mut rec.counters)
+                .map(|n| (n, Seen::of(&buf[..n], case, typed.as_mut())))
         };
         let (n, m) = match got {
             Ok(got) => got,
@@ -112,7 +132,12 @@ pub(crate) fn read_stream(
                     m.seq
                 )));
             }
-            rec.record(Metric::RECV_CALL, t1 - t0);
+            // A typed body was decoded before t1: one-way latency includes it, the read call
+            // does not.
+            rec.record(Metric::RECV_CALL, t1 - t0 - m.decode_ns);
+            if typed.is_some() {
+                rec.record(Metric::DECODE, m.decode_ns);
+            }
             let sent = m.send_ns.wrapping_add_signed(flow.clock_shift_ns);
             // Behind the sender's clock as corrected: a skew symptom, counted and recorded at 0
             // so that every sample keeps its rank.
@@ -148,6 +173,9 @@ pub(crate) fn read_stream(
             }
         }
     };
+    if let Some(t) = &typed {
+        t.record_figures(rec, clock::now);
+    }
     let c = &tracker.counts;
     // On a latest-value transport a gap is a message overwritten before it was read.
     if case.latest {
@@ -173,6 +201,8 @@ struct Seen {
     send_ns: u64,
     lag_ns: u64,
     check: Result<(), String>,
+    /// How long decoding its typed body took.
+    decode_ns: u64,
 }
 
 impl Default for Seen {
@@ -183,12 +213,15 @@ impl Default for Seen {
             send_ns: 0,
             lag_ns: 0,
             check: Ok(()),
+            decode_ns: 0,
         }
     }
 }
 
 impl Seen {
-    fn of(m: &[u8], case: &CaseConfig) -> Self {
+    /// Takes what the reader needs, checks the message and decodes a typed body (timed).
+    #[inline(always)]
+    fn of(m: &[u8], case: &CaseConfig, typed: Option<&mut Typed>) -> Self {
         if m.len() < message::HEADER {
             // Read in place, it has no header to read (a copy would sit in a buffer that has).
             return Seen {
@@ -198,17 +231,25 @@ impl Seen {
         }
         let flags = message::flags(m);
         let data = flags & END == 0;
-        Seen {
+        let mut seen = Seen {
             flags,
             seq: message::seq(m),
             send_ns: message::send_ns(m),
             lag_ns: message::lag_ns(m),
-            check: match (data, case.zero_copy) {
+            // A typed body is checked by decoding it, not against a byte pattern.
+            check: match (data, case.zero_copy && typed.is_none()) {
                 (false, _) => Ok(()),
                 (true, true) => message::verify_in_place(m, case.size_bytes, case.checksum),
                 (true, false) => message::verify(m, case.size_bytes, case.checksum),
             },
+            decode_ns: 0,
+        };
+        if let (Some(t), true, Ok(())) = (typed, data, &seen.check) {
+            let t0 = clock::now();
+            seen.check = t.decode(m);
+            seen.decode_ns = clock::now() - t0;
         }
+        seen
     }
 }
 
@@ -221,6 +262,7 @@ fn write(
     rec: &mut Recorder,
     out: &mut Outgoing,
     buf: &mut [u8],
+    mut typed: Option<&mut Typed>,
     seq: &mut u64,
     rule: StopRule,
     record: bool,
@@ -240,14 +282,34 @@ fn write(
             0
         };
         let this = *seq;
+        // A typed body is encoded before the send call is timed; one-way latency includes it.
+        let mut t_send = t0;
         let sent = if case.zero_copy {
-            ep.send_with(case.size_bytes, &mut |slot| {
-                message::build_in_place(slot, this, t0, flags, lag, case.checksum)
-            })
+            let mut encoded = Ok(());
+            let sent = ep.send_with(case.size_bytes, &mut |slot| match typed.as_mut() {
+                Some(t) => {
+                    message::build_header(slot, this, t0, flags, lag);
+                    encoded = t.encode(this, slot);
+                    t_send = clock::now();
+                    if case.checksum {
+                        message::reseal(slot);
+                    }
+                }
+                None => message::build_in_place(slot, this, t0, flags, lag, case.checksum),
+            });
+            encoded?;
+            sent
         } else {
+            if let Some(t) = typed.as_mut() {
+                t.encode(this, out.buf_mut())?;
+                t_send = clock::now();
+            }
             ep.send(out.stamp(this, t0, flags, lag))
         };
         let t1 = clock::now();
+        if record && typed.is_some() {
+            rec.record(Metric::ENCODE, t_send - t0);
+        }
         if record && schedule.paced() {
             rec.record(Metric::SEND_LAG, lag);
         }
@@ -274,7 +336,7 @@ fn write(
                     }
                 }
                 if record {
-                    rec.record_primary(Metric::SEND_CALL, t1 - t0, t1);
+                    rec.record_primary(Metric::SEND_CALL, t1 - t_send, t1);
                     rec.counters.messages_sent += 1;
                     rec.counters.bytes_sent += case.size_bytes as u64;
                     rec.mark_end(now);

@@ -2,10 +2,11 @@
 //! the round trip (a null RPC when the message is the bare header).
 
 use super::message::{self, Outgoing, END, MEASURED};
+use super::payload::{self, Typed, PAYLOAD};
 use super::{
     check_common, check_exchange, check_two_roles, only_end, phases, receive, receive_buffer,
-    receive_in_place, two_roles, RoleControl, RoleError, RoleSpec, Sent, StopRule, Topology,
-    Workload,
+    receive_in_place, two_roles, Param, Params, RoleControl, RoleError, RoleSpec, Sent, StopRule,
+    Topology, Workload,
 };
 use crate::measure::{clock::IntervalClock, Metric, Recorder};
 use crate::result::{CaseConfig, FloorKind, LatencyKind, RoleKind};
@@ -23,6 +24,12 @@ impl Workload for PingPong {
     }
     fn about(&self) -> &'static str {
         "round trips: send, wait for the echo, repeat (latency distribution, CPU per round trip)"
+    }
+    fn params(&self) -> &'static [&'static Param] {
+        &[&PAYLOAD]
+    }
+    fn message_size(&self, params: &Params) -> Option<Result<usize, String>> {
+        payload::message_size(params)
     }
     fn metrics(&self) -> &'static [Metric] {
         &Metric::MESSAGES
@@ -86,17 +93,30 @@ fn initiate(
     let mut out = Outgoing::new(case.size_bytes, case.checksum);
     let mut buf = receive_buffer(case);
     let clock = IntervalClock::new();
-    phases(case, rec, |rec, seq, rule, record| {
-        exchange(
-            ep, case, rec, &mut out, &mut buf, seq, rule, record, stop, &clock,
-        )
-    })
+    let mut typed = Typed::of(case)?;
+    let sent = phases(case, rec, |rec, seq, rule, record| {
+        let mut loop_ = Loop {
+            ep: &mut *ep,
+            case,
+            out: &mut out,
+            buf: &mut buf,
+            stop,
+            clock: &clock,
+            typed: typed.as_mut(),
+        };
+        loop_.exchange(rec, seq, rule, record)
+    })?;
+    if let Some(t) = &typed {
+        t.record_figures(rec, || clock.now());
+    }
+    Ok(sent)
 }
 
 /// The responder: echoes every message until END.
 fn respond(ep: &mut dyn Endpoint, case: &CaseConfig, rec: &mut Recorder) -> Result<(), RoleError> {
     let mut buf = receive_buffer(case);
     let clock = IntervalClock::new();
+    let mut typed = Typed::of(case)?;
     let mut measuring = false;
     // A read is timed from the return of the call before it: only a few ns of this loop's
     // bookkeeping lie between, and one timestamp fewer per round trip matters when both
@@ -107,16 +127,38 @@ fn respond(ep: &mut dyn Endpoint, case: &CaseConfig, rec: &mut Recorder) -> Resu
         let n = receive(ep, &mut buf, case, &mut rec.counters)?;
         let t1 = clock.now();
         let t0 = std::mem::replace(&mut last, t1);
-        let m = &buf[..n];
+        let m = &mut buf[..n];
         let flags = message::flags(m);
         if flags & END != 0 {
+            if let Some(t) = &typed {
+                t.record_figures(rec, || clock.now());
+            }
             return Ok(());
         }
         if flags & MEASURED != 0 && !measuring {
             measuring = true;
             rec.reset();
         }
-        if let Err(e) = message::verify(m, case.size_bytes, case.checksum) {
+        let mut check = message::verify(m, case.size_bytes, case.checksum);
+        // A typed request is decoded, and the reply encoded afresh (the same value, so the
+        // initiator checks it as its own): a remote call's marshalling at both ends.
+        let mut send_from = t1;
+        if let (Some(t), Ok(())) = (typed.as_mut(), &check) {
+            check = t.decode(m);
+            let t_decoded = clock.now();
+            let seq = message::seq(m);
+            t.encode(seq, m)?;
+            let t_encoded = clock.now();
+            if case.checksum {
+                message::reseal(m);
+            }
+            if measuring {
+                rec.record(Metric::DECODE, t_decoded - t1);
+                rec.record(Metric::ENCODE, t_encoded - t_decoded);
+            }
+            send_from = t_encoded;
+        }
+        if let Err(e) = check {
             if case.strict {
                 return Err(RoleError::Integrity(e));
             }
@@ -128,7 +170,7 @@ fn respond(ep: &mut dyn Endpoint, case: &CaseConfig, rec: &mut Recorder) -> Resu
         last = t2;
         if measuring {
             rec.record_primary(Metric::RECV_CALL, t1 - t0, t1);
-            rec.record(Metric::SEND_CALL, t2 - t1);
+            rec.record(Metric::SEND_CALL, t2 - send_from);
             let c = &mut rec.counters;
             c.messages_received += 1;
             c.bytes_received += n as u64;
@@ -139,99 +181,167 @@ fn respond(ep: &mut dyn Endpoint, case: &CaseConfig, rec: &mut Recorder) -> Resu
     }
 }
 
-/// One phase of round trips; returns the next sequence number.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn exchange(
-    ep: &mut dyn Endpoint,
-    case: &CaseConfig,
-    rec: &mut Recorder,
-    out: &mut Outgoing,
-    buf: &mut [u8],
-    seq: &mut u64,
-    rule: StopRule,
-    record: bool,
-    stop: &AtomicBool,
-    clock: &IntervalClock,
-) -> Result<(), RoleError> {
-    let flags = if record { MEASURED } else { 0 };
-    let mut done = 0u64;
-    loop {
-        let t0 = clock.now();
-        let this = *seq;
-        if case.zero_copy {
-            ep.send_with(case.size_bytes, &mut |slot| {
-                message::build_in_place(slot, this, t0, flags, 0, case.checksum)
-            })?;
-        } else {
-            ep.send(out.stamp(this, t0, flags, 0))?;
+/// A reply: its length, its check where it was made in place, and the ns decoding it took
+/// there.
+type Reply = (usize, Option<Result<(), String>>, u64);
+
+/// What one initiator's phases of round trips share.
+struct Loop<'a> {
+    ep: &'a mut dyn Endpoint,
+    case: &'a CaseConfig,
+    out: &'a mut Outgoing,
+    buf: &'a mut [u8],
+    stop: &'a AtomicBool,
+    clock: &'a IntervalClock,
+    typed: Option<&'a mut Typed>,
+}
+
+impl Loop<'_> {
+    /// One phase of round trips, advancing `seq` past each message sent.
+    #[inline(always)]
+    fn exchange(
+        &mut self,
+        rec: &mut Recorder,
+        seq: &mut u64,
+        rule: StopRule,
+        record: bool,
+    ) -> Result<(), RoleError> {
+        let case = self.case;
+        let clock = self.clock;
+        let flags = if record { MEASURED } else { 0 };
+        // A typed body is built, and checked, by its codec: no byte pattern.
+        let pattern = case.zero_copy && self.typed.is_none();
+        let mut done = 0u64;
+        loop {
+            let t0 = clock.now();
+            let this = *seq;
+            // Encoded before the send call is timed; the round trip includes it.
+            let mut t_send = t0;
+            if case.zero_copy {
+                let (mut encoded, mut t_encoded) = (Ok(()), t0);
+                let typed = &mut self.typed;
+                self.ep.send_with(case.size_bytes, &mut |slot| match typed {
+                    Some(t) => {
+                        message::build_header(slot, this, t0, flags, 0);
+                        encoded = t.encode(this, slot);
+                        t_encoded = clock.now();
+                        if case.checksum {
+                            message::reseal(slot);
+                        }
+                    }
+                    None => message::build_in_place(slot, this, t0, flags, 0, case.checksum),
+                })?;
+                encoded?;
+                if self.typed.is_some() {
+                    t_send = t_encoded;
+                }
+            } else {
+                if let Some(t) = self.typed.as_mut() {
+                    t.encode(this, self.out.buf_mut())?;
+                    t_send = clock.now();
+                }
+                self.ep.send(self.out.stamp(this, t0, flags, 0))?;
+            }
+            // It went out: END counts it, whatever its reply does.
+            *seq += 1;
+            let t1 = clock.now();
+            let n = self.reply(rec, this, pattern)?;
+            let t2 = clock.now();
+            match n {
+                None => rec.counters.lost += 1,
+                Some((n, check, mut decode_ns)) => {
+                    let mut check = check.unwrap_or_else(|| {
+                        message::verify(&self.buf[..n], case.size_bytes, case.checksum)
+                    });
+                    // A reply read in place was decoded there; a copied one is decoded here.
+                    let mut t_done = t2;
+                    if let (Some(t), Ok(()), false) =
+                        (self.typed.as_mut(), &check, case.read_in_place)
+                    {
+                        check = t.decode(&self.buf[..n]);
+                        t_done = clock.now();
+                        decode_ns = t_done - t2;
+                    }
+                    if let Err(e) = check {
+                        if case.strict {
+                            return Err(RoleError::Integrity(e));
+                        }
+                        rec.counters.corrupted += 1;
+                    } else if record {
+                        rec.record_primary(Metric::RTT, t_done - t0, t_done);
+                        rec.record(Metric::SEND_CALL, t1 - t_send);
+                        rec.record(Metric::RECV_CALL, t2 - t1);
+                        if self.typed.is_some() {
+                            rec.record(Metric::ENCODE, t_send - t0);
+                            rec.record(Metric::DECODE, decode_ns);
+                        }
+                        let c = &mut rec.counters;
+                        c.messages_sent += 1;
+                        c.bytes_sent += case.size_bytes as u64;
+                        c.messages_received += 1;
+                        c.bytes_received += n as u64;
+                        rec.mark_end(t_done);
+                    }
+                }
+            }
+            done += 1;
+            if rule.done(done, t2, self.stop) {
+                return Ok(());
+            }
         }
-        // It went out: END counts it, whatever its reply does.
-        *seq += 1;
-        let t1 = clock.now();
-        // Wait for this round trip's reply; on an unreliable transport a lost one is counted
-        // and a late one (of a round trip already counted lost) is skipped.
-        let n = loop {
+    }
+
+    /// Waits for round trip `this`'s reply (its length, its check if made in place, and how
+    /// long decoding it there took); on an unreliable transport a lost one is None
+    /// (counted by the caller) and a late one (of a round trip already counted lost) is
+    /// skipped. A reply read in place is checked (and a typed one decoded) where it lies.
+    #[inline(always)]
+    fn reply(
+        &mut self,
+        rec: &mut Recorder,
+        this: u64,
+        pattern: bool,
+    ) -> Result<Option<Reply>, RoleError> {
+        let (case, clock) = (self.case, self.clock);
+        let mut decode_ns = 0;
+        loop {
             let got = if case.read_in_place {
-                // The reply is checked where it lies (built in place: reading every byte).
                 let (mut check, mut got_seq) = (Ok(()), 0);
-                receive_in_place(ep, rec, &mut |m| {
+                let typed = &mut self.typed;
+                receive_in_place(self.ep, rec, &mut |m| {
                     if m.len() < message::HEADER {
                         // No header to read: the length check names it.
                         (got_seq, check) = (this, message::verify(m, case.size_bytes, false));
                         return;
                     }
                     got_seq = message::seq(m);
-                    check = if case.zero_copy {
+                    check = if pattern {
                         message::verify_in_place(m, case.size_bytes, case.checksum)
                     } else {
                         message::verify(m, case.size_bytes, case.checksum)
                     };
+                    if let (Some(t), Ok(()), true) = (typed.as_mut(), &check, got_seq == this) {
+                        let d0 = clock.now();
+                        check = t.decode(m);
+                        decode_ns = clock.now() - d0;
+                    }
                 })
                 .map(|n| (n, got_seq, Some(check)))
             } else {
-                receive(ep, buf, case, &mut rec.counters)
-                    .map(|n| (n, message::seq(&buf[..n]), None))
+                receive(self.ep, self.buf, case, &mut rec.counters)
+                    .map(|n| (n, message::seq(&self.buf[..n]), None))
             };
             match got {
-                Ok((n, s, check)) if s == this => break Some((n, check)),
+                Ok((n, s, check)) if s == this => return Ok(Some((n, check, decode_ns))),
                 Ok((_, s, _)) if !case.strict && s < this => rec.counters.reordered += 1,
                 Ok((_, s, _)) => {
                     return Err(RoleError::Integrity(format!(
                         "round trip {this} got the reply of message {s}"
                     )))
                 }
-                Err(TransportError::Timeout(_)) if !case.strict => break None,
+                Err(TransportError::Timeout(_)) if !case.strict => return Ok(None),
                 Err(e) => return Err(e.into()),
             }
-        };
-        let t2 = clock.now();
-        match n {
-            None => rec.counters.lost += 1,
-            Some((n, check)) => {
-                let check = check
-                    .unwrap_or_else(|| message::verify(&buf[..n], case.size_bytes, case.checksum));
-                if let Err(e) = check {
-                    if case.strict {
-                        return Err(RoleError::Integrity(e));
-                    }
-                    rec.counters.corrupted += 1;
-                } else if record {
-                    rec.record_primary(Metric::RTT, t2 - t0, t2);
-                    rec.record(Metric::SEND_CALL, t1 - t0);
-                    rec.record(Metric::RECV_CALL, t2 - t1);
-                    let c = &mut rec.counters;
-                    c.messages_sent += 1;
-                    c.bytes_sent += case.size_bytes as u64;
-                    c.messages_received += 1;
-                    c.bytes_received += n as u64;
-                    rec.mark_end(t2);
-                }
-            }
-        }
-        done += 1;
-        if rule.done(done, t2, stop) {
-            return Ok(());
         }
     }
 }

@@ -5,6 +5,7 @@
 //! turn. Every publisher-to-subscriber stream is a `stream`'s; a subscriber reads each
 //! publisher's on a thread of its own, and its result is the sum of them.
 
+use super::payload::PAYLOAD;
 use super::oneway::{read_stream, write_stream, Flow, SLOW_SUBSCRIBER};
 use super::{
     check_common, check_exchange, param, Param, RoleControl, RoleError, RoleSpec, Sent, Topology,
@@ -32,10 +33,13 @@ impl Workload for PubSub {
         "P publishers to S subscribers (--pubs, --subs) at --rate: per-subscriber latency, loss and CPU"
     }
     fn params(&self) -> &'static [&'static Param] {
-        &[&SLOW_SUBSCRIBER]
+        &[&SLOW_SUBSCRIBER, &PAYLOAD]
     }
     fn fans_out(&self) -> bool {
         true
+    }
+    fn message_size(&self, params: &super::Params) -> Option<Result<usize, String>> {
+        super::payload::message_size(params)
     }
     fn metrics(&self) -> &'static [Metric] {
         &Metric::MESSAGES

@@ -2,6 +2,7 @@
 //! checks each one; throughput is measured at the reader. With `--confirm` the writer waits for
 //! an acknowledgement of every message (NML's confirm_write).
 
+use super::payload::PAYLOAD;
 use super::oneway::{read_stream, write_stream, Flow, SLOW_SUBSCRIBER};
 use super::{
     check_common, check_exchange, check_two_roles, only_end, param, two_roles, Param, ParamKind,
@@ -39,7 +40,10 @@ impl Workload for Stream {
         "one-way stream at full speed: messages/s and MB/s at the reader, loss, duplicates, reordering"
     }
     fn params(&self) -> &'static [&'static Param] {
-        &[&CONFIRM, &SLOW_SUBSCRIBER]
+        &[&CONFIRM, &SLOW_SUBSCRIBER, &PAYLOAD]
+    }
+    fn message_size(&self, params: &super::Params) -> Option<Result<usize, String>> {
+        super::payload::message_size(params)
     }
     fn metrics(&self) -> &'static [Metric] {
         &Metric::MESSAGES

@@ -87,6 +87,12 @@ struct CaseRow<'a> {
     corrupted: u64,
     overwritten: u64,
     rate_error_pct: Option<f64>,
+    /// Typed payloads (`--payload`): the mean encoded body, a copy of as many bytes, and
+    /// encode and decode p50 over every role.
+    encoded_bytes: Option<f64>,
+    memcpy_ns: Option<f64>,
+    encode_p50_ns: Option<u64>,
+    decode_p50_ns: Option<u64>,
     interrupted: bool,
     error: &'a str,
     hostname: &'a str,
@@ -108,6 +114,7 @@ fn to_csv(run: &RunResult) -> Result<Vec<u8>, String> {
         let s = summarize(c);
         let cfg = &c.config;
         let d = s.latency.as_ref();
+        let m = s.marshalling.as_ref();
         let e = &run.environment;
         w.serialize(CaseRow {
             case: i + 1,
@@ -152,6 +159,10 @@ fn to_csv(run: &RunResult) -> Result<Vec<u8>, String> {
             corrupted: s.corrupted,
             overwritten: s.overwritten,
             rate_error_pct: s.rate_error_pct,
+            encoded_bytes: m.map(|m| m.encoded_bytes),
+            memcpy_ns: m.map(|m| m.memcpy_ns),
+            encode_p50_ns: m.and_then(|m| m.encode.as_ref()?.p50_ns),
+            decode_p50_ns: m.and_then(|m| m.decode.as_ref()?.p50_ns),
             interrupted: s.interrupted,
             error: s.error.as_deref().unwrap_or(""),
             hostname: &e.hostname,

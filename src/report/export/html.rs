@@ -21,6 +21,16 @@ pub const FORMAT: super::Format = super::Format {
 /// What each column of the tables means (shown under them, and as the headers' tooltips).
 const DEFINITIONS: &[(&str, &str)] = &[
     ("transport", "what carried the messages, with the options given to it"),
+    ("payload", "the typed body (--payload TYPE:FORMAT): a type and the format that encoded it"),
+    ("encoded [B]", "the mean encoded body, over the values the case rotates through"),
+    ("memcpy [ns]", "a copy of as many bytes on the same CPU, timed as an encode is (the median of 2001)"),
+    ("encode p50 [ns]", "encoding one body, per message, on the sending role's clock (the clock's own cost included, as in the memcpy)"),
+    ("encode x memcpy", "encode p50 divided by the memcpy"),
+    ("encode p99 [ns]", "encoding one body: the 99th percentile"),
+    ("decode x memcpy", "decode p50 divided by the memcpy"),
+    ("decode p99 [ns]", "decoding one body: the 99th percentile"),
+    ("decode p50 [ns]", "decoding one body in full into the owned type and reading each field once, on the receiving role's clock"),
+    ("in place p50 [ns]", "zero-copy formats (codec): checking a body and reading its fields where they lie, without deserializing"),
     ("workload", "what the roles did (pingpong: a round trip at a time; stream: one way, as fast as allowed or at --rate; pubsub: P publishers to S subscribers)"),
     ("size", "payload bytes per message (B, KiB = 1024 B)"),
     ("cpus", "the CPUs the driving roles and the others were pinned to"),
@@ -90,6 +100,10 @@ pub fn to_html(run: &RunResult) -> Result<String, String> {
     );
     out.push_str("<h2>Cases</h2>\n");
     out.push_str(&table::cases_grid(&s).html(&define));
+    if s.iter().any(|c| c.marshalling.is_some()) {
+        out.push_str("<h2>Marshalling: encode and decode beside a copy</h2>\n");
+        out.push_str(&table::marshalling_grid(&s).html(&define));
+    }
     out.push_str("<h2>Roles: call times and CPU per message</h2>\n");
     out.push_str(&table::roles_grid(&s).html(&define));
     if s.iter().any(|c| c.vs_floor.is_some()) {

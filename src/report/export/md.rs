@@ -19,6 +19,10 @@ pub fn to_markdown(run: &RunResult) -> String {
     );
     out.push_str("\n### Cases\n\n");
     out.push_str(&table::cases_grid(&s).markdown());
+    if s.iter().any(|c| c.marshalling.is_some()) {
+        out.push_str("\n### Marshalling\n\n");
+        out.push_str(&table::marshalling_grid(&s).markdown());
+    }
     out.push_str("\n### Roles\n\n");
     out.push_str(&table::roles_grid(&s).markdown());
     if s.iter()

@@ -1,0 +1,77 @@
+//! `rkyv`: a zero-copy format: the archive is read where it lies after a validation pass
+//! (`access`), or deserialized into the owned type (`decode`); both are measured, apart.
+
+use super::types::{Fields, Values};
+use super::{Codec, Format};
+use rkyv::api::high::{HighSerializer, HighValidator};
+use rkyv::bytecheck::CheckBytes;
+use rkyv::rancor::Error;
+use rkyv::ser::allocator::ArenaHandle;
+use rkyv::ser::writer::Buffer;
+use rkyv::util::AlignedVec;
+use rkyv::{Archive, Deserialize};
+
+pub struct Rkyv;
+
+impl Format for Rkyv {
+    fn name(&self) -> &'static str {
+        "rkyv"
+    }
+    fn about(&self) -> &'static str {
+        "zero-copy archives (rkyv): read in place after validation, or deserialized"
+    }
+    fn codec(&self, values: Values) -> Box<dyn Codec> {
+        super::types::for_each_type!(values, v: T => Box::new(RkyvCodec::<T> { values: v, aligned: AlignedVec::new() }))
+    }
+}
+
+struct RkyvCodec<T> {
+    values: Vec<T>,
+    /// A body that arrived at an address its archive cannot be read at is copied here first
+    /// (as a reader of a misaligned buffer must).
+    aligned: AlignedVec,
+}
+
+impl<T> RkyvCodec<T> {
+    /// The body at an address its archive can be read at.
+    fn aligned<'a>(aligned: &'a mut AlignedVec, body: &'a [u8]) -> &'a [u8] {
+        if (body.as_ptr() as usize).is_multiple_of(16) {
+            return body;
+        }
+        aligned.clear();
+        aligned.extend_from_slice(body);
+        aligned
+    }
+}
+
+impl<T> Codec for RkyvCodec<T>
+where
+    T: Archive
+        + Fields
+        + Send
+        + for<'a, 'b> rkyv::Serialize<HighSerializer<Buffer<'b>, ArenaHandle<'a>, Error>>,
+    T::Archived: for<'a> CheckBytes<HighValidator<'a, Error>>
+        + Deserialize<T, rkyv::api::high::HighDeserializer<Error>>
+        + Fields,
+{
+    fn encode(&mut self, index: usize, out: &mut [u8]) -> Result<usize, String> {
+        rkyv::api::high::to_bytes_in::<_, Error>(&self.values[index], Buffer::from(out))
+            .map(|b| b.len())
+            .map_err(|e| e.to_string())
+    }
+    fn decode(&mut self, body: &[u8]) -> Result<u64, String> {
+        let body = Self::aligned(&mut self.aligned, body);
+        let archived = rkyv::access::<T::Archived, Error>(body).map_err(|e| e.to_string())?;
+        rkyv::deserialize::<T, Error>(archived)
+            .map(|v| v.checksum())
+            .map_err(|e| e.to_string())
+    }
+    fn access(&mut self, body: &[u8]) -> Option<Result<u64, String>> {
+        let body = Self::aligned(&mut self.aligned, body);
+        Some(
+            rkyv::access::<T::Archived, Error>(body)
+                .map(Fields::checksum)
+                .map_err(|e| e.to_string()),
+        )
+    }
+}
