@@ -7,6 +7,7 @@
 //!                                  ├─► codec       (typed bodies and their formats; likewise)
 //!                                  └─► measure ─► result
 //! cli ─► report ─► result                          (report reads results only)
+//! cli ─► suite ─► plan, report, result              (the source reports as data)
 //! ```
 //! `deadline`, `delivery`, `histogram`, `units` and `sys` are leaves every room may use.
 
@@ -22,6 +23,7 @@ pub mod measure;
 pub mod plan;
 pub mod report;
 pub mod result;
+pub mod suite;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod transport;

@@ -16,9 +16,18 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("exec", &["workload", "transport", "measure", "result"][..]),
         ("report", &["result"][..]),
         ("plan", &["workload", "transport", "result"][..]),
+        ("suite", &["plan", "report", "result"][..]),
         (
             "cli",
-            &["plan", "exec", "report", "result", "transport", "workload"][..],
+            &[
+                "plan",
+                "exec",
+                "report",
+                "result",
+                "transport",
+                "workload",
+                "suite",
+            ][..],
         ),
     ])
 }

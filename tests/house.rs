@@ -7,9 +7,9 @@
 //!   and dependency), the README and `docs/` may name it.
 //! - A built-in transport or a workload is named nowhere in `src`, `.ci` or `build.rs`
 //!   outside its home and its registry line, except in a room's unit tests (`#[cfg(test)]`),
-//!   which need a real one to run. Tests (`tests/`, an adapter's own `tests.rs`) and
-//!   benchmarks (`bench/`, an adapter's own `bench.py`) run msgperf as a user does, so they
-//!   may name those, as a command line would.
+//!   which need a real one to run. Tests (`tests/`, an adapter's own `tests.rs`),
+//!   benchmarks (`bench/`, an adapter's own `bench.py`) and suites' files (`src/suite/*.toml`,
+//!   scenarios) run msgperf as a user does, so they may name those, as a command line would.
 //! - Naming means code that picks it out: a string that is its name, a backquoted name, a
 //!   `-t NAME` or `run NAME` command line, a `feature = "NAME"` cfg or a module path. Prose
 //!   and comments do not count, nor the few words below that a middleware uses for something
@@ -198,11 +198,13 @@ fn a_transport_or_workload_is_named_only_in_its_home_and_its_registry_line() {
         let text = std::fs::read_to_string(root().join(file)).unwrap_or_default();
         let rust = file.ends_with(".rs");
         // A transport's own tests and benchmark part (`src/transport/NAME/tests.rs`,
-        // `bench.py`) run msgperf as tests/ and bench/ do.
+        // `bench.py`) run msgperf as tests/ and bench/ do; a suite's file
+        // (`src/suite/NAME.toml`) is scenarios, a user's command lines as data.
         let user = file.starts_with("tests/")
             || file.starts_with("bench/")
             || file.ends_with("/tests.rs")
-            || file.ends_with("/bench.py");
+            || file.ends_with("/bench.py")
+            || (file.starts_with("src/suite/") && file.ends_with(".toml"));
         let registry = ["src/transport/mod.rs", "src/workload/mod.rs"].contains(&file.as_str());
         let mut in_unit_tests = false;
         let mut in_registry = false;

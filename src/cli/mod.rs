@@ -83,6 +83,9 @@ enum Command {
     Report(ReportArgs),
     /// Compare two saved runs case by case, with a verdict per figure over repetitions.
     Compare(CompareArgs),
+    /// Rerun a source report's experiments (`--list` names them): its table with today's
+    /// figures and its published ones, and each of its conclusions checked.
+    Suite(SuiteArgs),
     /// Print shell completions, made from the same definition as the parser (e.g. `msgperf
     /// completions bash > /etc/bash_completion.d/msgperf`).
     Completions(CompletionsArgs),
@@ -191,6 +194,31 @@ struct CompareArgs {
     export: Vec<String>,
 }
 
+#[derive(Args, Debug)]
+struct SuiteArgs {
+    /// The suite to run (see --list).
+    #[arg(required_unless_present_any = ["list", "file"])]
+    name: Option<String>,
+    /// Name the suites and what each reruns.
+    #[arg(long, conflicts_with_all = ["name", "file", "print"])]
+    list: bool,
+    /// Print the suite's file instead of running it: its experiments are scenarios, its
+    /// conclusions data; a copy can be edited and run with --file.
+    #[arg(long)]
+    print: bool,
+    /// Run the suite in this file instead of a shipped one.
+    #[arg(long, conflicts_with = "name")]
+    file: Option<PathBuf>,
+    /// Measured time of each case.
+    #[arg(long, default_value = "1s")]
+    duration: String,
+    /// Measure no floors (the plain loops the ratios divide by).
+    #[arg(long = "no-floor")]
+    no_floor: bool,
+    #[command(flatten)]
+    out: OutputOptions,
+}
+
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 enum FailOn {
     Slower,
@@ -281,7 +309,13 @@ fn dispatch(cli: Cli, args: &[String]) -> Exit {
     transport::remove_stale_dirs();
     if matches!(
         cli.command,
-        None | Some(Command::Survey(_) | Command::Run(_) | Command::Floor(_) | Command::Serve(_))
+        None | Some(
+            Command::Survey(_)
+                | Command::Run(_)
+                | Command::Floor(_)
+                | Command::Serve(_)
+                | Command::Suite(_)
+        )
     ) {
         transport::check_temp_dir().map_err(CliError::Usage)?;
     }
@@ -318,6 +352,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Exit {
         }
         Some(Command::Report(a)) => report_file(a),
         Some(Command::Compare(a)) => compare(a),
+        Some(Command::Suite(a)) => suite(a, args),
         Some(Command::Completions(a)) => {
             let mut out = Vec::new();
             clap_complete::generate(a.shell, &mut Cli::command(), "msgperf", &mut out);
@@ -363,7 +398,81 @@ fn install_stop_handler() {
 
 fn survey(a: SurveyArgs, args: &[String]) -> Exit {
     let cases = plan::survey(&a.transports, a.duration, a.warmup)?;
-    execute(cases, 1, &a.out, None, true, args, &BTreeMap::new())
+    execute(
+        cases,
+        1,
+        &a.out,
+        None,
+        true,
+        args,
+        &BTreeMap::new(),
+        &|_, _| String::new(),
+    )
+}
+
+fn suite(a: SuiteArgs, args: &[String]) -> Exit {
+    if a.list {
+        let mut text = String::new();
+        for (name, about) in crate::suite::list() {
+            text.push_str(&format!("{name:<8} {about}\n"));
+        }
+        print_out(&text)?;
+        return Ok(0);
+    }
+    let (text, origin) = match (&a.file, &a.name) {
+        (Some(path), _) => (
+            std::fs::read_to_string(path).map_err(|e| {
+                CliError::Usage(format!("cannot read suite {}: {e}", path.display()))
+            })?,
+            path.display().to_string(),
+        ),
+        (None, Some(name)) => (
+            crate::suite::text_of(name)
+                .map_err(CliError::Usage)?
+                .to_string(),
+            format!("suite {name}"),
+        ),
+        (None, None) => unreachable!("clap requires a name or --file"),
+    };
+    let suite = crate::suite::parse(&text, &origin).map_err(CliError::Usage)?;
+    if a.print {
+        print_out(&text)?;
+        return Ok(0);
+    }
+    let over = RunOptions {
+        duration: Some(a.duration.clone()),
+        ..RunOptions::default()
+    };
+    let runs = crate::suite::runs(&suite, &over).map_err(CliError::Usage)?;
+    // A case that several experiments share runs once and shows in each.
+    let mut cases: Vec<CaseConfig> = Vec::new();
+    let mut experiments: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, r) in runs.iter().enumerate() {
+        let planned = plan::cases(r).map_err(|e| {
+            CliError::Usage(format!(
+                "{origin}, experiment {}: {e}",
+                suite.experiment[i].id
+            ))
+        })?;
+        for c in planned {
+            let of = experiments.entry(c.key()).or_default();
+            if of.is_empty() {
+                cases.push(c);
+            }
+            of.push(i);
+        }
+    }
+    let experiment_of = |c: &CaseConfig| experiments.get(&c.key()).cloned().unwrap_or_default();
+    execute(
+        cases,
+        1,
+        &a.out,
+        None,
+        !a.no_floor,
+        args,
+        &BTreeMap::new(),
+        &|run, width| crate::suite::render(&suite, run, &experiment_of, width),
+    )
 }
 
 fn run(a: RunOptions, args: &[String]) -> Exit {
@@ -407,6 +516,7 @@ fn run(a: RunOptions, args: &[String]) -> Exit {
         floor,
         args,
         &o.hosts(),
+        &|_, _| String::new(),
     )
 }
 
@@ -496,6 +606,9 @@ fn write_outputs(run: &RunResult, list: &Outputs, last: bool) -> Result<(), Stri
 
 /// Runs cases one after another, `repeat` times over (ABAB: every case once, then again),
 /// writing results after each, and prints the table.
+/// Runs the cases, writes the outputs and prints the table, then what `after` makes of the
+/// run (a suite's own table).
+#[allow(clippy::too_many_arguments)]
 fn execute(
     cases: Vec<CaseConfig>,
     repeat: u32,
@@ -504,6 +617,7 @@ fn execute(
     floor: bool,
     args: &[String],
     hosts: &BTreeMap<String, String>,
+    after: &dyn Fn(&RunResult, Option<usize>) -> String,
 ) -> Exit {
     let outs = outputs(out)?;
     check_outputs(&outs)?;
@@ -589,6 +703,7 @@ fn execute(
         width: width(out),
     };
     let mut text = report::render_terminal(&run, &layout);
+    text.push_str(&after(&run, layout.width));
     let written: Vec<String> = outs
         .iter()
         .flat_map(|(f, p)| std::iter::once(p.clone()).chain(f.beside(p)))

@@ -1,0 +1,547 @@
+//! Room `suite`: the source reports as suites. A suite is a file of data (`src/suite/NAME.toml`,
+//! one line in [`SUITES`]): the report's experiments as msgperf scenarios, the columns of its
+//! table, its published figures, and its conclusions with the claims each is checked by. This
+//! room plans a suite's runs and renders their results in the report's layout; `cli` runs them.
+
+use crate::plan::RunOptions;
+use crate::report::summary::{summarize, CaseSummary};
+use crate::report::table::Grid;
+use crate::result::{CaseConfig, CaseResult, Metric, RoleResult, RunResult};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// The suites msgperf ships: a name and its file. Adding one is its file and a line here.
+pub static SUITES: &[(&str, &str)] = &[("nml", include_str!("nml.toml"))];
+
+/// A source report as data.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Suite {
+    pub name: String,
+    pub title: String,
+    pub about: String,
+    /// The table's columns, in the report's order (see [`Column`]).
+    pub columns: Vec<Column>,
+    /// What the table's figures are, printed under it.
+    #[serde(default)]
+    pub note: Option<String>,
+    pub experiment: Vec<Experiment>,
+    #[serde(default)]
+    pub conclusion: Vec<Conclusion>,
+}
+
+/// One of the report's experiments: a msgperf scenario and how the report named it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Experiment {
+    pub id: String,
+    /// The report's name for what the role did (NML: Both, Write, Read).
+    pub read_write: String,
+    /// The role whose calls the row reports (`initiator`, `writer`, `reader`, ...).
+    pub role: String,
+    /// The report's name for the settings.
+    pub options: String,
+    /// The keys of a `msgperf run --scenario` file.
+    pub scenario: toml::Table,
+    #[serde(default)]
+    pub published: Vec<Published>,
+}
+
+/// The report's own figures for one of an experiment's cases.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Published {
+    #[serde(default)]
+    pub transport: Option<String>,
+    #[serde(default)]
+    pub options: BTreeMap<String, String>,
+    /// The report's test number.
+    pub test: u32,
+    pub max_time_s: Option<f64>,
+    pub avg_time_s: Option<f64>,
+    pub cpu_time_s: Option<f64>,
+    pub throughput: Option<f64>,
+    pub latency_s: Option<f64>,
+}
+
+/// A conclusion of the report, and the claims it is checked by today.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Conclusion {
+    pub text: String,
+    #[serde(default)]
+    pub note: Option<String>,
+    pub claims: Vec<Claim>,
+}
+
+/// One checkable part of a conclusion: figure of the cases `a` against those of `b`, paired
+/// by everything neither names (transport, message size, payload).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Claim {
+    pub says: String,
+    pub figure: Figure,
+    pub a: Select,
+    pub b: Select,
+    /// a / b lies in this range...
+    #[serde(default)]
+    pub ratio: Option<[f64; 2]>,
+    /// ...or a is lower (true) or higher (false) than b.
+    #[serde(default)]
+    pub lower: Option<bool>,
+}
+
+/// Which cases: of an experiment, with a transport, with transport options.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Select {
+    pub experiment: String,
+    #[serde(default)]
+    pub transport: Option<String>,
+    #[serde(default)]
+    pub options: BTreeMap<String, String>,
+}
+
+/// A figure a claim compares, each from one row's case and role.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum Figure {
+    /// The case's latency p50 (its kind: round trip, one-way), s.
+    LatencyP50,
+    /// New messages received per second.
+    Throughput,
+    /// The role's time in its calls over its calls, s.
+    AvgTime,
+    /// The role's longest call, s.
+    MaxTime,
+    /// The role's CPU over its calls, s.
+    CpuTime,
+    /// The role's time in read calls over its read calls (each non-blocking read of a poll
+    /// counted), s.
+    ReadCallAvg,
+}
+
+/// A column of a suite's table.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum Column {
+    Test,
+    Platform,
+    ReadWrite,
+    Protocol,
+    Options,
+    Size,
+    MaxTimeS,
+    AvgTimeS,
+    CpuTimeS,
+    Throughput,
+    LatencyS,
+    Published,
+}
+
+impl Column {
+    fn header(self) -> &'static str {
+        match self {
+            Column::Test => "Test #",
+            Column::Platform => "Platform",
+            Column::ReadWrite => "Read/Write",
+            Column::Protocol => "Protocol",
+            Column::Options => "Options",
+            Column::Size => "Size",
+            Column::MaxTimeS => "Max. Time",
+            Column::AvgTimeS => "Avg. Time",
+            Column::CpuTimeS => "CPU Time",
+            Column::Throughput => "Throughput",
+            Column::LatencyS => "Latency",
+            Column::Published => "published: test, avg time, throughput",
+        }
+    }
+}
+
+/// The names of the suites, with what each covers.
+pub fn list() -> Vec<(String, String)> {
+    SUITES
+        .iter()
+        .map(|(name, text)| match parse(text, name) {
+            Ok(s) => (s.name, format!("{}: {}", s.title, s.about)),
+            Err(e) => (name.to_string(), e),
+        })
+        .collect()
+}
+
+/// A shipped suite's file.
+pub fn text_of(name: &str) -> Result<&'static str, String> {
+    SUITES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, t)| *t)
+        .ok_or_else(|| {
+            format!(
+                "no suite `{name}`: use one of {} (msgperf suite --list)",
+                SUITES
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+}
+
+/// A suite from its file's text; `origin` names the file in errors.
+pub fn parse(text: &str, origin: &str) -> Result<Suite, String> {
+    let suite: Suite = toml::from_str(text).map_err(|e| format!("{origin}: {e}"))?;
+    for c in suite.conclusion.iter().flat_map(|c| &c.claims) {
+        for s in [&c.a, &c.b] {
+            if !suite.experiment.iter().any(|e| e.id == s.experiment) {
+                return Err(format!(
+                    "{origin}: the claim `{}` names experiment `{}`, which the suite does not have",
+                    c.says, s.experiment
+                ));
+            }
+        }
+        if c.ratio.is_some() == c.lower.is_some() {
+            return Err(format!(
+                "{origin}: the claim `{}` needs either `ratio = [low, high]` or `lower = true|false`",
+                c.says
+            ));
+        }
+    }
+    Ok(suite)
+}
+
+/// Each experiment's run options, with `over` (what the command line gave) laid over them.
+pub fn runs(suite: &Suite, over: &RunOptions) -> Result<Vec<RunOptions>, String> {
+    suite
+        .experiment
+        .iter()
+        .map(|e| {
+            let text = toml::to_string(&e.scenario).map_err(|x| x.to_string())?;
+            let origin = format!("suite {}, experiment {}", suite.name, e.id);
+            let file = RunOptions::parse_scenario(&text, &origin).map_err(|x| x.to_string())?;
+            over.over(&file).map_err(|x| format!("{origin}: {x}"))
+        })
+        .collect()
+}
+
+/// A case of the run as one of the suite's rows: its experiment, result and summary.
+struct Row<'a> {
+    experiment: &'a Experiment,
+    case: &'a CaseResult,
+    summary: CaseSummary,
+}
+
+/// What a suite's run shows: the report's table with today's figures (and the published
+/// ones beside), then each conclusion checked. `experiment_of` gives each case's experiment
+/// (the same case may serve several).
+pub fn render(
+    suite: &Suite,
+    run: &RunResult,
+    experiment_of: &dyn Fn(&CaseConfig) -> Vec<usize>,
+    width: Option<usize>,
+) -> String {
+    let rows: Vec<Row> = run
+        .cases
+        .iter()
+        .flat_map(|c| {
+            experiment_of(&c.config).into_iter().map(move |i| Row {
+                experiment: &suite.experiment[i],
+                case: c,
+                summary: summarize(c),
+            })
+        })
+        .collect();
+    let mut out = format!("\n{}, rerun today:\n", suite.title);
+    out.push_str(&table(suite, &rows, run).render(width));
+    if let Some(n) = &suite.note {
+        out.push_str(&crate::report::table::wrap(n, width));
+    }
+    out.push_str("\nthe report's conclusions, checked:\n");
+    for c in &suite.conclusion {
+        out.push_str(&crate::report::table::wrap(
+            &format!("- \"{}\"", c.text),
+            width,
+        ));
+        for claim in &c.claims {
+            out.push_str(&crate::report::table::wrap(
+                &format!("  {}", verdict(claim, &rows)),
+                width,
+            ));
+        }
+        if let Some(n) = &c.note {
+            out.push_str(&crate::report::table::wrap(&format!("  ({n})"), width));
+        }
+    }
+    out
+}
+
+fn table(suite: &Suite, rows: &[Row], run: &RunResult) -> Grid {
+    let cols: Vec<(&str, u8)> = suite
+        .columns
+        .iter()
+        .map(|c| {
+            (
+                c.header(),
+                match c {
+                    Column::Platform => 100,
+                    Column::Published => 200,
+                    _ => u8::MAX,
+                },
+            )
+        })
+        .collect();
+    let mut g = Grid::new(&cols);
+    let seconds = |v: Option<f64>| v.map_or("--".to_string(), |v| format!("{v:.6}"));
+    for (i, r) in rows.iter().enumerate() {
+        let cells = suite
+            .columns
+            .iter()
+            .map(|c| match c {
+                Column::Test => (i + 1).to_string(),
+                Column::Platform => format!(
+                    "{} ({} CPUs, Linux {})",
+                    run.environment.hostname, run.environment.cores, run.environment.kernel
+                ),
+                Column::ReadWrite => r.experiment.read_write.clone(),
+                Column::Protocol => r.case.config.transport.to_uppercase(),
+                Column::Options => options_cell(r),
+                Column::Size => crate::units::format_size(r.case.config.size_bytes),
+                Column::MaxTimeS => seconds(figure(Figure::MaxTime, r)),
+                Column::AvgTimeS => seconds(figure(Figure::AvgTime, r)),
+                Column::CpuTimeS => seconds(figure(Figure::CpuTime, r)),
+                Column::Throughput => {
+                    figure(Figure::Throughput, r).map_or("--".into(), |v| format!("{v:.0}"))
+                }
+                Column::LatencyS => match figure(Figure::LatencyP50, r) {
+                    Some(v) if r.summary.latency_kind == "round trip" => format!("{v:.6} rt"),
+                    v => seconds(v),
+                },
+                Column::Published => published(r).map_or("-".into(), |p| {
+                    format!(
+                        "#{}: {}, {}/s",
+                        p.test,
+                        seconds(p.avg_time_s),
+                        p.throughput.map_or("--".into(), |t| format!("{t:.0}"))
+                    )
+                }),
+            })
+            .collect();
+        g.row(cells);
+    }
+    g
+}
+
+/// The experiment's name for its settings, and what this case adds to them (an option or a
+/// payload that the experiment sweeps).
+fn options_cell(r: &Row) -> String {
+    let cfg = &r.case.config;
+    let mut parts = vec![r.experiment.options.clone()];
+    let swept = r
+        .experiment
+        .scenario
+        .get("options")
+        .and_then(|o| o.as_table())
+        .map(|t| t.keys().cloned().collect::<Vec<_>>())
+        .unwrap_or_default();
+    for k in swept {
+        if let Some(v) = cfg.effective_options.get(&k) {
+            parts.push(format!("{k}={v}"));
+        }
+    }
+    if let Some(p) = cfg.param("payload").filter(|p| *p != "bytes") {
+        parts.push(p.to_string());
+    }
+    parts.join(", ")
+}
+
+/// The report's figures for this row's case, if it gave any.
+fn published<'a>(r: &Row<'a>) -> Option<&'a Published> {
+    r.experiment.published.iter().find(|p| {
+        p.transport
+            .as_ref()
+            .is_none_or(|t| *t == r.case.config.transport)
+            && p.options
+                .iter()
+                .all(|(k, v)| r.case.config.effective_options.get(k) == Some(v))
+    })
+}
+
+/// The row's role's calls: time in send and read calls, how many of each, the longest, CPU.
+struct Calls {
+    send_ns: f64,
+    sends: u64,
+    read_ns: f64,
+    reads: u64,
+    max_ns: u64,
+    cpu_ns: u64,
+}
+
+fn calls(r: &RoleResult) -> Calls {
+    let total = |m: Metric| {
+        r.histogram(m).map_or((0.0, 0, 0), |h| {
+            (h.mean() * h.len() as f64, h.len(), h.max())
+        })
+    };
+    let (send_ns, sends, send_max) = total(Metric::SEND_CALL);
+    let (read_ns, read_samples, read_max) = total(Metric::RECV_CALL);
+    Calls {
+        send_ns,
+        sends,
+        read_ns,
+        reads: r.counters.read_calls.max(read_samples),
+        max_ns: send_max.max(read_max),
+        cpu_ns: r.cpu.user_ns + r.cpu.sys_ns,
+    }
+}
+
+/// A figure of a row, from its case and its experiment's role.
+fn figure(f: Figure, r: &Row) -> Option<f64> {
+    let s = &r.summary;
+    let role = r
+        .case
+        .roles
+        .iter()
+        .find(|x| x.role.to_string().starts_with(&r.experiment.role));
+    let c = role.map(calls);
+    // The calls a role's time divides by: a writer's acknowledgement wait is part of its
+    // write (NML's confirm_write), a reader's are its reads, the others' both.
+    let per_call = |ns: f64| -> Option<f64> {
+        let c = c.as_ref()?;
+        let n = match r.experiment.role.as_str() {
+            "writer" => c.sends,
+            "reader" => c.reads,
+            _ => c.sends + c.reads,
+        };
+        (n > 0).then(|| ns / n as f64 / 1e9)
+    };
+    match f {
+        Figure::LatencyP50 => s.latency.as_ref()?.p50_ns.map(|v| v as f64 / 1e9),
+        Figure::Throughput => (s.msgs_per_s > 0.0).then_some(s.msgs_per_s),
+        Figure::AvgTime => {
+            let c = c.as_ref()?;
+            let ns = match r.experiment.role.as_str() {
+                "reader" => c.read_ns,
+                _ => c.send_ns + c.read_ns,
+            };
+            per_call(ns)
+        }
+        Figure::MaxTime => c.as_ref().map(|c| c.max_ns as f64 / 1e9),
+        Figure::CpuTime => per_call(c.as_ref()?.cpu_ns as f64),
+        Figure::ReadCallAvg => {
+            let c = c.as_ref()?;
+            (c.reads > 0).then(|| c.read_ns / c.reads as f64 / 1e9)
+        }
+    }
+}
+
+fn selects(s: &Select, r: &Row) -> bool {
+    r.experiment.id == s.experiment
+        && s.transport
+            .as_ref()
+            .is_none_or(|t| *t == r.case.config.transport)
+        && s.options
+            .iter()
+            .all(|(k, v)| r.case.config.effective_options.get(k) == Some(v))
+}
+
+/// What pairs a case of `a` with one of `b`: what neither selector names.
+fn pairing(claim: &Claim, r: &Row) -> (Option<String>, usize, Option<String>) {
+    let named = claim.a.transport.is_some() || claim.b.transport.is_some();
+    (
+        (!named).then(|| r.case.config.transport.clone()),
+        r.case.config.size_bytes,
+        r.case.config.param("payload").map(str::to_string),
+    )
+}
+
+/// A claim checked against the rows: holds, no longer holds, or not measured, with the
+/// figures.
+fn verdict(claim: &Claim, rows: &[Row]) -> String {
+    let mut found: Vec<(&Row, &Row, f64, f64)> = Vec::new();
+    for a in rows.iter().filter(|r| selects(&claim.a, r)) {
+        for b in rows
+            .iter()
+            .filter(|r| selects(&claim.b, r) && pairing(claim, r) == pairing(claim, a))
+        {
+            if let (Some(x), Some(y)) = (figure(claim.figure, a), figure(claim.figure, b)) {
+                if y > 0.0 {
+                    found.push((a, b, x, y));
+                }
+            }
+        }
+    }
+    if found.is_empty() {
+        return format!("not measured: {} (no case of both sides ran)", claim.says);
+    }
+    let holds = found
+        .iter()
+        .all(|(_, _, x, y)| match (claim.ratio, claim.lower) {
+            (Some([lo, hi]), _) => (lo..=hi).contains(&(x / y)),
+            (None, Some(true)) => x < y,
+            _ => x > y,
+        });
+    let name = |r: &Row| {
+        format!(
+            "{} {}",
+            r.case.config.transport,
+            crate::units::format_size(r.case.config.size_bytes)
+        )
+    };
+    let figures: Vec<String> = found
+        .iter()
+        .map(|(a, b, x, y)| {
+            format!(
+                "{} {} / {} {} = {:.2}x",
+                name(a),
+                claim.figure.show(*x),
+                name(b),
+                claim.figure.show(*y),
+                x / y
+            )
+        })
+        .collect();
+    format!(
+        "{}: {} ({})",
+        if holds { "holds" } else { "no longer holds" },
+        claim.says,
+        figures.join("; ")
+    )
+}
+
+impl Figure {
+    /// A value of this figure with its unit.
+    fn show(self, v: f64) -> String {
+        match self {
+            Figure::Throughput => format!("{v:.0}/s"),
+            _ if v < 1e-3 => format!("{:.1} us", v * 1e6),
+            _ => format!("{:.2} ms", v * 1e3),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_shipped_suite_parses_and_plans() {
+        for (name, text) in SUITES {
+            let s = parse(text, name).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(&s.name, name);
+            let runs = runs(&s, &RunOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+            for (r, e) in runs.iter().zip(&s.experiment) {
+                let cases = crate::plan::cases(r).unwrap_or_else(|x| panic!("{}: {x}", e.id));
+                assert!(!cases.is_empty(), "{}", e.id);
+            }
+        }
+    }
+
+    #[test]
+    fn a_claim_on_an_unknown_experiment_is_refused() {
+        let text = SUITES[0].1.replace(
+            "a = { experiment = \"same-host\", transport = \"tcp\" }",
+            "a = { experiment = \"nowhere\", transport = \"tcp\" }",
+        );
+        let e = parse(&text, "x.toml").unwrap_err();
+        assert!(e.contains("`nowhere`"), "{e}");
+    }
+}
