@@ -11,7 +11,10 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 
 /// The suites msgperf ships: a name and its file. Adding one is its file and a line here.
-pub static SUITES: &[(&str, &str)] = &[("nml", include_str!("nml.toml"))];
+pub static SUITES: &[(&str, &str)] = &[
+    ("nml", include_str!("nml.toml")),
+    ("cml", include_str!("cml.toml")),
+];
 
 /// A source report as data.
 #[derive(Debug, Deserialize)]
@@ -35,7 +38,9 @@ pub struct Suite {
 #[serde(deny_unknown_fields)]
 pub struct Experiment {
     pub id: String,
-    /// The report's name for what the role did (NML: Both, Write, Read).
+    /// The report's name for the experiment, or for what its role did (NML: Both, Write,
+    /// Read), shown in the `read_write` or `label` column.
+    #[serde(alias = "label")]
     pub read_write: String,
     /// The role whose calls the row reports (`initiator`, `writer`, `reader`, ...).
     pub role: String,
@@ -81,6 +86,9 @@ pub struct Conclusion {
 pub struct Claim {
     pub says: String,
     pub figure: Figure,
+    /// The figure taken of `b`, where it is another (two metrics of one case).
+    #[serde(default)]
+    pub figure_b: Option<Figure>,
     pub a: Select,
     pub b: Select,
     /// a / b lies in this range...
@@ -91,7 +99,7 @@ pub struct Claim {
     pub lower: Option<bool>,
 }
 
-/// Which cases: of an experiment, with a transport, with transport options.
+/// Which cases: of an experiment, with a transport, transport options, workload parameters.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Select {
@@ -100,11 +108,16 @@ pub struct Select {
     pub transport: Option<String>,
     #[serde(default)]
     pub options: BTreeMap<String, String>,
+    #[serde(default)]
+    pub params: BTreeMap<String, String>,
 }
 
-/// A figure a claim compares, each from one row's case and role.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
-#[serde(rename_all = "snake_case")]
+/// A figure a claim compares (or a column shows), each from one row's case and role:
+/// `latency_p50`, `throughput`, `avg_time`, `max_time`, `cpu_time`, `read_call_avg`, or a
+/// percentile of any metric over the case's roles, `p50:METRIC` (`p99:`, `max:`, `mean:`; the
+/// metric's key, e.g. `p50:spawn_call_ns`).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(try_from = "String")]
 pub enum Figure {
     /// The case's latency p50 (its kind: round trip, one-way), s.
     LatencyP50,
@@ -119,41 +132,112 @@ pub enum Figure {
     /// The role's time in read calls over its read calls (each non-blocking read of a poll
     /// counted), s.
     ReadCallAvg,
+    /// A statistic of a metric over every role of the case, s.
+    Metric { stat: Stat, key: String },
 }
 
-/// A column of a suite's table.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
-#[serde(rename_all = "snake_case")]
+/// What a [`Figure::Metric`] takes of its histogram.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Stat {
+    P50,
+    P99,
+    Max,
+    Mean,
+}
+
+impl TryFrom<String> for Figure {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        Ok(match s.as_str() {
+            "latency_p50" => Figure::LatencyP50,
+            "throughput" => Figure::Throughput,
+            "avg_time" => Figure::AvgTime,
+            "max_time" => Figure::MaxTime,
+            "cpu_time" => Figure::CpuTime,
+            "read_call_avg" => Figure::ReadCallAvg,
+            _ => {
+                let (stat, key) = s.split_once(':').ok_or_else(|| bad_figure(&s))?;
+                let stat = match stat {
+                    "p50" => Stat::P50,
+                    "p99" => Stat::P99,
+                    "max" => Stat::Max,
+                    "mean" => Stat::Mean,
+                    _ => return Err(bad_figure(&s)),
+                };
+                Figure::Metric {
+                    stat,
+                    key: key.to_string(),
+                }
+            }
+        })
+    }
+}
+
+fn bad_figure(s: &str) -> String {
+    format!("`{s}` is not a figure: use latency_p50, throughput, avg_time, max_time, cpu_time, read_call_avg, or p50:METRIC (p99:, max:, mean:)")
+}
+
+/// A column of a suite's table: `test`, `platform`, `read_write`, `protocol`, `options`,
+/// `size`, `param:KEY` (a workload parameter), `published`, or a figure ([`Figure`]; times in
+/// seconds where the report gave seconds, `_us` after a metric figure for microseconds).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(try_from = "String")]
 pub enum Column {
     Test,
+    /// The experiment's label.
+    Label,
     Platform,
     ReadWrite,
     Protocol,
     Options,
     Size,
-    MaxTimeS,
-    AvgTimeS,
-    CpuTimeS,
-    Throughput,
-    LatencyS,
+    Param(String),
     Published,
+    /// A figure, and its header.
+    Figure(Figure, String),
+}
+
+impl TryFrom<String> for Column {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        Ok(match s.as_str() {
+            "test" => Column::Test,
+            "label" => Column::Label,
+            "platform" => Column::Platform,
+            "read_write" => Column::ReadWrite,
+            "protocol" => Column::Protocol,
+            "options" => Column::Options,
+            "size" => Column::Size,
+            "published" => Column::Published,
+            "max_time_s" => Column::Figure(Figure::MaxTime, "Max. Time".into()),
+            "avg_time_s" => Column::Figure(Figure::AvgTime, "Avg. Time".into()),
+            "cpu_time_s" => Column::Figure(Figure::CpuTime, "CPU Time".into()),
+            "throughput" => Column::Figure(Figure::Throughput, "Throughput".into()),
+            "latency_s" => Column::Figure(Figure::LatencyP50, "Latency".into()),
+            _ => match s.strip_prefix("param:") {
+                Some(k) => Column::Param(k.to_string()),
+                None => {
+                    let header = format!("{} [us]", s.replace(':', " "));
+                    Column::Figure(Figure::try_from(s)?, header)
+                }
+            },
+        })
+    }
 }
 
 impl Column {
-    fn header(self) -> &'static str {
+    fn header(&self) -> String {
         match self {
-            Column::Test => "Test #",
-            Column::Platform => "Platform",
-            Column::ReadWrite => "Read/Write",
-            Column::Protocol => "Protocol",
-            Column::Options => "Options",
-            Column::Size => "Size",
-            Column::MaxTimeS => "Max. Time",
-            Column::AvgTimeS => "Avg. Time",
-            Column::CpuTimeS => "CPU Time",
-            Column::Throughput => "Throughput",
-            Column::LatencyS => "Latency",
-            Column::Published => "published: test, avg time, throughput",
+            Column::Test => "Test #".into(),
+            Column::Label => "Experiment".into(),
+            Column::Platform => "Platform".into(),
+            Column::ReadWrite => "Read/Write".into(),
+            Column::Protocol => "Protocol".into(),
+            Column::Options => "Options".into(),
+            Column::Size => "Size".into(),
+            Column::Param(k) => k.clone(),
+            Column::Published => "published: test, avg time, throughput".into(),
+            Column::Figure(_, h) => h.clone(),
         }
     }
 }
@@ -218,7 +302,17 @@ pub fn runs(suite: &Suite, over: &RunOptions) -> Result<Vec<RunOptions>, String>
             let text = toml::to_string(&e.scenario).map_err(|x| x.to_string())?;
             let origin = format!("suite {}, experiment {}", suite.name, e.id);
             let file = RunOptions::parse_scenario(&text, &origin).map_err(|x| x.to_string())?;
-            over.over(&file).map_err(|x| format!("{origin}: {x}"))
+            let mut o = over.over(&file).map_err(|x| format!("{origin}: {x}"))?;
+            // A workload of a fixed amount of work (--n) takes no duration.
+            let fixed = o
+                .workload
+                .as_deref()
+                .and_then(|w| crate::workload::find(w).ok())
+                .is_some_and(|w| w.fixed_work());
+            if fixed {
+                o.duration = None;
+            }
+            Ok(o)
         })
         .collect()
 }
@@ -275,12 +369,14 @@ pub fn render(
 }
 
 fn table(suite: &Suite, rows: &[Row], run: &RunResult) -> Grid {
+    let headers: Vec<String> = suite.columns.iter().map(Column::header).collect();
     let cols: Vec<(&str, u8)> = suite
         .columns
         .iter()
-        .map(|c| {
+        .zip(&headers)
+        .map(|(c, h)| {
             (
-                c.header(),
+                h.as_str(),
                 match c {
                     Column::Platform => 100,
                     Column::Published => 200,
@@ -301,20 +397,24 @@ fn table(suite: &Suite, rows: &[Row], run: &RunResult) -> Grid {
                     "{} ({} CPUs, Linux {})",
                     run.environment.hostname, run.environment.cores, run.environment.kernel
                 ),
-                Column::ReadWrite => r.experiment.read_write.clone(),
+                Column::ReadWrite | Column::Label => r.experiment.read_write.clone(),
                 Column::Protocol => r.case.config.transport.to_uppercase(),
                 Column::Options => options_cell(r),
                 Column::Size => crate::units::format_size(r.case.config.size_bytes),
-                Column::MaxTimeS => seconds(figure(Figure::MaxTime, r)),
-                Column::AvgTimeS => seconds(figure(Figure::AvgTime, r)),
-                Column::CpuTimeS => seconds(figure(Figure::CpuTime, r)),
-                Column::Throughput => {
-                    figure(Figure::Throughput, r).map_or("--".into(), |v| format!("{v:.0}"))
+                Column::Param(k) => r.case.config.param(k).unwrap_or("-").to_string(),
+                Column::Figure(f, _) => {
+                    let v = figure(f, r);
+                    match f {
+                        Figure::Throughput => v.map_or("--".into(), |v| format!("{v:.0}")),
+                        Figure::LatencyP50 if r.summary.latency_kind == "round trip" => {
+                            v.map_or("--".into(), |v| format!("{v:.6} rt"))
+                        }
+                        Figure::Metric { .. } => {
+                            v.map_or("--".into(), |v| format!("{:.2}", v * 1e6))
+                        }
+                        _ => seconds(v),
+                    }
                 }
-                Column::LatencyS => match figure(Figure::LatencyP50, r) {
-                    Some(v) if r.summary.latency_kind == "round trip" => format!("{v:.6} rt"),
-                    v => seconds(v),
-                },
                 Column::Published => published(r).map_or("-".into(), |p| {
                     format!(
                         "#{}: {}, {}/s",
@@ -394,7 +494,7 @@ fn calls(r: &RoleResult) -> Calls {
 }
 
 /// A figure of a row, from its case and its experiment's role.
-fn figure(f: Figure, r: &Row) -> Option<f64> {
+fn figure(f: &Figure, r: &Row) -> Option<f64> {
     let s = &r.summary;
     let role = r
         .case
@@ -430,6 +530,32 @@ fn figure(f: Figure, r: &Row) -> Option<f64> {
             let c = c.as_ref()?;
             (c.reads > 0).then(|| c.read_ns / c.reads as f64 / 1e9)
         }
+        Figure::Metric { stat, key } => {
+            let mut all: Option<hdrhistogram::Histogram<u64>> = None;
+            for h in r
+                .case
+                .roles
+                .iter()
+                .flat_map(|x| &x.histograms)
+                .filter(|(m, _)| m.key() == key)
+                .filter_map(|(_, h)| h.decode().ok())
+            {
+                match all.as_mut() {
+                    Some(a) => {
+                        let _ = a.add(&h);
+                    }
+                    None => all = Some(h),
+                }
+            }
+            let h = all.filter(|h| !h.is_empty())?;
+            let ns = match stat {
+                Stat::P50 => h.value_at_quantile(0.5) as f64,
+                Stat::P99 => h.value_at_quantile(0.99) as f64,
+                Stat::Max => h.max() as f64,
+                Stat::Mean => h.mean(),
+            };
+            Some(ns / 1e9)
+        }
     }
 }
 
@@ -441,15 +567,27 @@ fn selects(s: &Select, r: &Row) -> bool {
         && s.options
             .iter()
             .all(|(k, v)| r.case.config.effective_options.get(k) == Some(v))
+        && s.params
+            .iter()
+            .all(|(k, v)| r.case.config.param(k) == Some(v.as_str()))
 }
 
-/// What pairs a case of `a` with one of `b`: what neither selector names.
-fn pairing(claim: &Claim, r: &Row) -> (Option<String>, usize, Option<String>) {
+/// What pairs a case of `a` with one of `b`: what neither selector names (the transport, the
+/// message size, the workload's parameters).
+fn pairing(claim: &Claim, r: &Row) -> (Option<String>, usize, Vec<(String, String)>) {
     let named = claim.a.transport.is_some() || claim.b.transport.is_some();
+    let params = r
+        .case
+        .config
+        .effective_params
+        .iter()
+        .filter(|(k, _)| !claim.a.params.contains_key(*k) && !claim.b.params.contains_key(*k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     (
         (!named).then(|| r.case.config.transport.clone()),
         r.case.config.size_bytes,
-        r.case.config.param("payload").map(str::to_string),
+        params,
     )
 }
 
@@ -462,7 +600,10 @@ fn verdict(claim: &Claim, rows: &[Row]) -> String {
             .iter()
             .filter(|r| selects(&claim.b, r) && pairing(claim, r) == pairing(claim, a))
         {
-            if let (Some(x), Some(y)) = (figure(claim.figure, a), figure(claim.figure, b)) {
+            if let (Some(x), Some(y)) = (
+                figure(&claim.figure, a),
+                figure(claim.figure_b.as_ref().unwrap_or(&claim.figure), b),
+            ) {
                 if y > 0.0 {
                     found.push((a, b, x, y));
                 }
@@ -480,11 +621,20 @@ fn verdict(claim: &Claim, rows: &[Row]) -> String {
             _ => x > y,
         });
     let name = |r: &Row| {
-        format!(
-            "{} {}",
-            r.case.config.transport,
-            crate::units::format_size(r.case.config.size_bytes)
-        )
+        let c = &r.case.config;
+        let mut parts: Vec<String> = Vec::new();
+        // A case without a transport is named by its parameters; one with, by transport, size
+        // and a typed payload.
+        if c.transport == crate::result::NO_TRANSPORT {
+            parts.extend(c.effective_params.iter().map(|(k, v)| format!("{k}={v}")));
+        } else {
+            parts.push(c.transport.clone());
+            parts.push(crate::units::format_size(c.size_bytes));
+            if let Some(n) = c.params.get("n") {
+                parts.push(format!("n={n}"));
+            }
+        }
+        parts.join(" ")
     };
     let figures: Vec<String> = found
         .iter()
@@ -494,7 +644,7 @@ fn verdict(claim: &Claim, rows: &[Row]) -> String {
                 name(a),
                 claim.figure.show(*x),
                 name(b),
-                claim.figure.show(*y),
+                claim.figure_b.as_ref().unwrap_or(&claim.figure).show(*y),
                 x / y
             )
         })
@@ -509,7 +659,7 @@ fn verdict(claim: &Claim, rows: &[Row]) -> String {
 
 impl Figure {
     /// A value of this figure with its unit.
-    fn show(self, v: f64) -> String {
+    fn show(&self, v: f64) -> String {
         match self {
             Figure::Throughput => format!("{v:.0}/s"),
             _ if v < 1e-3 => format!("{:.1} us", v * 1e6),
