@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 pub static SUITES: &[(&str, &str)] = &[
     ("nml", include_str!("nml.toml")),
     ("cml", include_str!("cml.toml")),
+    ("tcl", include_str!("tcl.toml")),
 ];
 
 /// A source report as data.
@@ -113,7 +114,7 @@ pub struct Select {
 }
 
 /// A figure a claim compares (or a column shows), each from one row's case and role:
-/// `latency_p50`, `throughput`, `avg_time`, `max_time`, `cpu_time`, `read_call_avg`, or a
+/// `latency_p50`, `throughput`, `mib_per_s`, `avg_time`, `max_time`, `cpu_time`, `read_call_avg`, or a
 /// percentile of any metric over the case's roles, `p50:METRIC` (`p99:`, `max:`, `mean:`; the
 /// metric's key, e.g. `p50:spawn_call_ns`).
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -123,6 +124,8 @@ pub enum Figure {
     LatencyP50,
     /// New messages received per second.
     Throughput,
+    /// Their bytes, MiB/s.
+    MibPerS,
     /// The role's time in its calls over its calls, s.
     AvgTime,
     /// The role's longest call, s.
@@ -151,6 +154,7 @@ impl TryFrom<String> for Figure {
         Ok(match s.as_str() {
             "latency_p50" => Figure::LatencyP50,
             "throughput" => Figure::Throughput,
+            "mib_per_s" => Figure::MibPerS,
             "avg_time" => Figure::AvgTime,
             "max_time" => Figure::MaxTime,
             "cpu_time" => Figure::CpuTime,
@@ -174,7 +178,7 @@ impl TryFrom<String> for Figure {
 }
 
 fn bad_figure(s: &str) -> String {
-    format!("`{s}` is not a figure: use latency_p50, throughput, avg_time, max_time, cpu_time, read_call_avg, or p50:METRIC (p99:, max:, mean:)")
+    format!("`{s}` is not a figure: use latency_p50, throughput, mib_per_s, avg_time, max_time, cpu_time, read_call_avg, or p50:METRIC (p99:, max:, mean:)")
 }
 
 /// A column of a suite's table: `test`, `platform`, `read_write`, `protocol`, `options`,
@@ -213,6 +217,7 @@ impl TryFrom<String> for Column {
             "avg_time_s" => Column::Figure(Figure::AvgTime, "Avg. Time".into()),
             "cpu_time_s" => Column::Figure(Figure::CpuTime, "CPU Time".into()),
             "throughput" => Column::Figure(Figure::Throughput, "Throughput".into()),
+            "mib_per_s" => Column::Figure(Figure::MibPerS, "MiB/s".into()),
             "latency_s" => Column::Figure(Figure::LatencyP50, "Latency".into()),
             _ => match s.strip_prefix("param:") {
                 Some(k) => Column::Param(k.to_string()),
@@ -406,6 +411,7 @@ fn table(suite: &Suite, rows: &[Row], run: &RunResult) -> Grid {
                     let v = figure(f, r);
                     match f {
                         Figure::Throughput => v.map_or("--".into(), |v| format!("{v:.0}")),
+                        Figure::MibPerS => v.map_or("--".into(), |v| format!("{v:.1}")),
                         Figure::LatencyP50 if r.summary.latency_kind == "round trip" => {
                             v.map_or("--".into(), |v| format!("{v:.6} rt"))
                         }
@@ -516,6 +522,7 @@ fn figure(f: &Figure, r: &Row) -> Option<f64> {
     match f {
         Figure::LatencyP50 => s.latency.as_ref()?.p50_ns.map(|v| v as f64 / 1e9),
         Figure::Throughput => (s.msgs_per_s > 0.0).then_some(s.msgs_per_s),
+        Figure::MibPerS => (s.mib_per_s > 0.0).then_some(s.mib_per_s),
         Figure::AvgTime => {
             let c = c.as_ref()?;
             let ns = match r.experiment.role.as_str() {
@@ -662,6 +669,7 @@ impl Figure {
     fn show(&self, v: f64) -> String {
         match self {
             Figure::Throughput => format!("{v:.0}/s"),
+            Figure::MibPerS => format!("{v:.1} MiB/s"),
             _ if v < 1e-3 => format!("{:.1} us", v * 1e6),
             _ => format!("{:.2} ms", v * 1e3),
         }
