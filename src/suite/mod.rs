@@ -391,7 +391,7 @@ fn table(suite: &Suite, rows: &[Row], run: &RunResult) -> Grid {
         })
         .collect();
     let mut g = Grid::new(&cols);
-    let seconds = |v: Option<f64>| v.map_or("--".to_string(), |v| format!("{v:.6}"));
+    let or_none = |v: Option<f64>| v.map_or("--".to_string(), seconds);
     for (i, r) in rows.iter().enumerate() {
         let cells = suite
             .columns
@@ -413,19 +413,19 @@ fn table(suite: &Suite, rows: &[Row], run: &RunResult) -> Grid {
                         Figure::Throughput => v.map_or("--".into(), |v| format!("{v:.0}")),
                         Figure::MibPerS => v.map_or("--".into(), |v| format!("{v:.1}")),
                         Figure::LatencyP50 if r.summary.latency_kind == "round trip" => {
-                            v.map_or("--".into(), |v| format!("{v:.6} rt"))
+                            v.map_or("--".into(), |v| format!("{} rt", seconds(v)))
                         }
                         Figure::Metric { .. } => {
                             v.map_or("--".into(), |v| format!("{:.2}", v * 1e6))
                         }
-                        _ => seconds(v),
+                        _ => or_none(v),
                     }
                 }
                 Column::Published => published(r).map_or("-".into(), |p| {
                     format!(
                         "#{}: {}, {}/s",
                         p.test,
-                        seconds(p.avg_time_s),
+                        or_none(p.avg_time_s),
                         p.throughput.map_or("--".into(), |t| format!("{t:.0}"))
                     )
                 }),
@@ -434,6 +434,17 @@ fn table(suite: &Suite, rows: &[Row], run: &RunResult) -> Grid {
         g.row(cells);
     }
     g
+}
+
+/// Seconds as the reports wrote them (decimals, no exponent) with three significant digits
+/// at least (a round trip of 0.3 us is 0.000000300, not 0.000000).
+fn seconds(v: f64) -> String {
+    let digits = if v > 0.0 {
+        (2 - v.log10().floor() as i32).clamp(6, 10) as usize
+    } else {
+        6
+    };
+    format!("{v:.digits$}")
 }
 
 /// The experiment's name for its settings, and what this case adds to them (an option or a
