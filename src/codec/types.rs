@@ -578,41 +578,18 @@ impl Values {
 /// `match` over [`Values`] with the same expression for every type: `$v` is the list, `$T`
 /// its element type. A format's codec is made with it once, outside any loop.
 macro_rules! for_each_type {
-    ($values:expr, $v:ident: $T:ident => $body:expr) => {{
+    ($values:expr, $v:ident: $T:ident => $body:expr) => {
+        $crate::codec::types::for_each_type!(@arms $values, $v, $T, $body;
+            Array: Array, Struct16: Struct16, Struct256: Struct256, Struct4k: Struct4k,
+            Seq: Sequence, Text: Text, PointCloud: PointCloud, Nml: Nml)
+    };
+    (@arms $values:expr, $v:ident, $T:ident, $body:expr; $($variant:ident: $ty:ident),*) => {{
         use $crate::codec::types as t;
         match $values {
-            t::Values::Array($v) => {
-                type $T = t::Array;
+            $(t::Values::$variant($v) => {
+                type $T = t::$ty;
                 $body
-            }
-            t::Values::Struct16($v) => {
-                type $T = t::Struct16;
-                $body
-            }
-            t::Values::Struct256($v) => {
-                type $T = t::Struct256;
-                $body
-            }
-            t::Values::Struct4k($v) => {
-                type $T = t::Struct4k;
-                $body
-            }
-            t::Values::Seq($v) => {
-                type $T = t::Sequence;
-                $body
-            }
-            t::Values::Text($v) => {
-                type $T = t::Text;
-                $body
-            }
-            t::Values::PointCloud($v) => {
-                type $T = t::PointCloud;
-                $body
-            }
-            t::Values::Nml($v) => {
-                type $T = t::Nml;
-                $body
-            }
+            })*
         }
     }};
 }

@@ -212,20 +212,13 @@ pub fn build_in_place(
     lag_ns: u64,
     checksum: bool,
 ) {
+    build_header(b, seq, send_ns, flags, lag_ns);
     let n = b.len();
-    b[0..4].copy_from_slice(&(n as u32).to_le_bytes());
-    b[4..8].copy_from_slice(&flags.to_le_bytes());
-    b[8..16].copy_from_slice(&seq.to_le_bytes());
-    b[16..24].copy_from_slice(&send_ns.to_le_bytes());
-    b[24..28].fill(0);
-    b[28..32].copy_from_slice(&(lag_ns.min(u32::MAX as u64) as u32).to_le_bytes());
     if n >= HEADER + 8 {
         b[HEADER..n - 8].fill(in_place_byte(seq));
-        b[n - 8..].copy_from_slice(&seq.to_le_bytes());
     }
     if checksum {
-        let c = crc(b);
-        b[24..28].copy_from_slice(&c.to_le_bytes());
+        reseal(b);
     }
 }
 
