@@ -5,25 +5,9 @@
 
 mod support;
 
-use msgperf::result::{CaseResult, Metric, RoleResult, RunResult, ENCODED_BYTES, MEMCPY_NS};
+use msgperf::result::{CaseResult, Metric, RoleResult, ENCODED_BYTES, MEMCPY_NS};
 use std::time::Duration;
 use support::*;
-
-fn cases_of(args: &[&str]) -> Vec<CaseResult> {
-    let dir = temp_dir();
-    let json = dir.path().join("r.json");
-    let mut all = args.to_vec();
-    all.extend(["--json", json.to_str().unwrap()]);
-    let out = run(&all, Duration::from_secs(120));
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{args:?}: {}",
-        text(&out.stderr)
-    );
-    let run: RunResult = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    run.cases
-}
 
 fn samples(r: &RoleResult, m: Metric) -> u64 {
     r.histogram(m).map_or(0, |h| h.len())

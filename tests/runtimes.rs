@@ -8,23 +8,6 @@ use msgperf::result::{CaseResult, Metric, RunResult};
 use std::time::Duration;
 use support::*;
 
-/// Runs msgperf with `args` and its JSON, which must succeed.
-fn cases_of(args: &[&str]) -> Vec<CaseResult> {
-    let dir = temp_dir();
-    let json = dir.path().join("r.json");
-    let mut all = args.to_vec();
-    all.extend(["--json", json.to_str().unwrap()]);
-    let out = run(&all, Duration::from_secs(120));
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{args:?}: {}",
-        text(&out.stderr)
-    );
-    let run: RunResult = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    run.cases
-}
-
 fn figure(c: &CaseResult, name: &str) -> f64 {
     c.roles
         .iter()

@@ -32,10 +32,10 @@ struct RkyvCodec<T> {
     aligned: AlignedVec,
 }
 
-impl<T> RkyvCodec<T> {
-    /// The body at an address its archive can be read at.
+impl<T: Archive> RkyvCodec<T> {
+    /// The body at an address its archive can be read at (the archived type's alignment).
     fn aligned<'a>(aligned: &'a mut AlignedVec, body: &'a [u8]) -> &'a [u8] {
-        if (body.as_ptr() as usize).is_multiple_of(16) {
+        if (body.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T::Archived>()) {
             return body;
         }
         aligned.clear();

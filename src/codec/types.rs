@@ -102,6 +102,18 @@ macro_rules! fields {
     };
 }
 
+/// Declares a message type with the derives every format reads.
+macro_rules! message {
+    ($(#[$doc:meta])* pub struct $name:ident $fields:tt) => {
+        $(#[$doc])*
+        #[derive(
+            Clone, PartialEq, prost::Message, Serialize, Deserialize, Archive, RkyvSerialize,
+            RkyvDeserialize,
+        )]
+        pub struct $name $fields
+    };
+}
+
 /// Declares a plain struct of named scalar fields (all the formats' derives, `repr(C)` with
 /// no padding), how to fill it from a seed and its checksum.
 macro_rules! scalars {
@@ -131,20 +143,12 @@ macro_rules! scalars {
     (@value f32, $r:ident) => { $r.f32().abs() };
 }
 
-/// `array:N`: N doubles.
-#[derive(
-    Clone,
-    PartialEq,
-    prost::Message,
-    Serialize,
-    Deserialize,
-    Archive,
-    RkyvSerialize,
-    RkyvDeserialize,
-)]
-pub struct Array {
-    #[prost(double, repeated, tag = "1")]
-    pub values: Vec<f64>,
+message! {
+    /// `array:N`: N doubles.
+    pub struct Array {
+        #[prost(double, repeated, tag = "1")]
+        pub values: Vec<f64>,
+    }
 }
 
 fields!(Array, ArchivedArray, |s| fold_all(
@@ -206,22 +210,14 @@ scalars! {
     }
 }
 
-/// `struct4k`: a header record (`struct256`) and 480 samples, 4096 bytes of fields.
-#[derive(
-    Clone,
-    PartialEq,
-    prost::Message,
-    Serialize,
-    Deserialize,
-    Archive,
-    RkyvSerialize,
-    RkyvDeserialize,
-)]
-pub struct Struct4k {
-    #[prost(message, optional, tag = "1")]
-    pub head: Option<Struct256>,
-    #[prost(double, repeated, tag = "2")]
-    pub samples: Vec<f64>,
+message! {
+    /// `struct4k`: a header record (`struct256`) and 480 samples, 4096 bytes of fields.
+    pub struct Struct4k {
+        #[prost(message, optional, tag = "1")]
+        pub head: Option<Struct256>,
+        #[prost(double, repeated, tag = "2")]
+        pub samples: Vec<f64>,
+    }
 }
 
 fields!(Struct4k, ArchivedStruct4k, |s| fold_all(
@@ -232,20 +228,12 @@ fields!(Struct4k, ArchivedStruct4k, |s| fold_all(
 /// Samples in `struct4k`: 256 + 480 x 8 = 4096 bytes.
 pub const STRUCT4K_SAMPLES: usize = 480;
 
-/// `seq:N`: a bounded sequence of N `struct16`.
-#[derive(
-    Clone,
-    PartialEq,
-    prost::Message,
-    Serialize,
-    Deserialize,
-    Archive,
-    RkyvSerialize,
-    RkyvDeserialize,
-)]
-pub struct Sequence {
-    #[prost(message, repeated, tag = "1")]
-    pub items: Vec<Struct16>,
+message! {
+    /// `seq:N`: a bounded sequence of N `struct16`.
+    pub struct Sequence {
+        #[prost(message, repeated, tag = "1")]
+        pub items: Vec<Struct16>,
+    }
 }
 
 fields!(Sequence, ArchivedSequence, |s| fold_all(
@@ -253,20 +241,12 @@ fields!(Sequence, ArchivedSequence, |s| fold_all(
     s.items.iter().map(|i| i.checksum())
 ));
 
-/// `string:N`: N printable ASCII characters.
-#[derive(
-    Clone,
-    PartialEq,
-    prost::Message,
-    Serialize,
-    Deserialize,
-    Archive,
-    RkyvSerialize,
-    RkyvDeserialize,
-)]
-pub struct Text {
-    #[prost(string, tag = "1")]
-    pub text: String,
+message! {
+    /// `string:N`: N printable ASCII characters.
+    pub struct Text {
+        #[prost(string, tag = "1")]
+        pub text: String,
+    }
 }
 
 fields!(Text, ArchivedText, |s| fold_all(
@@ -284,24 +264,16 @@ scalars! {
     }
 }
 
-/// `pointcloud:N`: a stamp, a frame name and N points.
-#[derive(
-    Clone,
-    PartialEq,
-    prost::Message,
-    Serialize,
-    Deserialize,
-    Archive,
-    RkyvSerialize,
-    RkyvDeserialize,
-)]
-pub struct PointCloud {
-    #[prost(uint64, tag = "1")]
-    pub stamp_ns: u64,
-    #[prost(string, tag = "2")]
-    pub frame: String,
-    #[prost(message, repeated, tag = "3")]
-    pub points: Vec<Point>,
+message! {
+    /// `pointcloud:N`: a stamp, a frame name and N points.
+    pub struct PointCloud {
+        #[prost(uint64, tag = "1")]
+        pub stamp_ns: u64,
+        #[prost(string, tag = "2")]
+        pub frame: String,
+        #[prost(message, repeated, tag = "3")]
+        pub points: Vec<Point>,
+    }
 }
 
 fields!(PointCloud, ArchivedPointCloud, |s| fold_all(
@@ -312,37 +284,29 @@ fields!(PointCloud, ArchivedPointCloud, |s| fold_all(
     s.points.iter().map(|p| p.checksum())
 ));
 
-/// `nml`: NML's test message, which rotated through the basic types at one length: each
-/// value fills one of these arrays to the same number of bytes and leaves the others empty
-/// (a union every format carries; protobuf has no 8- or 16-bit integers, nor repeated fields
-/// in a oneof).
-#[derive(
-    Clone,
-    PartialEq,
-    prost::Message,
-    Serialize,
-    Deserialize,
-    Archive,
-    RkyvSerialize,
-    RkyvDeserialize,
-)]
-pub struct Nml {
-    #[prost(bytes = "vec", tag = "1")]
-    pub chars: Vec<u8>,
-    #[prost(int32, repeated, tag = "2")]
-    pub ints: Vec<i32>,
-    #[prost(uint32, repeated, tag = "3")]
-    pub uints: Vec<u32>,
-    #[prost(int64, repeated, tag = "4")]
-    pub longs: Vec<i64>,
-    #[prost(uint64, repeated, tag = "5")]
-    pub ulongs: Vec<u64>,
-    #[prost(float, repeated, tag = "6")]
-    pub floats: Vec<f32>,
-    #[prost(double, repeated, tag = "7")]
-    pub doubles: Vec<f64>,
-    #[prost(bool, repeated, tag = "8")]
-    pub bools: Vec<bool>,
+message! {
+    /// `nml`: NML's test message, which rotated through the basic types at one length: each
+    /// value fills one of these arrays to the same number of bytes and leaves the others empty
+    /// (a union every format carries; protobuf has no 8- or 16-bit integers, nor repeated fields
+    /// in a oneof).
+    pub struct Nml {
+        #[prost(bytes = "vec", tag = "1")]
+        pub chars: Vec<u8>,
+        #[prost(int32, repeated, tag = "2")]
+        pub ints: Vec<i32>,
+        #[prost(uint32, repeated, tag = "3")]
+        pub uints: Vec<u32>,
+        #[prost(int64, repeated, tag = "4")]
+        pub longs: Vec<i64>,
+        #[prost(uint64, repeated, tag = "5")]
+        pub ulongs: Vec<u64>,
+        #[prost(float, repeated, tag = "6")]
+        pub floats: Vec<f32>,
+        #[prost(double, repeated, tag = "7")]
+        pub doubles: Vec<f64>,
+        #[prost(bool, repeated, tag = "8")]
+        pub bools: Vec<bool>,
+    }
 }
 
 fields!(Nml, ArchivedNml, |s| {

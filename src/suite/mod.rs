@@ -4,7 +4,7 @@
 //! room plans a suite's runs and renders their results in the report's layout; `cli` runs them.
 
 use crate::plan::RunOptions;
-use crate::report::summary::{summarize, CaseSummary};
+use crate::report::summary::{merged, summarize, CaseSummary};
 use crate::report::table::Grid;
 use crate::result::{CaseConfig, CaseResult, Metric, RoleResult, RunResult};
 use serde::Deserialize;
@@ -327,6 +327,8 @@ struct Row<'a> {
     experiment: &'a Experiment,
     case: &'a CaseResult,
     summary: CaseSummary,
+    /// The experiment's role's calls, read from its histograms once.
+    calls: Option<Calls>,
 }
 
 /// What a suite's run shows: the report's table with today's figures (and the published
@@ -342,10 +344,18 @@ pub fn render(
         .cases
         .iter()
         .flat_map(|c| {
-            experiment_of(&c.config).into_iter().map(move |i| Row {
-                experiment: &suite.experiment[i],
-                case: c,
-                summary: summarize(c),
+            experiment_of(&c.config).into_iter().map(move |i| {
+                let experiment = &suite.experiment[i];
+                Row {
+                    experiment,
+                    case: c,
+                    summary: summarize(c),
+                    calls: c
+                        .roles
+                        .iter()
+                        .find(|x| x.role.to_string().starts_with(&experiment.role))
+                        .map(calls),
+                }
             })
         })
         .collect();
@@ -513,16 +523,11 @@ fn calls(r: &RoleResult) -> Calls {
 /// A figure of a row, from its case and its experiment's role.
 fn figure(f: &Figure, r: &Row) -> Option<f64> {
     let s = &r.summary;
-    let role = r
-        .case
-        .roles
-        .iter()
-        .find(|x| x.role.to_string().starts_with(&r.experiment.role));
-    let c = role.map(calls);
+    let c = r.calls.as_ref();
     // The calls a role's time divides by: a writer's acknowledgement wait is part of its
     // write (NML's confirm_write), a reader's are its reads, the others' both.
     let per_call = |ns: f64| -> Option<f64> {
-        let c = c.as_ref()?;
+        let c = c?;
         let n = match r.experiment.role.as_str() {
             "writer" => c.sends,
             "reader" => c.reads,
@@ -535,37 +540,27 @@ fn figure(f: &Figure, r: &Row) -> Option<f64> {
         Figure::Throughput => (s.msgs_per_s > 0.0).then_some(s.msgs_per_s),
         Figure::MibPerS => (s.mib_per_s > 0.0).then_some(s.mib_per_s),
         Figure::AvgTime => {
-            let c = c.as_ref()?;
+            let c = c?;
             let ns = match r.experiment.role.as_str() {
                 "reader" => c.read_ns,
                 _ => c.send_ns + c.read_ns,
             };
             per_call(ns)
         }
-        Figure::MaxTime => c.as_ref().map(|c| c.max_ns as f64 / 1e9),
-        Figure::CpuTime => per_call(c.as_ref()?.cpu_ns as f64),
+        Figure::MaxTime => c.map(|c| c.max_ns as f64 / 1e9),
+        Figure::CpuTime => per_call(c?.cpu_ns as f64),
         Figure::ReadCallAvg => {
-            let c = c.as_ref()?;
+            let c = c?;
             (c.reads > 0).then(|| c.read_ns / c.reads as f64 / 1e9)
         }
         Figure::Metric { stat, key } => {
-            let mut all: Option<hdrhistogram::Histogram<u64>> = None;
-            for h in r
+            let metric = *r
                 .case
                 .roles
                 .iter()
-                .flat_map(|x| &x.histograms)
-                .filter(|(m, _)| m.key() == key)
-                .filter_map(|(_, h)| h.decode().ok())
-            {
-                match all.as_mut() {
-                    Some(a) => {
-                        let _ = a.add(&h);
-                    }
-                    None => all = Some(h),
-                }
-            }
-            let h = all.filter(|h| !h.is_empty())?;
+                .flat_map(|x| x.histograms.keys())
+                .find(|m| m.key() == key)?;
+            let h = merged(r.case, metric)?;
             let ns = match stat {
                 Stat::P50 => h.value_at_quantile(0.5) as f64,
                 Stat::P99 => h.value_at_quantile(0.99) as f64,

@@ -18,6 +18,24 @@ pub fn msgperf(args: &[&str]) -> Command {
 }
 
 /// Runs msgperf to completion, killing it if it takes longer than `limit` (then panics).
+/// Runs msgperf with `args` and its JSON, which must succeed; its cases.
+pub fn cases_of(args: &[&str]) -> Vec<msgperf::result::CaseResult> {
+    let dir = temp_dir();
+    let json = dir.path().join("r.json");
+    let mut all = args.to_vec();
+    all.extend(["--json", json.to_str().unwrap()]);
+    let out = run(&all, Duration::from_secs(120));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{args:?}: {}",
+        text(&out.stderr)
+    );
+    let run: msgperf::result::RunResult =
+        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    run.cases
+}
+
 pub fn run(args: &[&str], limit: Duration) -> Output {
     run_command(msgperf(args), limit)
 }
