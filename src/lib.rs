@@ -7,7 +7,7 @@
 //!                                  ├─► codec       (typed bodies and their formats; likewise)
 //!                                  └─► measure ─► result
 //! cli ─► report ─► result                          (report reads results only)
-//! cli ─► suite ─► plan, report, result              (the source reports as data)
+//! cli ─► suite ─► plan, report, result, transport  (the source reports as data)
 //! ```
 //! `deadline`, `delivery`, `histogram`, `units` and `sys` are leaves every room may use.
 

@@ -16,7 +16,10 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
         ("exec", &["workload", "transport", "measure", "result"][..]),
         ("report", &["result"][..]),
         ("plan", &["workload", "transport", "result"][..]),
-        ("suite", &["plan", "workload", "report", "result"][..]),
+        (
+            "suite",
+            &["plan", "workload", "report", "result", "transport"][..],
+        ),
         (
             "cli",
             &[

@@ -21,6 +21,11 @@ use std::path::PathBuf;
 /// Words that are also names here but mean something of the file's own, and why.
 const OWN_WORDS: &[(&str, &str, &str)] = &[
     (
+        "src/exec/hosts.rs",
+        "burst",
+        "a token bucket's burst (`tc ... tbf burst`)",
+    ),
+    (
         "src/transport/aeron/",
         "udp",
         "Aeron's own UDP media (`--opt channel=udp`)",
@@ -200,11 +205,12 @@ fn a_transport_or_workload_is_named_only_in_its_home_and_its_registry_line() {
         // A transport's own tests and benchmark part (`src/transport/NAME/tests.rs`,
         // `bench.py`) run msgperf as tests/ and bench/ do; a suite's file
         // (`src/suite/NAME.toml`) is scenarios, a user's command lines as data.
+        let suite = file.starts_with("src/suite/") && file.ends_with(".toml");
         let user = file.starts_with("tests/")
             || file.starts_with("bench/")
             || file.ends_with("/tests.rs")
             || file.ends_with("/bench.py")
-            || (file.starts_with("src/suite/") && file.ends_with(".toml"));
+            || suite;
         let registry = ["src/transport/mod.rs", "src/workload/mod.rs"].contains(&file.as_str());
         let mut in_unit_tests = false;
         let mut in_registry = false;
@@ -220,6 +226,9 @@ fn a_transport_or_workload_is_named_only_in_its_home_and_its_registry_line() {
             for n in &names {
                 if file.starts_with(&n.home)
                     || (!n.adapter && (user || in_unit_tests))
+                    // A suite names the middlewares it adds where they are built, as a
+                    // user's scenario would; the adapter needs nothing from it.
+                    || suite
                     || OWN_WORDS
                         .iter()
                         .any(|(p, w, _)| file.starts_with(p) && *w == n.name)

@@ -29,8 +29,21 @@ fn every_suite_runs_small_and_checks_each_conclusion() {
             .filter(|l| l.trim() == "[[conclusion]]")
             .count();
         assert!(conclusions > 0, "{name}: no conclusions");
+        let dir = temp_dir();
+        let json = dir.path().join("suite.json");
+        let html = dir.path().join("suite.html");
         let out = run(
-            &["suite", &name, "--duration", "50ms", "--no-floor"],
+            &[
+                "suite",
+                &name,
+                "--duration",
+                "50ms",
+                "--no-floor",
+                "--json",
+                json.to_str().unwrap(),
+                "--export",
+                &format!("html={}", html.display()),
+            ],
             Duration::from_secs(600),
         );
         let printed = text(&out.stdout);
@@ -62,6 +75,59 @@ fn every_suite_runs_small_and_checks_each_conclusion() {
             })
             .count();
         assert_eq!(verdicts, claims, "{name}: {checked}");
+        // The same verdicts in the JSON, typed, and the table in the HTML report.
+        let saved: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let outcome = &saved["suite"];
+        assert_eq!(outcome["name"], name.as_str(), "{name}");
+        let typed: Vec<&serde_json::Value> = outcome["conclusions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|c| c["claims"].as_array().unwrap())
+            .collect();
+        assert_eq!(typed.len(), claims, "{name}: {outcome}");
+        for c in typed {
+            let verdict = c["verdict"].as_str().unwrap();
+            let compared = c["compared"].as_array().unwrap();
+            assert!(
+                ["holds", "no-longer-holds", "not-measured"].contains(&verdict)
+                    && (verdict == "not-measured") == compared.is_empty(),
+                "{name}: {c}"
+            );
+            for x in compared {
+                let (a, b, ratio) = (
+                    x["a_value"].as_f64(),
+                    x["b_value"].as_f64(),
+                    x["ratio"].as_f64(),
+                );
+                assert!(
+                    matches!((a, b, ratio), (Some(a), Some(b), Some(r)) if b > 0.0 && (a / b - r).abs() <= 1e-9 * r.abs().max(1.0)),
+                    "{name}: {x}"
+                );
+            }
+        }
+        assert_eq!(
+            outcome["rows"].as_array().unwrap().len(),
+            printed
+                .split("rerun today:")
+                .nth(1)
+                .and_then(|t| t.split("the report's conclusions").next())
+                .unwrap()
+                .lines()
+                .filter(|l| l
+                    .trim_start()
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_digit()))
+                .count(),
+            "{name}"
+        );
+        let page = std::fs::read_to_string(&html).unwrap();
+        assert!(
+            page.contains(&format!("<h2>Suite {name}:")) && page.contains("checked</h3>"),
+            "{name}"
+        );
     }
 }
 

@@ -406,7 +406,7 @@ fn survey(a: SurveyArgs, args: &[String]) -> Exit {
         true,
         args,
         &BTreeMap::new(),
-        &|_, _| String::new(),
+        &|_| {},
     )
 }
 
@@ -444,6 +444,7 @@ fn suite(a: SuiteArgs, args: &[String]) -> Exit {
         ..RunOptions::default()
     };
     let runs = crate::suite::runs(&suite, &over).map_err(CliError::Usage)?;
+    let hosts = crate::suite::hosts(&suite, &runs).map_err(CliError::Usage)?;
     // A case that several experiments share runs once and shows in each.
     let mut cases: Vec<CaseConfig> = Vec::new();
     let mut experiments: BTreeMap<String, Vec<usize>> = BTreeMap::new();
@@ -463,16 +464,9 @@ fn suite(a: SuiteArgs, args: &[String]) -> Exit {
         }
     }
     let experiment_of = |c: &CaseConfig| experiments.get(&c.key()).cloned().unwrap_or_default();
-    execute(
-        cases,
-        1,
-        &a.out,
-        None,
-        !a.no_floor,
-        args,
-        &BTreeMap::new(),
-        &|run, width| crate::suite::render(&suite, run, &experiment_of, width),
-    )
+    execute(cases, 1, &a.out, None, !a.no_floor, args, &hosts, &|run| {
+        run.suite = Some(crate::suite::outcome(&suite, run, &experiment_of))
+    })
 }
 
 fn run(a: RunOptions, args: &[String]) -> Exit {
@@ -516,7 +510,7 @@ fn run(a: RunOptions, args: &[String]) -> Exit {
         floor,
         args,
         &o.hosts(),
-        &|_, _| String::new(),
+        &|_| {},
     )
 }
 
@@ -617,7 +611,7 @@ fn execute(
     floor: bool,
     args: &[String],
     hosts: &BTreeMap<String, String>,
-    after: &dyn Fn(&RunResult, Option<usize>) -> String,
+    finish: &dyn Fn(&mut RunResult),
 ) -> Exit {
     let outs = outputs(out)?;
     check_outputs(&outs)?;
@@ -653,6 +647,7 @@ fn execute(
         environment: environment::probe(),
         cases: Vec::new(),
         interrupted: false,
+        suite: None,
     };
     let progress = Progress::new("cases", steps);
     let mut runner = Runner::new(connect, floor);
@@ -694,6 +689,7 @@ fn execute(
         }
     }
     run.interrupted = exec::stop_requested();
+    finish(&mut run);
     if unwritten.is_none() {
         unwritten = write_outputs(&run, &outs, true).err();
     }
@@ -703,7 +699,6 @@ fn execute(
         width: width(out),
     };
     let mut text = report::render_terminal(&run, &layout);
-    text.push_str(&after(&run, layout.width));
     let written: Vec<String> = outs
         .iter()
         .flat_map(|(f, p)| std::iter::once(p.clone()).chain(f.beside(p)))

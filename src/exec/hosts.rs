@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-pub use crate::result::place::{Launcher, LOCAL};
+pub use crate::result::place::{Launcher, Link, LOCAL};
 
 /// A host, ready for roles.
 #[derive(Clone, Debug)]
@@ -59,20 +59,20 @@ impl Hosts {
                         },
                     );
                 }
-                Launcher::Netns => netns.push(name.clone()),
+                Launcher::Netns(link) => netns.push((name.clone(), link)),
             }
         }
         let bed = if netns.is_empty() {
             None
         } else {
             let bed = Bed::make(&netns)?;
-            for (name, (ns, address)) in netns.iter().zip(&bed.namespaces) {
+            for ((name, link), (ns, address)) in netns.iter().zip(&bed.namespaces) {
                 hosts.insert(
                     name.clone(),
                     Host {
                         name: name.clone(),
                         prefix: vec!["ip".into(), "netns".into(), "exec".into(), ns.clone()],
-                        launcher: format!("netns ({ns}, {address})"),
+                        launcher: format!("netns ({ns}, {address}{})", link.describe()),
                         address: Some(address.clone()),
                         local_address: Some(bed.address.clone()),
                     },
@@ -184,7 +184,7 @@ struct Bed {
 }
 
 impl Bed {
-    fn make(names: &[String]) -> Result<Bed, ExecError> {
+    fn make(names: &[(String, Link)]) -> Result<Bed, ExecError> {
         sweep_stale();
         let pid = std::process::id();
         let net = free_subnet().ok_or_else(|| {
@@ -206,7 +206,7 @@ impl Bed {
             &bed.bridge,
         ])?;
         ip(&["link", "set", &bed.bridge, "up"])?;
-        for (i, name) in names.iter().enumerate() {
+        for (i, (name, link)) in names.iter().enumerate() {
             let ns = format!("msgperf-{pid}-{name}");
             let (outer, inner) = (format!("mp{pid}h{i}"), format!("mp{pid}p{i}"));
             let address = format!("{net}.{}", i + 2);
@@ -230,6 +230,11 @@ impl Bed {
             ])?;
             ip(&["-n", &ns, "link", "set", &inner, "up"])?;
             ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+            if let Some(rate) = link.rate_bits {
+                // A token bucket on each end's egress: the rate holds both ways.
+                limit_rate(None, &outer, rate)?;
+                limit_rate(Some(&ns), &inner, rate)?;
+            }
         }
         Ok(bed)
     }
@@ -247,7 +252,12 @@ impl Drop for Bed {
 
 /// Runs `ip ARGS` within a bound; its complaint, named, if it fails.
 fn ip(args: &[&str]) -> Result<String, ExecError> {
-    let child = Command::new("ip")
+    run_within("ip", args, "iproute2")
+}
+
+/// Runs `program ARGS` (from Debian's `package`) within a bound; its complaint, named.
+fn run_within(program: &str, args: &[&str], package: &str) -> Result<String, ExecError> {
+    let child = Command::new(program)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -255,25 +265,37 @@ fn ip(args: &[&str]) -> Result<String, ExecError> {
         .spawn()
         .map_err(|e| {
             ExecError::os(
-                "--host NAME=netns needs `ip` (Debian: apt-get install iproute2)",
+                format!("--host NAME=netns needs `{program}` (Debian: apt-get install {package})"),
                 e,
             )
         })?;
     match crate::sys::output_within(child, Duration::from_secs(10)) {
         Ok(Some(out)) if out.status.success() => Ok(String::from_utf8_lossy(&out.stdout).into()),
         Ok(Some(out)) => Err(ExecError::Refused(format!(
-            "`ip {}` failed: {} (making network namespaces needs root: run as root, or give --host a launcher)",
+            "`{program} {}` failed: {} (making network namespaces needs root: run as root, or give --host a launcher)",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
         ))),
-        Err(e) => Err(ExecError::os(format!("`ip {}`", args.join(" ")), e)),
-        Ok(None) => {
-            Err(ExecError::Refused(format!(
-                "`ip {}` did not finish within 10 s",
-                args.join(" ")
-            )))
-        }
+        Err(e) => Err(ExecError::os(format!("`{program} {}`", args.join(" ")), e)),
+        Ok(None) => Err(ExecError::Refused(format!(
+            "`{program} {}` did not finish within 10 s",
+            args.join(" ")
+        ))),
     }
+}
+
+/// A token bucket of `rate` bits/s on a device's egress (`tc qdisc ... tbf`). Its bucket
+/// holds 2 ms of the rate (16 KiB at least: a few full frames), so short round trips pass
+/// unshaped while a stream is held to the rate within a few percent.
+fn limit_rate(netns: Option<&str>, dev: &str, rate: u64) -> Result<(), ExecError> {
+    let burst = (rate / 8 / 500).max(16 * 1024).to_string();
+    let rate = format!("{rate}bit");
+    let mut args = netns.map_or(vec![], |ns| vec!["-n", ns]);
+    args.extend([
+        "qdisc", "add", "dev", dev, "root", "tbf", "rate", &rate, "burst", &burst, "latency",
+        "50ms",
+    ]);
+    run_within("tc", &args, "iproute2").map(|_| ())
 }
 
 /// A 10.x.y.0/24 that no route here covers, from this process's id (concurrent runs pick

@@ -4,6 +4,7 @@
 pub mod compare;
 pub mod export;
 pub mod progress;
+pub mod suite;
 pub mod summary;
 pub mod sweep;
 pub mod table;
@@ -45,6 +46,9 @@ pub fn render_terminal(run: &RunResult, layout: &Layout) -> String {
     out.push_str(&sweep::render(&sweep::sweeps(&s)));
     out.push_str(&table::notes(run, &s, w, layout.details));
     out.push_str(&table::summary_in_words(&s, w));
+    if let Some(o) = &run.suite {
+        out.push_str(&suite::text(o, w));
+    }
     out
 }
 

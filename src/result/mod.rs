@@ -7,6 +7,7 @@
 //! `msgperf report`. Imports nothing.
 
 pub mod place;
+pub mod suite;
 
 pub use crate::histogram::EncodedHistogram;
 use hdrhistogram::Histogram;
@@ -37,6 +38,9 @@ pub struct RunResult {
     pub cases: Vec<CaseResult>,
     /// Stopped by Ctrl-C, SIGTERM or SIGHUP: the cases hold what was measured until then.
     pub interrupted: bool,
+    /// `msgperf suite`: the report's table and its conclusions checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suite: Option<suite::SuiteOutcome>,
 }
 
 /// The machine and its clock.

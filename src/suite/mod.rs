@@ -5,7 +5,7 @@
 
 use crate::plan::RunOptions;
 use crate::report::summary::{merged, summarize, CaseSummary};
-use crate::report::table::Grid;
+use crate::result::suite::{ClaimOutcome, Compared, ConclusionOutcome, SuiteOutcome, Verdict};
 use crate::result::{CaseConfig, CaseResult, Metric, RoleResult, RunResult};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -15,6 +15,8 @@ pub static SUITES: &[(&str, &str)] = &[
     ("nml", include_str!("nml.toml")),
     ("cml", include_str!("cml.toml")),
     ("tcl", include_str!("tcl.toml")),
+    ("vamnet", include_str!("vamnet.toml")),
+    ("mett", include_str!("mett.toml")),
 ];
 
 /// A source report as data.
@@ -49,6 +51,10 @@ pub struct Experiment {
     pub options: String,
     /// The keys of a `msgperf run --scenario` file.
     pub scenario: toml::Table,
+    /// Transports added to the scenario's where this msgperf was built with them (the
+    /// middlewares: Cargo features).
+    #[serde(default)]
+    pub where_built: Vec<String>,
     #[serde(default)]
     pub published: Vec<Published>,
 }
@@ -67,6 +73,8 @@ pub struct Published {
     pub avg_time_s: Option<f64>,
     pub cpu_time_s: Option<f64>,
     pub throughput: Option<f64>,
+    /// Transfer rate; the reports' "MBytes/s" were 2^20 B/s.
+    pub mib_per_s: Option<f64>,
     pub latency_s: Option<f64>,
 }
 
@@ -81,7 +89,7 @@ pub struct Conclusion {
 }
 
 /// One checkable part of a conclusion: figure of the cases `a` against those of `b`, paired
-/// by everything neither names (transport, message size, payload).
+/// by everything neither names (transport, message size, payload), or against a value.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Claim {
@@ -91,13 +99,25 @@ pub struct Claim {
     #[serde(default)]
     pub figure_b: Option<Figure>,
     pub a: Select,
-    pub b: Select,
+    #[serde(default)]
+    pub b: Option<Select>,
+    /// A value `a` is held against instead of `b`'s cases (a link's physical rate).
+    #[serde(default)]
+    pub against: Option<Against>,
     /// a / b lies in this range...
     #[serde(default)]
     pub ratio: Option<[f64; 2]>,
     /// ...or a is lower (true) or higher (false) than b.
     #[serde(default)]
     pub lower: Option<bool>,
+}
+
+/// A value in the figure's unit, and what it is.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Against {
+    pub value: f64,
+    pub is: String,
 }
 
 /// Which cases: of an experiment, with a transport, transport options, workload parameters.
@@ -137,6 +157,12 @@ pub enum Figure {
     ReadCallAvg,
     /// A statistic of a metric over every role of the case, s.
     Metric { stat: Stat, key: String },
+    /// The CPU per message of the roles of a kind (`cpu:publisher`), their mean, s.
+    Cpu(String),
+    /// The share of a CPU the roles of a kind used (`cpu_pct:subscriber`), their mean, %.
+    CpuPct(String),
+    /// Bytes on the wire per message beyond its payload (headers, acknowledgements).
+    OverheadBytes,
 }
 
 /// What a [`Figure::Metric`] takes of its histogram.
@@ -159,6 +185,9 @@ impl TryFrom<String> for Figure {
             "max_time" => Figure::MaxTime,
             "cpu_time" => Figure::CpuTime,
             "read_call_avg" => Figure::ReadCallAvg,
+            "overhead_bytes" => Figure::OverheadBytes,
+            _ if s.starts_with("cpu:") => Figure::Cpu(s["cpu:".len()..].to_string()),
+            _ if s.starts_with("cpu_pct:") => Figure::CpuPct(s["cpu_pct:".len()..].to_string()),
             _ => {
                 let (stat, key) = s.split_once(':').ok_or_else(|| bad_figure(&s))?;
                 let stat = match stat {
@@ -178,7 +207,7 @@ impl TryFrom<String> for Figure {
 }
 
 fn bad_figure(s: &str) -> String {
-    format!("`{s}` is not a figure: use latency_p50, throughput, mib_per_s, avg_time, max_time, cpu_time, read_call_avg, or p50:METRIC (p99:, max:, mean:)")
+    format!("`{s}` is not a figure: use latency_p50, throughput, mib_per_s, avg_time, max_time, cpu_time, read_call_avg, overhead_bytes, cpu:ROLE, cpu_pct:ROLE, or p50:METRIC (p99:, max:, mean:)")
 }
 
 /// A column of a suite's table: `test`, `platform`, `read_write`, `protocol`, `options`,
@@ -195,6 +224,8 @@ pub enum Column {
     Protocol,
     Options,
     Size,
+    /// Where the roles ran: `responder on b`, or `one host`.
+    Hosts,
     Param(String),
     Published,
     /// A figure, and its header.
@@ -212,6 +243,7 @@ impl TryFrom<String> for Column {
             "protocol" => Column::Protocol,
             "options" => Column::Options,
             "size" => Column::Size,
+            "hosts" => Column::Hosts,
             "published" => Column::Published,
             "max_time_s" => Column::Figure(Figure::MaxTime, "Max. Time".into()),
             "avg_time_s" => Column::Figure(Figure::AvgTime, "Avg. Time".into()),
@@ -219,8 +251,31 @@ impl TryFrom<String> for Column {
             "throughput" => Column::Figure(Figure::Throughput, "Throughput".into()),
             "mib_per_s" => Column::Figure(Figure::MibPerS, "MiB/s".into()),
             "latency_s" => Column::Figure(Figure::LatencyP50, "Latency".into()),
+            "avg_latency_us" => Column::Figure(
+                Figure::Metric {
+                    stat: Stat::Mean,
+                    key: Metric::ONE_WAY.key().into(),
+                },
+                "Avg. latency [us]".into(),
+            ),
+            "max_latency_us" => Column::Figure(
+                Figure::Metric {
+                    stat: Stat::Max,
+                    key: Metric::ONE_WAY.key().into(),
+                },
+                "Max. latency [us]".into(),
+            ),
+            "overhead_bytes" => Column::Figure(Figure::OverheadBytes, "Overhead [B/msg]".into()),
             _ => match s.strip_prefix("param:") {
                 Some(k) => Column::Param(k.to_string()),
+                None if s.starts_with("cpu:") => {
+                    let header = format!("{} CPU [us/msg]", &s["cpu:".len()..]);
+                    Column::Figure(Figure::try_from(s)?, header)
+                }
+                None if s.starts_with("cpu_pct:") => {
+                    let header = format!("{} CPU [%]", &s["cpu_pct:".len()..]);
+                    Column::Figure(Figure::try_from(s)?, header)
+                }
                 None => {
                     let header = format!("{} [us]", s.replace(':', " "));
                     Column::Figure(Figure::try_from(s)?, header)
@@ -240,8 +295,9 @@ impl Column {
             Column::Protocol => "Protocol".into(),
             Column::Options => "Options".into(),
             Column::Size => "Size".into(),
+            Column::Hosts => "Hosts".into(),
             Column::Param(k) => k.clone(),
-            Column::Published => "published: test, avg time, throughput".into(),
+            Column::Published => "Published".into(),
             Column::Figure(_, h) => h.clone(),
         }
     }
@@ -280,7 +336,13 @@ pub fn text_of(name: &str) -> Result<&'static str, String> {
 pub fn parse(text: &str, origin: &str) -> Result<Suite, String> {
     let suite: Suite = toml::from_str(text).map_err(|e| format!("{origin}: {e}"))?;
     for c in suite.conclusion.iter().flat_map(|c| &c.claims) {
-        for s in [&c.a, &c.b] {
+        if c.b.is_some() == c.against.is_some() {
+            return Err(format!(
+                "{origin}: the claim `{}` needs either `b = {{ experiment = ... }}` or `against = {{ value = ..., is = \"...\" }}`",
+                c.says
+            ));
+        }
+        for s in std::iter::once(&c.a).chain(&c.b) {
             if !suite.experiment.iter().any(|e| e.id == s.experiment) {
                 return Err(format!(
                     "{origin}: the claim `{}` names experiment `{}`, which the suite does not have",
@@ -304,7 +366,17 @@ pub fn runs(suite: &Suite, over: &RunOptions) -> Result<Vec<RunOptions>, String>
         .experiment
         .iter()
         .map(|e| {
-            let text = toml::to_string(&e.scenario).map_err(|x| x.to_string())?;
+            let mut scenario = e.scenario.clone();
+            let built: Vec<toml::Value> = e
+                .where_built
+                .iter()
+                .filter(|t| crate::transport::find(t).is_ok())
+                .map(|t| toml::Value::String(t.clone()))
+                .collect();
+            if let Some(toml::Value::Array(list)) = scenario.get_mut("transports") {
+                list.extend(built);
+            }
+            let text = toml::to_string(&scenario).map_err(|x| x.to_string())?;
             let origin = format!("suite {}, experiment {}", suite.name, e.id);
             let file = RunOptions::parse_scenario(&text, &origin).map_err(|x| x.to_string())?;
             let mut o = over.over(&file).map_err(|x| format!("{origin}: {x}"))?;
@@ -322,6 +394,28 @@ pub fn runs(suite: &Suite, over: &RunOptions) -> Result<Vec<RunOptions>, String>
         .collect()
 }
 
+/// The hosts every experiment's scenario defines, made once for the run: a name defined
+/// twice must be defined alike.
+pub fn hosts(suite: &Suite, runs: &[RunOptions]) -> Result<BTreeMap<String, String>, String> {
+    let mut all: BTreeMap<String, String> = BTreeMap::new();
+    for (r, e) in runs.iter().zip(&suite.experiment) {
+        for (name, launcher) in r.hosts() {
+            match all.get(&name) {
+                Some(l) if *l != launcher => {
+                    return Err(format!(
+                        "suite {}, experiment {}: host `{name}` is `{launcher}` here and `{l}` in an earlier experiment: a suite's hosts are made once for its run, so give one definition",
+                        suite.name, e.id
+                    ))
+                }
+                _ => {
+                    all.insert(name, launcher);
+                }
+            }
+        }
+    }
+    Ok(all)
+}
+
 /// A case of the run as one of the suite's rows: its experiment, result and summary.
 struct Row<'a> {
     experiment: &'a Experiment,
@@ -331,15 +425,14 @@ struct Row<'a> {
     calls: Option<Calls>,
 }
 
-/// What a suite's run shows: the report's table with today's figures (and the published
+/// What a suite's run found: the report's table with today's figures (and the published
 /// ones beside), then each conclusion checked. `experiment_of` gives each case's experiment
 /// (the same case may serve several).
-pub fn render(
+pub fn outcome(
     suite: &Suite,
     run: &RunResult,
     experiment_of: &dyn Fn(&CaseConfig) -> Vec<usize>,
-    width: Option<usize>,
-) -> String {
+) -> SuiteOutcome {
     let rows: Vec<Row> = run
         .cases
         .iter()
@@ -359,48 +452,37 @@ pub fn render(
             })
         })
         .collect();
-    let mut out = format!("\n{}, rerun today:\n", suite.title);
-    out.push_str(&table(suite, &rows, run).render(width));
-    if let Some(n) = &suite.note {
-        out.push_str(&crate::report::table::wrap(n, width));
+    let mut not_built: Vec<String> = suite
+        .experiment
+        .iter()
+        .flat_map(|e| &e.where_built)
+        .filter(|t| crate::transport::find(t).is_err())
+        .cloned()
+        .collect();
+    not_built.sort_unstable();
+    not_built.dedup();
+    SuiteOutcome {
+        name: suite.name.clone(),
+        title: suite.title.clone(),
+        headers: suite.columns.iter().map(Column::header).collect(),
+        rows: table(suite, &rows, run),
+        note: suite.note.clone(),
+        not_built,
+        conclusions: suite
+            .conclusion
+            .iter()
+            .map(|c| ConclusionOutcome {
+                text: c.text.clone(),
+                note: c.note.clone(),
+                claims: c.claims.iter().map(|claim| verdict(claim, &rows)).collect(),
+            })
+            .collect(),
     }
-    out.push_str("\nthe report's conclusions, checked:\n");
-    for c in &suite.conclusion {
-        out.push_str(&crate::report::table::wrap(
-            &format!("- \"{}\"", c.text),
-            width,
-        ));
-        for claim in &c.claims {
-            out.push_str(&crate::report::table::wrap(
-                &format!("  {}", verdict(claim, &rows)),
-                width,
-            ));
-        }
-        if let Some(n) = &c.note {
-            out.push_str(&crate::report::table::wrap(&format!("  ({n})"), width));
-        }
-    }
-    out
 }
 
-fn table(suite: &Suite, rows: &[Row], run: &RunResult) -> Grid {
-    let headers: Vec<String> = suite.columns.iter().map(Column::header).collect();
-    let cols: Vec<(&str, u8)> = suite
-        .columns
-        .iter()
-        .zip(&headers)
-        .map(|(c, h)| {
-            (
-                h.as_str(),
-                match c {
-                    Column::Platform => 100,
-                    Column::Published => 200,
-                    _ => u8::MAX,
-                },
-            )
-        })
-        .collect();
-    let mut g = Grid::new(&cols);
+/// The table's cells, a row per case of an experiment.
+fn table(suite: &Suite, rows: &[Row], run: &RunResult) -> Vec<Vec<String>> {
+    let mut cells_of = Vec::new();
     let or_none = |v: Option<f64>| v.map_or("--".to_string(), seconds);
     for (i, r) in rows.iter().enumerate() {
         let cells = suite
@@ -416,7 +498,10 @@ fn table(suite: &Suite, rows: &[Row], run: &RunResult) -> Grid {
                 Column::Protocol => r.case.config.transport.to_uppercase(),
                 Column::Options => options_cell(r),
                 Column::Size => crate::units::format_size(r.case.config.size_bytes),
-                Column::Param(k) => r.case.config.param(k).unwrap_or("-").to_string(),
+                Column::Hosts => hosts_cell(&r.case.config),
+                Column::Param(k) => settings(&r.case.config)
+                    .remove(k)
+                    .unwrap_or_else(|| "-".into()),
                 Column::Figure(f, _) => {
                     let v = figure(f, r);
                     match f {
@@ -425,25 +510,20 @@ fn table(suite: &Suite, rows: &[Row], run: &RunResult) -> Grid {
                         Figure::LatencyP50 if r.summary.latency_kind == "round trip" => {
                             v.map_or("--".into(), |v| format!("{} rt", seconds(v)))
                         }
-                        Figure::Metric { .. } => {
+                        Figure::Metric { .. } | Figure::Cpu(_) => {
                             v.map_or("--".into(), |v| format!("{:.2}", v * 1e6))
                         }
+                        Figure::OverheadBytes => v.map_or("--".into(), |v| format!("{v:.0}")),
+                        Figure::CpuPct(_) => v.map_or("--".into(), |v| format!("{v:.1}")),
                         _ => or_none(v),
                     }
                 }
-                Column::Published => published(r).map_or("-".into(), |p| {
-                    format!(
-                        "#{}: {}, {}/s",
-                        p.test,
-                        or_none(p.avg_time_s),
-                        p.throughput.map_or("--".into(), |t| format!("{t:.0}"))
-                    )
-                }),
+                Column::Published => published(r).map_or("-".into(), published_cell),
             })
             .collect();
-        g.row(cells);
+        cells_of.push(cells);
     }
-    g
+    cells_of
 }
 
 /// Seconds as the reports wrote them (decimals, no exponent) with three significant digits
@@ -455,6 +535,34 @@ fn seconds(v: f64) -> String {
         6
     };
     format!("{v:.digits$}")
+}
+
+/// The report's figures for a row, each named: `#1: avg 0.000113 s, 4438/s`.
+fn published_cell(p: &Published) -> String {
+    let figures: Vec<String> = [
+        p.avg_time_s.map(|v| format!("avg {} s", seconds(v))),
+        p.throughput.map(|v| format!("{v:.0}/s")),
+        p.mib_per_s.map(|v| format!("{v} MiB/s")),
+        p.latency_s.map(|v| format!("latency {} s", seconds(v))),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    format!("#{}: {}", p.test, figures.join(", "))
+}
+
+/// Where a case's roles ran, as placed: `reader on b`, or `one host`.
+fn hosts_cell(c: &CaseConfig) -> String {
+    let placed: Vec<String> = c
+        .place
+        .iter()
+        .map(|(role, at)| format!("{role} on {}", at.join(",")))
+        .collect();
+    if placed.is_empty() {
+        "one host".into()
+    } else {
+        placed.join("; ")
+    }
 }
 
 /// The experiment's name for its settings, and what this case adds to them (an option or a
@@ -553,6 +661,11 @@ fn figure(f: &Figure, r: &Row) -> Option<f64> {
             let c = c?;
             (c.reads > 0).then(|| c.read_ns / c.reads as f64 / 1e9)
         }
+        Figure::Cpu(kind) => mean_of_roles(s, kind, |x| {
+            (x.cpu_user_ns_per_msg + x.cpu_sys_ns_per_msg) / 1e9
+        }),
+        Figure::CpuPct(kind) => mean_of_roles(s, kind, |x| x.cpu_utilization_pct),
+        Figure::OverheadBytes => s.wire_overhead_bytes_per_msg,
         Figure::Metric { stat, key } => {
             let metric = *r
                 .case
@@ -572,6 +685,33 @@ fn figure(f: &Figure, r: &Row) -> Option<f64> {
     }
 }
 
+/// A case's settings that claims select and pair by, and `param:` columns show: the
+/// workload's parameters, publishers, subscribers and the rate (Hz, per publisher).
+fn settings(c: &CaseConfig) -> BTreeMap<String, String> {
+    let mut all = c.effective_params.clone();
+    all.insert("pubs".into(), c.pubs.to_string());
+    all.insert("subs".into(), c.subs.to_string());
+    if let Some(hz) = c.rate_hz {
+        all.insert("rate".into(), hz.to_string());
+    }
+    all
+}
+
+/// The mean of a figure over a case's roles of one kind (`publisher`: publisher 1, 2, ...).
+fn mean_of_roles(
+    s: &CaseSummary,
+    kind: &str,
+    of: impl Fn(&crate::report::summary::RoleSummary) -> f64,
+) -> Option<f64> {
+    let values: Vec<f64> = s
+        .roles
+        .iter()
+        .filter(|x| x.role.starts_with(kind) && x.messages > 0)
+        .map(of)
+        .collect();
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
 fn selects(s: &Select, r: &Row) -> bool {
     r.experiment.id == s.experiment
         && s.transport
@@ -580,22 +720,22 @@ fn selects(s: &Select, r: &Row) -> bool {
         && s.options
             .iter()
             .all(|(k, v)| r.case.config.effective_options.get(k) == Some(v))
-        && s.params
-            .iter()
-            .all(|(k, v)| r.case.config.param(k) == Some(v.as_str()))
+        && {
+            let settings = settings(&r.case.config);
+            s.params.iter().all(|(k, v)| settings.get(k) == Some(v))
+        }
 }
 
 /// What pairs a case of `a` with one of `b`: what neither selector names (the transport, the
 /// message size, the workload's parameters).
 fn pairing(claim: &Claim, r: &Row) -> (Option<String>, usize, Vec<(String, String)>) {
-    let named = claim.a.transport.is_some() || claim.b.transport.is_some();
-    let params = r
-        .case
-        .config
-        .effective_params
-        .iter()
-        .filter(|(k, _)| !claim.a.params.contains_key(*k) && !claim.b.params.contains_key(*k))
-        .map(|(k, v)| (k.clone(), v.clone()))
+    let b = claim.b.as_ref();
+    let named = claim.a.transport.is_some() || b.is_some_and(|b| b.transport.is_some());
+    let params = settings(&r.case.config)
+        .into_iter()
+        .filter(|(k, _)| {
+            !claim.a.params.contains_key(k) && !b.is_some_and(|b| b.params.contains_key(k))
+        })
         .collect();
     (
         (!named).then(|| r.case.config.transport.clone()),
@@ -606,25 +746,37 @@ fn pairing(claim: &Claim, r: &Row) -> (Option<String>, usize, Vec<(String, Strin
 
 /// A claim checked against the rows: holds, no longer holds, or not measured, with the
 /// figures.
-fn verdict(claim: &Claim, rows: &[Row]) -> String {
-    let mut found: Vec<(&Row, &Row, f64, f64)> = Vec::new();
+fn verdict(claim: &Claim, rows: &[Row]) -> ClaimOutcome {
+    // Each case of `a` with its figure, and what it is held against: a case of `b` paired
+    // with it, or the claim's value.
+    let mut found: Vec<(&Row, Option<&Row>, f64, f64)> = Vec::new();
     for a in rows.iter().filter(|r| selects(&claim.a, r)) {
-        for b in rows
-            .iter()
-            .filter(|r| selects(&claim.b, r) && pairing(claim, r) == pairing(claim, a))
-        {
-            if let (Some(x), Some(y)) = (
-                figure(&claim.figure, a),
-                figure(claim.figure_b.as_ref().unwrap_or(&claim.figure), b),
-            ) {
-                if y > 0.0 {
-                    found.push((a, b, x, y));
+        let Some(x) = figure(&claim.figure, a) else {
+            continue;
+        };
+        match (&claim.b, &claim.against) {
+            (Some(select), _) => {
+                for b in rows
+                    .iter()
+                    .filter(|r| selects(select, r) && pairing(claim, r) == pairing(claim, a))
+                {
+                    if let Some(y) = figure(claim.figure_b.as_ref().unwrap_or(&claim.figure), b) {
+                        if y > 0.0 {
+                            found.push((a, Some(b), x, y));
+                        }
+                    }
                 }
             }
+            (None, Some(against)) if against.value > 0.0 => found.push((a, None, x, against.value)),
+            _ => {}
         }
     }
     if found.is_empty() {
-        return format!("not measured: {} (no case of both sides ran)", claim.says);
+        return ClaimOutcome {
+            says: claim.says.clone(),
+            verdict: Verdict::NotMeasured,
+            compared: Vec::new(),
+        };
     }
     let holds = found
         .iter()
@@ -636,6 +788,13 @@ fn verdict(claim: &Claim, rows: &[Row]) -> String {
     let name = |r: &Row| {
         let c = &r.case.config;
         let mut parts: Vec<String> = Vec::new();
+        if claim
+            .b
+            .as_ref()
+            .is_some_and(|b| b.experiment != claim.a.experiment)
+        {
+            parts.push(r.experiment.read_write.clone());
+        }
         // A case without a transport is named by its parameters; one with, by transport, size
         // and a typed payload.
         if c.transport == crate::result::NO_TRANSPORT {
@@ -649,35 +808,41 @@ fn verdict(claim: &Claim, rows: &[Row]) -> String {
         }
         parts.join(" ")
     };
-    let figures: Vec<String> = found
+    let compared = found
         .iter()
-        .map(|(a, b, x, y)| {
-            format!(
-                "{} {} / {} {} = {:.2}x",
-                name(a),
-                claim.figure.show(*x),
-                name(b),
-                claim.figure_b.as_ref().unwrap_or(&claim.figure).show(*y),
-                x / y
-            )
+        .map(|(a, b, x, y)| Compared {
+            a: name(a),
+            a_value: *x,
+            b: match (b, &claim.against) {
+                (Some(b), _) => name(b),
+                (None, Some(against)) => against.is.clone(),
+                (None, None) => unreachable!("a claim has b or against"),
+            },
+            b_value: *y,
+            unit: claim.figure.unit().into(),
+            ratio: x / y,
         })
         .collect();
-    format!(
-        "{}: {} ({})",
-        if holds { "holds" } else { "no longer holds" },
-        claim.says,
-        figures.join("; ")
-    )
+    ClaimOutcome {
+        says: claim.says.clone(),
+        verdict: if holds {
+            Verdict::Holds
+        } else {
+            Verdict::NoLongerHolds
+        },
+        compared,
+    }
 }
 
 impl Figure {
-    /// A value of this figure with its unit.
-    fn show(&self, v: f64) -> String {
+    /// The unit of this figure's values (see [`crate::result::suite::show`]).
+    fn unit(&self) -> &'static str {
         match self {
-            Figure::Throughput => format!("{v:.0}/s"),
-            Figure::MibPerS => format!("{v:.1} MiB/s"),
-            _ if v < 1e-3 => format!("{:.1} us", v * 1e6),
-            _ => format!("{:.2} ms", v * 1e3),
+            Figure::Throughput => "/s",
+            Figure::MibPerS => "MiB/s",
+            Figure::OverheadBytes => "B",
+            Figure::CpuPct(_) => "%",
+            _ => "s",
         }
     }
 }
@@ -697,6 +862,63 @@ mod tests {
                 assert!(!cases.is_empty(), "{}", e.id);
             }
         }
+    }
+
+    #[test]
+    fn a_claim_needs_one_of_b_and_against_and_hosts_are_defined_once() {
+        let text = SUITES
+            .iter()
+            .find(|(n, _)| *n == "vamnet")
+            .expect("vamnet ships")
+            .1;
+        let both = text.replacen(
+            "against = {",
+            "b = { experiment = \"rpc-local\" }, against = {",
+            1,
+        );
+        let e = parse(&both, "x.toml").unwrap_err();
+        assert!(e.contains("either `b = "), "{e}");
+        let suite = parse(
+            &text.replacen("netns:rate=100mbit", "netns:rate=10mbit", 1),
+            "x.toml",
+        )
+        .unwrap();
+        let planned = runs(&suite, &RunOptions::default()).unwrap();
+        let e = hosts(&suite, &planned).unwrap_err();
+        assert!(e.contains("host `b`") && e.contains("rpc-2to1"), "{e}");
+        let suite = parse(text, "vamnet").unwrap();
+        let planned = runs(&suite, &RunOptions::default()).unwrap();
+        assert_eq!(
+            hosts(&suite, &planned)
+                .unwrap()
+                .get("b")
+                .map(String::as_str),
+            Some("netns:rate=100mbit")
+        );
+    }
+
+    #[test]
+    fn figures_and_columns_parse_from_their_names() {
+        assert_eq!(
+            Figure::try_from("cpu_pct:subscriber".to_string()).unwrap(),
+            Figure::CpuPct("subscriber".into())
+        );
+        assert_eq!(
+            Column::try_from("max_latency_us".to_string()).unwrap(),
+            Column::Figure(
+                Figure::Metric {
+                    stat: Stat::Max,
+                    key: "one_way_ns".into()
+                },
+                "Max. latency [us]".into()
+            )
+        );
+        assert_eq!(
+            Column::try_from("hosts".to_string()).unwrap(),
+            Column::Hosts
+        );
+        let e = Figure::try_from("median:x".to_string()).unwrap_err();
+        assert!(e.contains("cpu_pct:ROLE"), "{e}");
     }
 
     #[test]

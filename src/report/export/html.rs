@@ -114,6 +114,9 @@ pub fn to_html(run: &RunResult) -> Result<String, String> {
     if !words.trim().is_empty() {
         out.push_str(&format!("<p>{}</p>\n", escape_html(words.trim())));
     }
+    if let Some(o) = &run.suite {
+        out.push_str(&crate::report::suite::html(o));
+    }
 
     out.push_str("<h2>Plots</h2>\n<div class=\"plots\">\n");
     for svg in spectra(run, &s)? {
