@@ -828,6 +828,12 @@ pub fn notes(
         "clock: {} ({} ns resolution, {:.1} ns a timestamp, {:.1} ns a recorded sample).",
         c.source, c.resolution_ns, c.read_cost_ns, c.record_cost_ns
     ));
+    if summaries.iter().any(|s| s.marshalling.is_some()) {
+        lines.push(format!(
+            "marshalling: encode, decode and the memcpy beside them are each timed around one call on the role's clock, so each includes a timestamp's cost ({:.1} ns here) and a small type's ratio leans toward 1x; `msgperf run codec` times the formats in batches, without it.",
+            c.read_cost_ns
+        ));
+    }
     lines.extend(hosts_notes(run));
     let memory: Vec<&str> = [&run.environment.malloc, &run.environment.host_memory]
         .into_iter()
