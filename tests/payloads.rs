@@ -45,7 +45,7 @@ fn round_trips_encode_and_decode_every_body_on_each_path() {
             "-t",
             t,
             "--payload",
-            "struct256:postcard,pointcloud:20:rkyv,nml:protobuf",
+            "struct256:postcard,pointcloud:20:rkyv,nml:protobuf,seq:10:capnp,string:50:flatbuffers",
             "--count",
             "300",
             "--checksum",
@@ -54,7 +54,7 @@ fn round_trips_encode_and_decode_every_body_on_each_path() {
             args.extend(["--opt", o]);
         }
         let cases = cases_of(&args);
-        assert_eq!(cases.len(), 3 * t.split(',').count());
+        assert_eq!(cases.len(), 5 * t.split(',').count());
         for c in &cases {
             assert!(c.error.is_none(), "{}: {:?}", c.key, c.error);
             let [initiator, responder] = &c.roles[..] else {
@@ -88,7 +88,7 @@ fn streams_and_fan_out_decode_every_message_they_count() {
         all.extend(args);
         all.extend([
             "--payload",
-            "nml:cdr,array:100:json,seq:10:raw",
+            "nml:cdr,array:100:json,seq:10:raw,struct4k:capnp,pointcloud:30:flatbuffers",
             "--count",
             "500",
             "--checksum",
@@ -125,7 +125,16 @@ fn codec_times_each_format_alone_and_reads_in_place_where_it_can() {
         .collect();
     assert_eq!(
         formats,
-        ["raw", "postcard", "protobuf", "cdr", "rkyv", "json"]
+        [
+            "raw",
+            "postcard",
+            "protobuf",
+            "cdr",
+            "rkyv",
+            "flatbuffers",
+            "capnp",
+            "json"
+        ]
     );
     for c in &cases {
         assert!(c.error.is_none(), "{}: {:?}", c.key, c.error);

@@ -1,6 +1,6 @@
 //! Room `codec`: typed message bodies and the formats that encode them (`--payload
-//! TYPE:FORMAT`). A format is one file here and one line in `registry!`; the types are
-//! declared once, in [`types`], with what every format reads from them.
+//! TYPE:FORMAT`). A format is one file or folder here and one line in `registry!`; the types
+//! are declared once, in [`types`], with what every format reads from them.
 //!
 //! A typed message keeps msgperf's header (sequence number, timestamps) outside the encoded
 //! body, so timing never depends on decoding; the receiver decodes every body in full and
@@ -10,7 +10,8 @@ pub mod types;
 
 use types::{TypeSpec, Values};
 
-/// Declares the formats' modules (`src/codec/NAME.rs`) and lists them in [`REGISTRY`].
+/// Declares the formats' modules (`src/codec/NAME.rs` or `NAME/`) and lists them in
+/// [`REGISTRY`].
 macro_rules! registry {
     ($($module:ident: $format:ident;)*) => {
         $(mod $module;)*
@@ -27,6 +28,8 @@ registry! {
     protobuf: Protobuf;
     cdr: Cdr;
     rkyv: Rkyv;
+    flatbuf: Flatbuffers;
+    capnproto: Capnp;
     json: Json;
 }
 
