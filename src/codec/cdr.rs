@@ -2,7 +2,7 @@
 //! little-endian, aligned), from cdr-encoding (RustDDS's).
 
 use super::types::{Fields, Values};
-use super::{Codec, Format};
+use super::{Codec, CodecError, Format};
 use byteorder::LittleEndian;
 use serde::{de::DeserializeOwned, Serialize};
 
@@ -25,18 +25,24 @@ struct CdrCodec<T> {
 }
 
 impl<T: Serialize + DeserializeOwned + Fields + Send> Codec for CdrCodec<T> {
-    fn encode(&mut self, index: usize, out: &mut [u8]) -> Result<usize, String> {
+    fn encode(&mut self, index: usize, out: &mut [u8]) -> Result<usize, CodecError> {
         let room = out.len();
         let mut w = std::io::Cursor::new(out);
         cdr_encoding::to_writer::<T, LittleEndian, _>(&mut w, &self.values[index])
-            .map_err(|e| format!("{e} (in {room} B)"))?;
+            .map_err(|e| match e {
+                // The io error of a full buffer means no room; any other is the crate's.
+                cdr_encoding::Error::Io(_) => CodecError::NoRoom { room },
+                e => CodecError::format(e),
+            })?;
         Ok(w.position() as usize)
     }
-    fn decode(&mut self, body: &[u8]) -> Result<u64, String> {
+    fn decode(&mut self, body: &[u8]) -> Result<u64, CodecError> {
         match cdr_encoding::from_bytes::<T, LittleEndian>(body) {
             Ok((v, n)) if n == body.len() => Ok(v.checksum()),
-            Ok((_, n)) => Err(format!("{} bytes follow the value", body.len() - n)),
-            Err(e) => Err(e.to_string()),
+            Ok((_, n)) => Err(CodecError::Trailing {
+                bytes: body.len() - n,
+            }),
+            Err(e) => Err(CodecError::format(e)),
         }
     }
 }

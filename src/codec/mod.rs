@@ -33,6 +33,33 @@ registry! {
     json: Json;
 }
 
+/// Why a body could not be encoded or decoded. A format's own error is kept as the cause.
+#[derive(Debug, thiserror::Error)]
+pub enum CodecError {
+    /// The encoding needs more than the room the message leaves for its body.
+    #[error("the encoded value does not fit in {room} B")]
+    NoRoom { room: usize },
+    /// A body that ends before the value does.
+    #[error("the body ends before byte {end}")]
+    Short { end: usize },
+    /// Bytes after a whole value: a length that does not match what was encoded.
+    #[error("{bytes} bytes follow the value")]
+    Trailing { bytes: usize },
+    /// What the format's crate said.
+    #[error("{0}")]
+    Format(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// A body that decodes, but to fields that were not sent.
+    #[error("message {seq} decodes to fields that were not sent: its body was damaged")]
+    Damaged { seq: u64 },
+}
+
+impl CodecError {
+    /// The format's crate's error, kept as the cause.
+    pub fn format(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        CodecError::Format(Box::new(e))
+    }
+}
+
 /// An encoding of the typed messages, from its own crate.
 pub trait Format: Sync {
     fn name(&self) -> &'static str;
@@ -44,13 +71,13 @@ pub trait Format: Sync {
 /// One format's encoder and decoder for one type's values.
 pub trait Codec: Send {
     /// Encodes value `index` of the rotation into `out`; returns the bytes written.
-    fn encode(&mut self, index: usize, out: &mut [u8]) -> Result<usize, String>;
+    fn encode(&mut self, index: usize, out: &mut [u8]) -> Result<usize, CodecError>;
     /// Decodes a body in full (into the type's owned form, as an application would); returns
     /// the decoded fields' checksum.
-    fn decode(&mut self, body: &[u8]) -> Result<u64, String>;
+    fn decode(&mut self, body: &[u8]) -> Result<u64, CodecError>;
     /// Zero-copy formats: checks the body and reads its fields where they lie, without
     /// deserializing; returns their checksum. None where the format has no such access.
-    fn access(&mut self, _body: &[u8]) -> Option<Result<u64, String>> {
+    fn access(&mut self, _body: &[u8]) -> Option<Result<u64, CodecError>> {
         None
     }
 }
@@ -175,30 +202,28 @@ impl Marshal {
 
     /// Encodes message `seq`'s value into `out`; returns its length.
     #[inline(always)]
-    pub fn encode(&mut self, seq: u64, out: &mut [u8]) -> Result<usize, String> {
+    pub fn encode(&mut self, seq: u64, out: &mut [u8]) -> Result<usize, CodecError> {
         let i = self.index(seq);
         self.codec.encode(i, out)
     }
 
     /// Decodes message `seq`'s body and checks that its fields are the ones sent.
     #[inline(always)]
-    pub fn decode(&mut self, seq: u64, body: &[u8]) -> Result<(), String> {
+    pub fn decode(&mut self, seq: u64, body: &[u8]) -> Result<(), CodecError> {
         let sum = self.codec.decode(body)?;
         self.check(seq, sum)
     }
 
     /// As [`Marshal::decode`], reading in place (zero-copy formats; None for the others).
-    pub fn access(&mut self, seq: u64, body: &[u8]) -> Option<Result<(), String>> {
+    pub fn access(&mut self, seq: u64, body: &[u8]) -> Option<Result<(), CodecError>> {
         let sum = self.codec.access(body)?;
         Some(sum.and_then(|s| self.check(seq, s)))
     }
 
     #[inline(always)]
-    fn check(&self, seq: u64, sum: u64) -> Result<(), String> {
+    fn check(&self, seq: u64, sum: u64) -> Result<(), CodecError> {
         if sum != self.checksums[self.index(seq)] {
-            return Err(format!(
-                "message {seq} decodes to fields that were not sent: its body was damaged"
-            ));
+            return Err(CodecError::Damaged { seq });
         }
         Ok(())
     }
@@ -247,6 +272,15 @@ mod tests {
                 let mid = n / 2;
                 buf[mid] ^= 0x10;
                 assert!(m.decode(0, &buf[..n]).is_err(), "{p}: damage went unseen");
+                // A value that does not fit is said to, with the room there was.
+                let e = m.encode(0, &mut buf[..n - 1]).unwrap_err();
+                assert!(
+                    matches!(e, CodecError::NoRoom { room } if room == n - 1),
+                    "{p}: {e:?}"
+                );
+                // A body cut short is refused, not read past its end.
+                m.encode(0, &mut buf).unwrap();
+                assert!(m.decode(0, &buf[..n / 3]).is_err(), "{p}: a third decoded");
             }
         }
     }

@@ -2,7 +2,7 @@
 //! crate.
 
 use super::types::{Fields, Values};
-use super::{Codec, Format};
+use super::{Codec, CodecError, Format};
 use serde::{de::DeserializeOwned, Serialize};
 
 pub struct Postcard;
@@ -24,16 +24,20 @@ struct PostcardCodec<T> {
 }
 
 impl<T: Serialize + DeserializeOwned + Fields + Send> Codec for PostcardCodec<T> {
-    fn encode(&mut self, index: usize, out: &mut [u8]) -> Result<usize, String> {
+    fn encode(&mut self, index: usize, out: &mut [u8]) -> Result<usize, CodecError> {
+        let out_len = out.len();
         postcard::to_slice(&self.values[index], out)
             .map(|b| b.len())
-            .map_err(|e| e.to_string())
+            .map_err(|e| match e {
+                postcard::Error::SerializeBufferFull => CodecError::NoRoom { room: out_len },
+                e => CodecError::format(e),
+            })
     }
-    fn decode(&mut self, body: &[u8]) -> Result<u64, String> {
+    fn decode(&mut self, body: &[u8]) -> Result<u64, CodecError> {
         match postcard::take_from_bytes::<T>(body) {
             Ok((v, [])) => Ok(v.checksum()),
-            Ok((_, rest)) => Err(format!("{} bytes follow the value", rest.len())),
-            Err(e) => Err(e.to_string()),
+            Ok((_, rest)) => Err(CodecError::Trailing { bytes: rest.len() }),
+            Err(e) => Err(CodecError::format(e)),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! protoc).
 
 use super::types::{Fields, Values};
-use super::{Codec, Format};
+use super::{Codec, CodecError, Format};
 
 pub struct Protobuf;
 
@@ -23,17 +23,17 @@ struct ProtobufCodec<T> {
 }
 
 impl<T: prost::Message + Default + Fields + Send> Codec for ProtobufCodec<T> {
-    fn encode(&mut self, index: usize, out: &mut [u8]) -> Result<usize, String> {
+    fn encode(&mut self, index: usize, out: &mut [u8]) -> Result<usize, CodecError> {
         let room = out.len();
         let mut rest = &mut out[..];
         self.values[index]
             .encode(&mut rest)
-            .map_err(|e| e.to_string())?;
+            .map_err(|_| CodecError::NoRoom { room })?;
         Ok(room - rest.len())
     }
-    fn decode(&mut self, body: &[u8]) -> Result<u64, String> {
+    fn decode(&mut self, body: &[u8]) -> Result<u64, CodecError> {
         T::decode(body)
             .map(|v| v.checksum())
-            .map_err(|e| e.to_string())
+            .map_err(CodecError::format)
     }
 }

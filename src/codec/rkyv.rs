@@ -2,7 +2,7 @@
 //! (`access`), or deserialized into the owned type (`decode`); both are measured, apart.
 
 use super::types::{Fields, Values};
-use super::{Codec, Format};
+use super::{Codec, CodecError, Format};
 use rkyv::api::high::{HighSerializer, HighValidator};
 use rkyv::bytecheck::CheckBytes;
 use rkyv::rancor::Error;
@@ -54,24 +54,26 @@ where
         + Deserialize<T, rkyv::api::high::HighDeserializer<Error>>
         + Fields,
 {
-    fn encode(&mut self, index: usize, out: &mut [u8]) -> Result<usize, String> {
+    fn encode(&mut self, index: usize, out: &mut [u8]) -> Result<usize, CodecError> {
+        let room = out.len();
+        // A full buffer is the only way these types can fail to serialize.
         rkyv::api::high::to_bytes_in::<_, Error>(&self.values[index], Buffer::from(out))
             .map(|b| b.len())
-            .map_err(|e| e.to_string())
+            .map_err(|_| CodecError::NoRoom { room })
     }
-    fn decode(&mut self, body: &[u8]) -> Result<u64, String> {
+    fn decode(&mut self, body: &[u8]) -> Result<u64, CodecError> {
         let body = Self::aligned(&mut self.aligned, body);
-        let archived = rkyv::access::<T::Archived, Error>(body).map_err(|e| e.to_string())?;
+        let archived = rkyv::access::<T::Archived, Error>(body).map_err(CodecError::format)?;
         rkyv::deserialize::<T, Error>(archived)
             .map(|v| v.checksum())
-            .map_err(|e| e.to_string())
+            .map_err(CodecError::format)
     }
-    fn access(&mut self, body: &[u8]) -> Option<Result<u64, String>> {
+    fn access(&mut self, body: &[u8]) -> Option<Result<u64, CodecError>> {
         let body = Self::aligned(&mut self.aligned, body);
         Some(
             rkyv::access::<T::Archived, Error>(body)
                 .map(Fields::checksum)
-                .map_err(|e| e.to_string()),
+                .map_err(CodecError::format),
         )
     }
 }

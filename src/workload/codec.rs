@@ -131,12 +131,12 @@ fn coding(
             .encode(this, buf)
             .map_err(|e| RoleError::Work(format!("encoding message {this}: {e}")))?;
         let t1 = clock.now();
-        m.decode(this, &buf[..n]).map_err(RoleError::Integrity)?;
+        m.decode(this, &buf[..n]).map_err(integrity)?;
         let t2 = clock.now();
         let accessed = m.access(this, &buf[..n]);
         let t3 = clock.now();
         let in_place = accessed.is_some();
-        accessed.transpose().map_err(RoleError::Integrity)?;
+        accessed.transpose().map_err(integrity)?;
         *seq += 1;
         if record {
             rec.record_primary(ENCODE, t1 - t0, t1);
@@ -167,7 +167,7 @@ fn batch_means(
     rec: &mut Recorder,
     clock: &IntervalClock,
 ) -> Result<(), RoleError> {
-    let n = m.encode(BATCH - 1, buf).map_err(RoleError::Work)?;
+    let n = m.encode(BATCH - 1, buf).map_err(work)?;
     let mut floor = payload::CopyFloor::new(n);
     let median = |step: &mut dyn FnMut(u64) -> Result<(), RoleError>| {
         let mut means = Vec::with_capacity(BATCHES);
@@ -182,16 +182,16 @@ fn batch_means(
         Ok::<f64, RoleError>(means[BATCHES / 2])
     };
     let encode = median(&mut |seq| {
-        m.encode(seq, buf).map(|_| ()).map_err(RoleError::Work)
+        m.encode(seq, buf).map(|_| ()).map_err(work)
     })?;
     // One value over and over (the last encoded): the body stays in cache, as one just
     // received does.
     let last = BATCH - 1;
-    m.encode(last, buf).map_err(RoleError::Work)?;
-    let decode = median(&mut |_| m.decode(last, &buf[..n]).map_err(RoleError::Integrity))?;
+    m.encode(last, buf).map_err(work)?;
+    let decode = median(&mut |_| m.decode(last, &buf[..n]).map_err(integrity))?;
     let in_place = m.access(last, &buf[..n]).is_some();
     let access = median(&mut |_| match m.access(last, &buf[..n]) {
-        Some(r) => r.map_err(RoleError::Integrity),
+        Some(r) => r.map_err(integrity),
         None => Ok(()),
     })?;
     // And a copy of as many bytes, the floor of both.
@@ -206,4 +206,14 @@ fn batch_means(
     }
     rec.figure("memcpy, batch mean", "ns", memcpy);
     Ok(())
+}
+
+/// A value that does not encode: the format's or the room's fault, not the data's.
+fn work(e: crate::codec::CodecError) -> RoleError {
+    RoleError::Work(e.to_string())
+}
+
+/// A body that does not decode to what was sent.
+fn integrity(e: crate::codec::CodecError) -> RoleError {
+    RoleError::Integrity(e.to_string())
 }

@@ -78,7 +78,9 @@ impl Typed {
     #[inline(always)]
     pub fn decode(&mut self, m: &[u8]) -> Result<(), String> {
         let seq = message::seq(m);
-        self.marshal.decode(seq, message::body(m)?)
+        self.marshal
+            .decode(seq, message::body(m)?)
+            .map_err(|e| e.to_string())
     }
 
     /// The role's figures (see [`record_figures`]).

@@ -6,7 +6,7 @@
 use super::types::{
     Array, Fields, Nml, Point, PointCloud, Sequence, Struct16, Struct256, Struct4k, Text, Values,
 };
-use super::{Codec, Format};
+use super::{Codec, CodecError, Format};
 use capnp::message::{Builder, ReaderOptions, ScratchSpaceHeapAllocator};
 use capnp::traits::Owned;
 
@@ -67,18 +67,24 @@ impl<T: Schema> CapnpCodec<T> {
 }
 
 impl<T: Schema + Send> Codec for CapnpCodec<T> {
-    fn encode(&mut self, index: usize, out: &mut [u8]) -> Result<usize, String> {
+    fn encode(&mut self, index: usize, out: &mut [u8]) -> Result<usize, CodecError> {
         let scratch: &mut [u8] = bytemuck::cast_slice_mut(&mut self.scratch);
         let mut msg = Builder::new(ScratchSpaceHeapAllocator::new(scratch));
         self.values[index]
             .build(msg.init_root())
-            .map_err(|e| e.to_string())?;
+            .map_err(CodecError::format)?;
         let room = out.len();
         let mut rest = &mut out[..];
-        capnp::serialize::write_message(&mut rest, &msg).map_err(|e| e.to_string())?;
+        capnp::serialize::write_message(&mut rest, &msg).map_err(|e| match e.kind {
+            // Writing into a full slice is its only io error.
+            capnp::ErrorKind::Failed | capnp::ErrorKind::BufferNotLargeEnough => {
+                CodecError::NoRoom { room }
+            }
+            _ => CodecError::format(e),
+        })?;
         Ok(room - rest.len())
     }
-    fn decode(&mut self, body: &[u8]) -> Result<u64, String> {
+    fn decode(&mut self, body: &[u8]) -> Result<u64, CodecError> {
         let body = if (body.as_ptr() as usize).is_multiple_of(8) {
             body
         } else {
@@ -88,7 +94,7 @@ impl<T: Schema + Send> Codec for CapnpCodec<T> {
             words[..body.len()].copy_from_slice(body);
             &words[..body.len()]
         };
-        decoded::<T>(body).map_err(|e| e.to_string())
+        decoded::<T>(body).map_err(CodecError::format)
     }
 }
 
@@ -126,17 +132,46 @@ record!(Struct256, struct256 {
     target, frame, quality, retries, faults, gain_p, gain_i, gain_d, gain_ff
 });
 
-/// Lists of scalars: set from a slice, read back element by element.
+/// Fills a list of scalars from a slice: one copy where the list lies as the slice does
+/// (little-endian, aligned: any scalar but a bool, which is a bit), else element by element
+/// (what the crate's own setter from a slice does for every type). A macro, as the crate
+/// names the element trait only in its private module.
+macro_rules! fill {
+    ($list:expr, $from:expr) => {{
+        let (mut list, from) = ($list, &$from);
+        match list.as_slice() {
+            Some(to) => to.copy_from_slice(from),
+            None => {
+                for (i, v) in from.iter().enumerate() {
+                    list.set(i as u32, *v);
+                }
+            }
+        }
+    }};
+}
+
+/// A list of scalars copied out: in one copy where it lies as a slice would.
+macro_rules! copied {
+    ($list:expr) => {{
+        let list = $list;
+        list.as_slice()
+            .map_or_else(|| list.iter().collect(), <[_]>::to_vec)
+    }};
+}
+
+/// Lists of scalars, each filled and copied out by `fill!` and `copied!`.
 macro_rules! scalar_lists {
     ($T:ident, $module:ident { $($field:ident),* }) => {
         impl Schema for $T {
             type Owned = m::$module::Owned;
             fn build(&self, mut b: m::$module::Builder<'_>) -> capnp::Result<()> {
-                pastey::paste! { $(b.[<set_ $field>](&self.$field[..])?;)* }
+                pastey::paste! {
+                    $(fill!(b.reborrow().[<init_ $field>](self.$field.len() as u32), &self.$field);)*
+                }
                 Ok(())
             }
             fn read(r: m::$module::Reader<'_>) -> capnp::Result<Self> {
-                Ok(pastey::paste! { $T { $($field: r.[<get_ $field>]()?.iter().collect(),)* } })
+                Ok(pastey::paste! { $T { $($field: copied!(r.[<get_ $field>]()?),)* } })
             }
         }
     };
@@ -148,24 +183,25 @@ impl Schema for Nml {
     type Owned = m::nml::Owned;
     fn build(&self, mut b: m::nml::Builder<'_>) -> capnp::Result<()> {
         b.set_chars(&self.chars[..]);
-        b.set_ints(&self.ints[..])?;
-        b.set_uints(&self.uints[..])?;
-        b.set_longs(&self.longs[..])?;
-        b.set_ulongs(&self.ulongs[..])?;
-        b.set_floats(&self.floats[..])?;
-        b.set_doubles(&self.doubles[..])?;
-        b.set_bools(&self.bools[..])
+        fill!(b.reborrow().init_ints(self.ints.len() as u32), &self.ints);
+        fill!(b.reborrow().init_uints(self.uints.len() as u32), &self.uints);
+        fill!(b.reborrow().init_longs(self.longs.len() as u32), &self.longs);
+        fill!(b.reborrow().init_ulongs(self.ulongs.len() as u32), &self.ulongs);
+        fill!(b.reborrow().init_floats(self.floats.len() as u32), &self.floats);
+        fill!(b.reborrow().init_doubles(self.doubles.len() as u32), &self.doubles);
+        fill!(b.init_bools(self.bools.len() as u32), &self.bools);
+        Ok(())
     }
     fn read(r: m::nml::Reader<'_>) -> capnp::Result<Self> {
         Ok(Nml {
             chars: r.get_chars()?.to_vec(),
-            ints: r.get_ints()?.iter().collect(),
-            uints: r.get_uints()?.iter().collect(),
-            longs: r.get_longs()?.iter().collect(),
-            ulongs: r.get_ulongs()?.iter().collect(),
-            floats: r.get_floats()?.iter().collect(),
-            doubles: r.get_doubles()?.iter().collect(),
-            bools: r.get_bools()?.iter().collect(),
+            ints: copied!(r.get_ints()?),
+            uints: copied!(r.get_uints()?),
+            longs: copied!(r.get_longs()?),
+            ulongs: copied!(r.get_ulongs()?),
+            floats: copied!(r.get_floats()?),
+            doubles: copied!(r.get_doubles()?),
+            bools: copied!(r.get_bools()?),
         })
     }
 }
@@ -176,7 +212,8 @@ impl Schema for Struct4k {
         if let Some(head) = &self.head {
             head.build(b.reborrow().init_head())?;
         }
-        b.set_samples(&self.samples[..])
+        fill!(b.init_samples(self.samples.len() as u32), &self.samples);
+        Ok(())
     }
     fn read(r: m::struct4k::Reader<'_>) -> capnp::Result<Self> {
         Ok(Struct4k {
@@ -184,7 +221,7 @@ impl Schema for Struct4k {
                 true => Some(Struct256::read(r.get_head()?)?),
                 false => None,
             },
-            samples: r.get_samples()?.iter().collect(),
+            samples: copied!(r.get_samples()?),
         })
     }
 }

@@ -7,7 +7,7 @@
 use super::types::{
     Array, Fields, Nml, Point, PointCloud, Sequence, Struct16, Struct256, Struct4k, Text, Values,
 };
-use super::{Codec, Format};
+use super::{Codec, CodecError, Format};
 use flatbuffers::{FlatBufferBuilder, Follow, UnionWIPOffset, Verifiable, WIPOffset};
 
 // Generated code reads little-endian fields from byte arrays through raw pointers.
@@ -43,21 +43,21 @@ struct FlatbuffersCodec<T> {
 }
 
 impl<T: Table + Send> Codec for FlatbuffersCodec<T> {
-    fn encode(&mut self, index: usize, out: &mut [u8]) -> Result<usize, String> {
+    fn encode(&mut self, index: usize, out: &mut [u8]) -> Result<usize, CodecError> {
         self.builder.reset();
         let root = self.values[index].build(&mut self.builder);
         self.builder.finish(root, None);
         let data = self.builder.finished_data();
         let room = out.len();
         out.get_mut(..data.len())
-            .ok_or_else(|| format!("{} B do not fit in {room} B", data.len()))?
+            .ok_or(CodecError::NoRoom { room })?
             .copy_from_slice(data);
         Ok(data.len())
     }
-    fn decode(&mut self, body: &[u8]) -> Result<u64, String> {
+    fn decode(&mut self, body: &[u8]) -> Result<u64, CodecError> {
         flatbuffers::root::<T::Fb<'_>>(body)
             .map(|t| T::read(t).checksum())
-            .map_err(|e| e.to_string())
+            .map_err(CodecError::format)
     }
 }
 
