@@ -210,9 +210,11 @@ fn bad_figure(s: &str) -> String {
     format!("`{s}` is not a figure: use latency_p50, throughput, mib_per_s, avg_time, max_time, cpu_time, read_call_avg, overhead_bytes, cpu:ROLE, cpu_pct:ROLE, or p50:METRIC (p99:, max:, mean:)")
 }
 
-/// A column of a suite's table: `test`, `platform`, `read_write`, `protocol`, `options`,
-/// `size`, `param:KEY` (a workload parameter), `published`, or a figure ([`Figure`]; times in
-/// seconds where the report gave seconds, `_us` after a metric figure for microseconds).
+/// A column of a suite's table: `test`, `label`, `platform`, `read_write`, `protocol`,
+/// `options`, `size`, `hosts`, `param:KEY` (a workload parameter, `pubs`, `subs` or `rate`),
+/// `published`, or a figure ([`Figure`]: times in seconds where the report gave seconds, as
+/// `max_time_s`; microseconds for a metric's, as `p50:METRIC`, `avg_latency_us`,
+/// `max_latency_us`; `cpu:ROLE` in us a message, `cpu_pct:ROLE`, `overhead_bytes`).
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(try_from = "String")]
 pub enum Column {
