@@ -143,6 +143,18 @@ fn subscribers_on_three_namespace_hosts_get_every_message() {
         let roles = case["roles"].as_array().unwrap();
         let sent = roles[0]["counters"]["messages_sent"].as_u64().unwrap();
         assert!(sent >= 100, "{t}: the publisher sent {sent}");
+        // Every delivered message crossed a namespace's link, which the bed's devices count.
+        let delivered: u64 = roles[1..]
+            .iter()
+            .map(|r| r["counters"]["messages_received"].as_u64().unwrap())
+            .sum();
+        let size = case["config"]["size_bytes"].as_u64().unwrap();
+        let wire = case["wire"]["bytes"].as_u64();
+        assert!(
+            wire.is_some_and(|b| b >= delivered * size),
+            "{t}: {} on the wire for {delivered} messages of {size} B",
+            case["wire"]
+        );
         for (r, host) in roles[1..].iter().zip(["b", "c", "d"]) {
             let c = &r["counters"];
             let got = c["messages_received"].as_u64().unwrap();

@@ -25,6 +25,8 @@ pub struct Host {
     pub address: Option<String>,
     /// The runner's address as this host reaches it, where known (the bed's bridge).
     pub local_address: Option<String>,
+    /// A namespace of this run's bed (`NAME=netns`), whose link msgperf made and reads.
+    pub in_bed: bool,
 }
 
 /// The run's hosts; the namespaces made for it go when this drops.
@@ -56,6 +58,7 @@ impl Hosts {
                             launcher: value.clone(),
                             address: None,
                             local_address: None,
+                            in_bed: false,
                         },
                     );
                 }
@@ -75,6 +78,7 @@ impl Hosts {
                         launcher: format!("netns ({ns}, {address}{})", link.describe()),
                         address: Some(address.clone()),
                         local_address: Some(bed.address.clone()),
+                        in_bed: true,
                     },
                 );
             }
@@ -90,6 +94,36 @@ impl Hosts {
     pub fn is_empty(&self) -> bool {
         self.hosts.is_empty()
     }
+
+    /// Where the bytes that roles on `placed` hosts send can all be counted, the devices that
+    /// count each sent packet once: loopback's and the bridge's sending (this host's), and
+    /// what the host end of each namespace's veth pair received (all its namespace sent).
+    /// None where a placed host is not a namespace of this run (its link is not ours to read).
+    pub fn wire_devices<'a>(
+        &self,
+        placed: impl IntoIterator<Item = &'a str>,
+    ) -> Option<Vec<(String, Count)>> {
+        let bed = self._bed.as_ref()?;
+        let all_ours = placed
+            .into_iter()
+            .all(|h| h == LOCAL || self.hosts.get(h).is_some_and(|x| x.in_bed));
+        if !all_ours {
+            return None;
+        }
+        let mut devices = vec![
+            ("lo".to_string(), Count::Sent),
+            (bed.bridge.clone(), Count::Sent),
+        ];
+        devices.extend(bed.outer.iter().map(|d| (d.clone(), Count::Received)));
+        Some(devices)
+    }
+}
+
+/// Which of a device's counters holds the packets sent through it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Count {
+    Sent,
+    Received,
 }
 
 /// Where `msgperf deploy` puts this binary on a far host, relative to where its launcher
@@ -181,6 +215,8 @@ struct Bed {
     address: String,
     /// Namespace and its address, per host.
     namespaces: Vec<(String, String)>,
+    /// The host end of each namespace's veth pair.
+    outer: Vec<String>,
 }
 
 impl Bed {
@@ -196,6 +232,7 @@ impl Bed {
             bridge: format!("mpb{pid}"),
             address: format!("{net}.1"),
             namespaces: Vec::new(),
+            outer: Vec::new(),
         };
         ip(&["link", "add", &bed.bridge, "type", "bridge"])?;
         ip(&[
@@ -216,6 +253,7 @@ impl Bed {
             ip(&[
                 "link", "add", &outer, "type", "veth", "peer", "name", &inner,
             ])?;
+            bed.outer.push(outer.clone());
             ip(&["link", "set", &inner, "netns", &ns])?;
             ip(&["link", "set", &outer, "master", &bed.bridge])?;
             ip(&["link", "set", &outer, "up"])?;

@@ -59,19 +59,36 @@ pub fn other_load_pct(
     Some(((busy - ours_ns as f64).max(0.0) / total * 100.0).min(100.0))
 }
 
-/// Bytes and packets the loopback interface carried (each loopback packet is counted once as
-/// sent): what network transports put on the "wire", headers and acknowledgements included.
-pub fn loopback_tx() -> Option<(u64, u64)> {
+/// Bytes and packets over these devices, each counter as named (`/proc/net/dev`): what
+/// network transports put on the "wire", headers and acknowledgements included. The sum counts
+/// each packet once where the devices are chosen so: loopback's sent packets alone on one
+/// host (each loopback packet is counted once as sent); see `Hosts::wire_devices` across a bed.
+pub fn wire(devices: &[(String, Count)]) -> Option<(u64, u64)> {
     let dev = std::fs::read_to_string("/proc/net/dev").ok()?;
-    let line = dev.lines().find(|l| l.trim_start().starts_with("lo:"))?;
-    let f: Vec<u64> = line
-        .split_once(':')?
-        .1
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    Some((*f.get(8)?, *f.get(9)?))
+    devices
+        .iter()
+        .try_fold((0, 0), |(bytes, packets), (name, count)| {
+            let line = dev.lines().find(|l| {
+                l.trim_start()
+                    .strip_prefix(name.as_str())
+                    .is_some_and(|r| r.starts_with(':'))
+            })?;
+            let f: Vec<u64> = line
+                .split_once(':')?
+                .1
+                .split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            // Received bytes and packets are fields 0 and 1, sent ones 8 and 9.
+            let at = match count {
+                Count::Received => 0,
+                Count::Sent => 8,
+            };
+            Some((bytes + f.get(at)?, packets + f.get(at + 1)?))
+        })
 }
+
+use super::hosts::Count;
 
 #[cfg(test)]
 mod tests {

@@ -100,19 +100,31 @@ impl Runner {
         }
         let t = transport::find(&case.transport).expect("cases are validated");
         let network = t.capabilities(&case.effective_options).cross_host;
-        let wire_before = if network { load::loopback_tx() } else { None };
+        // Roles on this host count on loopback; on namespace hosts of this run, on the bed's
+        // devices too; on hosts elsewhere, not at all (their links are not ours to read).
+        let wire_devices = if !network || self.connect.is_some() {
+            None
+        } else if case.place.is_empty() {
+            Some(vec![("lo".to_string(), hosts::Count::Sent)])
+        } else {
+            self.hosts.wire_devices(
+                case.place
+                    .values()
+                    .flatten()
+                    .map(|at| at.split(':').next().unwrap_or(at)),
+            )
+        };
+        let wire_before = wire_devices.as_deref().and_then(load::wire);
         let before = load::sample();
         let usage_before = sys::process_and_children_cpu_ns();
         let run = case::run(case, self.connect.as_ref(), &self.hosts);
         let ours = sys::process_and_children_cpu_ns().saturating_sub(usage_before);
         let after = load::sample();
-        result.wire = match (wire_before, load::loopback_tx()) {
-            (Some(b), Some(a)) if self.connect.is_none() && case.place.is_empty() => {
-                Some(WireCount {
-                    bytes: a.0.saturating_sub(b.0),
-                    packets: a.1.saturating_sub(b.1),
-                })
-            }
+        result.wire = match (wire_before, wire_devices.as_deref().and_then(load::wire)) {
+            (Some(b), Some(a)) => Some(WireCount {
+                bytes: a.0.saturating_sub(b.0),
+                packets: a.1.saturating_sub(b.1),
+            }),
             _ => None,
         };
         let cpus: BTreeSet<usize> = [case.cpus.0, case.cpus.1].into_iter().flatten().collect();

@@ -181,7 +181,7 @@ pub struct CaseSummary {
     pub latency_reader_busy: Option<Distribution>,
     /// pubsub: the roles and how copies reach the subscribers.
     pub fan_out: Option<String>,
-    /// Network transports: loopback bytes per message sent (both directions, headers and
+    /// Network transports: bytes on the wire per message sent (both directions, headers and
     /// acknowledgements included), and how much of that is not payload.
     pub wire_bytes_per_msg: Option<f64>,
     pub wire_overhead_bytes_per_msg: Option<f64>,

@@ -510,8 +510,9 @@ pub struct CaseResult {
     pub interrupted: bool,
     /// Share of the pinned CPUs' time that other programs used during the case, in percent.
     pub other_load_pct: Option<f64>,
-    /// Network transports: bytes and packets the loopback interface carried during the case
-    /// (all of it, so other loopback traffic would count too).
+    /// Network transports: bytes and packets sent over loopback during the case, and over
+    /// the bed's bridge and veth links where roles ran on its namespace hosts (all of it, so
+    /// other traffic there would count too); none where a role ran on a launcher's host.
     pub wire: Option<WireCount>,
     /// How each publisher reached its subscribers (pubsub).
     pub fan_out: Option<FanOut>,
