@@ -599,9 +599,8 @@ fn write_outputs(run: &RunResult, list: &Outputs, last: bool) -> Result<(), Stri
 }
 
 /// Runs cases one after another, `repeat` times over (ABAB: every case once, then again),
-/// writing results after each, and prints the table.
-/// Runs the cases, writes the outputs and prints the table, then what `after` makes of the
-/// run (a suite's own table).
+/// writing results after each, lets `finish` add to the run what it makes of it (a suite's
+/// outcome) before the last write, and prints the table.
 #[allow(clippy::too_many_arguments)]
 fn execute(
     cases: Vec<CaseConfig>,

@@ -104,27 +104,27 @@ impl Table for Array {
     }
 }
 
-impl Table for Struct16 {
-    type Fb<'a> = fb::Record16<'a>;
-    fn build(&self, b: &mut FlatBufferBuilder<'_>) -> WIPOffset<UnionWIPOffset> {
-        let value = fb::Struct16::from(self);
-        fb::Record16::create(b, &fb::Record16Args { value: Some(&value) }).as_union_value()
-    }
-    fn read(t: fb::Record16<'_>) -> Self {
-        t.value().map(Struct16::from).unwrap_or_default()
-    }
+/// A record sent alone: a table holding it as its one field.
+macro_rules! record_table {
+    ($T:ident in $table:ident) => {
+        impl Table for $T {
+            type Fb<'a> = fb::$table<'a>;
+            fn build(&self, b: &mut FlatBufferBuilder<'_>) -> WIPOffset<UnionWIPOffset> {
+                let value = fb::$T::from(self);
+                pastey::paste! {
+                    fb::$table::create(b, &fb::[<$table Args>] { value: Some(&value) })
+                        .as_union_value()
+                }
+            }
+            fn read(t: fb::$table<'_>) -> Self {
+                t.value().map($T::from).unwrap_or_default()
+            }
+        }
+    };
 }
 
-impl Table for Struct256 {
-    type Fb<'a> = fb::Record256<'a>;
-    fn build(&self, b: &mut FlatBufferBuilder<'_>) -> WIPOffset<UnionWIPOffset> {
-        let value = fb::Struct256::from(self);
-        fb::Record256::create(b, &fb::Record256Args { value: Some(&value) }).as_union_value()
-    }
-    fn read(t: fb::Record256<'_>) -> Self {
-        t.value().map(Struct256::from).unwrap_or_default()
-    }
-}
+record_table!(Struct16 in Record16);
+record_table!(Struct256 in Record256);
 
 impl Table for Struct4k {
     type Fb<'a> = fb::Struct4k<'a>;
