@@ -792,3 +792,77 @@ fn a_time_daemon_s_own_bound_is_recorded_beside_the_measured_one() {
         "{stdout}"
     );
 }
+
+#[test]
+fn a_far_role_stops_itself_when_its_runner_goes_silent() {
+    if !namespaces_work() {
+        return;
+    }
+    let dir = temp_dir();
+    let out_file = dir.path().join("r.json");
+    let mut child = spawn(&[
+        "run",
+        "pubsub",
+        "-t",
+        "tcp",
+        "--subs",
+        "2",
+        "--rate",
+        "1khz",
+        "--duration",
+        "60s",
+        "--timeout",
+        "3s",
+        "--no-floor",
+        "--host",
+        "b=netns",
+        "--place",
+        "subscriber=local,b",
+        "--json",
+        out_file.to_str().unwrap(),
+    ]);
+    let pid = child.id();
+    let far = wait_for_role(&mut child, "--stdio subscriber 2");
+    measuring(&mut child);
+    // The runner frozen: its link to the far side stays open but says nothing, as behind a
+    // partition. Thawed again however this test ends.
+    struct Frozen(u32);
+    impl Drop for Frozen {
+        fn drop(&mut self) {
+            signal(self.0, libc::SIGCONT);
+        }
+    }
+    signal(pid, libc::SIGSTOP);
+    let frozen = Frozen(pid);
+    let gone = || {
+        std::fs::read_to_string(format!("/proc/{far}/stat")).map_or(true, |s| {
+            matches!(
+                s.rsplit(')')
+                    .next()
+                    .and_then(|r| r.split_whitespace().next()),
+                Some("Z" | "X")
+            )
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !gone() {
+        assert!(
+            Instant::now() < deadline,
+            "the far role outlived its runner's silence"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(frozen);
+    let out = wait_output(child, Duration::from_secs(60));
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(!out.status.success(), "{all}");
+    assert!(all.contains("subscriber 2 on host b"), "{all}");
+    assert!(all.contains("the runner sent nothing"), "{all}");
+    let run = json(&out_file);
+    let local = &run["cases"][0]["roles"][1];
+    assert!(
+        local["counters"]["messages_received"].as_u64().unwrap() > 100,
+        "{local}"
+    );
+    assert_eq!(beds_of(pid), Vec::<String>::new());
+}

@@ -294,7 +294,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Exit {
         // A role process: single-threaded, no Ctrl-C handler (it sits in its own process
         // group), nothing swept (its runner did that). With --stdio, a role on another host.
         if r.what.first().is_some_and(|w| w == "--stdio") {
-            exec::role::stdio_main()?;
+            exec::role::stdio_main(&r.what)?;
         } else {
             exec::role::process_main()?;
         }

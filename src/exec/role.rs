@@ -355,7 +355,9 @@ pub fn process_main() -> Result<(), ExecError> {
 /// channel on stdin and stdout. It says who it is first, answers clock probes at any time,
 /// sends heartbeats, ends with Done (a digest of its result), and then answers probes until
 /// the runner hangs up (at most 10 s): the runner measures the clock after the run too.
-pub fn stdio_main() -> Result<(), ExecError> {
+/// `what` is its command line after `role`: its role for `ps`, and the runner's longest
+/// silence it waits out (`--silence-ms`).
+pub fn stdio_main(what: &[String]) -> Result<(), ExecError> {
     use super::control::{build_id, write_frame, FarHello};
     let mut out = std::io::stdout();
     let mut addresses: Vec<String> = Vec::new();
@@ -383,6 +385,7 @@ pub fn stdio_main() -> Result<(), ExecError> {
     let mut link =
         super::serve::StreamLink::start(Box::new(std::io::stdin()), Box::new(std::io::stdout()))?;
     let stop = link.stop.clone();
+    stop_on_silence(link.heard.clone(), stop.clone(), silence(what)?)?;
     let served = serve(
         &mut link,
         RoleEnv {
@@ -398,4 +401,54 @@ pub fn stdio_main() -> Result<(), ExecError> {
     }
     let _ = link.reader_ended.recv_timeout(Duration::from_secs(10));
     served.map(|_| ())
+}
+
+/// The runner's longest silence a far side waits out: `--silence-ms N` in its command line,
+/// else 30 s (a hello asked by `msgperf deploy`).
+fn silence(what: &[String]) -> Result<Duration, ExecError> {
+    let Some(at) = what.iter().position(|w| w == super::runner::SILENCE_FLAG) else {
+        return Ok(Duration::from_secs(30));
+    };
+    what.get(at + 1)
+        .and_then(|n| n.parse().ok())
+        .map(Duration::from_millis)
+        .ok_or_else(|| {
+            ExecError::Refused(format!(
+                "{} wants a whole number of milliseconds",
+                super::runner::SILENCE_FLAG
+            ))
+        })
+}
+
+/// Ends this far side when its runner has sent nothing for `silence`: its probes come four
+/// times a second, so a runner that quiet is frozen or cut off behind a link that does not
+/// close (a partition, a hung launcher), and nobody else would ever stop this role. The
+/// role's stop flag is raised first and its result given two seconds to go out (a runner
+/// that was only paused reads it), then the process exits.
+fn stop_on_silence(
+    heard: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    stop: std::sync::Arc<AtomicBool>,
+    silence: Duration,
+) -> Result<(), ExecError> {
+    use crate::measure::clock;
+    use std::sync::atomic::Ordering;
+    let watch = move || loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let quiet = clock::now().saturating_sub(heard.load(Ordering::SeqCst));
+        if quiet > silence.as_nanos() as u64 {
+            stop.store(true, Ordering::SeqCst);
+            eprintln!(
+                "msgperf: the runner sent nothing for {:.1} s (over the {:.1} s allowed): this far role stops",
+                quiet as f64 / 1e9,
+                silence.as_secs_f64()
+            );
+            std::thread::sleep(Duration::from_secs(2));
+            std::process::exit(3);
+        }
+    };
+    std::thread::Builder::new()
+        .name("msgperf silence".into())
+        .spawn(watch)
+        .map(|_| ())
+        .map_err(|e| ExecError::os("could not start a watch on the runner", e))
 }

@@ -430,6 +430,9 @@ pub struct LaunchedRole {
     reaped: Option<Option<String>>,
 }
 
+/// How a far side is told the longest silence of its runner it waits out.
+pub const SILENCE_FLAG: &str = "--silence-ms";
+
 /// Probes before the run, and after it.
 const PROBES: usize = 16;
 /// Probes during the run: a few a second, on the control channel.
@@ -556,7 +559,10 @@ impl LaunchedRole {
             .arg(exe)
             .arg("role")
             .arg("--stdio")
-            .args(args);
+            .args(args)
+            // The far side stops itself when this runner goes as quiet as a lost host would.
+            .arg(SILENCE_FLAG)
+            .arg(timeout.max(HEARTBEAT * 3).as_millis().to_string());
         let theirs_out = theirs.try_clone().map_err(|e| os("a control socket", e))?;
         cmd.stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
             .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs_out)))

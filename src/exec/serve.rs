@@ -15,7 +15,7 @@ use crate::result::{CaseConfig, RoleResult};
 use crate::transport::{self, Options};
 use crossbeam_channel::{bounded, Receiver};
 use std::io::{Read, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -162,6 +162,8 @@ pub(super) struct StreamLink {
     digest: Option<u32>,
     /// Says when the reader ended (the other side closed).
     pub reader_ended: Receiver<()>,
+    /// When the other side last sent a frame (`clock::now()`).
+    pub heard: Arc<AtomicU64>,
 }
 
 impl StreamLink {
@@ -174,14 +176,16 @@ impl StreamLink {
         let writer = Arc::new(Mutex::new(writer));
         let (tx, frames) = bounded(16);
         let (ended_tx, reader_ended) = bounded(1);
+        let heard = Arc::new(AtomicU64::new(clock::now()));
         {
-            let (stop, writer) = (stop.clone(), writer.clone());
+            let (stop, writer, heard) = (stop.clone(), writer.clone(), heard.clone());
             std::thread::Builder::new()
                 .name("msgperf control".into())
                 .spawn(move || {
                     loop {
                         let r = read_frame::<ToRole>(&mut reader);
                         let t2 = clock::now();
+                        heard.store(t2, Ordering::SeqCst);
                         match r {
                             Ok(ToRole::Stop) => stop.store(true, Ordering::SeqCst),
                             Ok(ToRole::Probe(t1)) => {
@@ -229,6 +233,7 @@ impl StreamLink {
             done,
             digest: None,
             reader_ended,
+            heard,
         })
     }
 
