@@ -11,8 +11,10 @@ cache-line ping-pong (`msgperf floor`) measured just before and after it, in sev
 pairs (--spin-pairs), keeping the pairs during which the vCPUs stayed put.
 With --repeat N the whole sweep runs N times and each ratio is the median of the N (with their
 range), since this shared VM moves single runs by several percent.
-With --compare OTHER_BINARY, every figure is also taken with that msgperf (an older build, say)
-in the same sweep, alternating with this one, and a table is printed for each.
+With --compare OTHER_BINARY, every msgperf run is also taken with that msgperf (an older build,
+say), alternating with this one, each run's JSON kept in a directory per build; `msgperf compare
+OTHER_DIR THIS_DIR` then gives each figure's change, its interval and a verdict over the
+repetitions (it needs --repeat 5 for a verdict), and the ratios table is printed for each build.
 Usage: bench/ratios.py [--duration 2] [--placement cross-cpu,same-cpu] [--repeat 1] [--spin-pairs 7]
                        [--msgperf PATH] [--compare PATH]
 """
@@ -52,10 +54,21 @@ def main():
     binaries = [("this msgperf", msgperf)] + ([("compared", a.compare)] if a.compare else [])
     c_loop = os.path.join(tempfile.gettempdir(), "msgperf_plain_loop")
     sh(["gcc", "-O2", "-o", c_loop, os.path.join(here, "plain_loop.c")])
-    runs = [sweep(a, binaries, c_loop) for _ in range(a.repeat)]
-    for name, path in binaries:
-        print(f"\n{name}: {path}\n")
-        table(a, [r[name] for r in runs])
+    with tempfile.TemporaryDirectory() as kept:
+        dirs = {name: os.path.join(kept, str(i)) for i, (name, _) in enumerate(binaries)}
+        for d in dirs.values():
+            os.mkdir(d)
+        runs = [sweep(a, binaries, c_loop, rep, dirs) for rep in range(a.repeat)]
+        for name, path in binaries:
+            print(f"\n{name}: {path}\n")
+            table(a, [r[name] for r in runs])
+        if a.compare:
+            print(f"\n`msgperf compare` of the compared build (BASE) and this one (NEW), "
+                  f"{a.repeat} alternated runs each:\n")
+            r = subprocess.run([msgperf, "compare", dirs["compared"], dirs["this msgperf"],
+                                "--allow-different"], capture_output=True, text=True,
+                               env=dict(os.environ, COLUMNS="200"))
+            print(r.stdout + r.stderr)
 
 
 def fig(values, fmt):
@@ -103,7 +116,7 @@ def table(a, runs):
           + (f" Median of {a.repeat} runs (range)." if a.repeat > 1 else ""))
 
 
-def sweep(a, binaries, c_loop):
+def sweep(a, binaries, c_loop, rep, dirs):
     out = {name: {"rows": []} for name, _ in binaries}
     for placement in a.placement.split(","):
         for t in a.transports.split(","):
@@ -111,10 +124,10 @@ def sweep(a, binaries, c_loop):
             for workload, size in (("pingpong", 64), ("stream", 60000 if t == "udp" else 65536)):
                 cpus = None
                 for name, path in binaries:
-                    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-                        sh([path, "run", workload, "-t", t, "--size", str(size), "--duration", a.duration + "s",
-                            "--placement", placement, "--json", f.name])
-                        case = json.load(open(f.name))["cases"][0]
+                    out_file = os.path.join(dirs[name], f"{rep:03}-{placement}-{t}-{workload}.json")
+                    sh([path, "run", workload, "-t", t, "--size", str(size), "--duration", a.duration + "s",
+                        "--placement", placement, "--json", out_file])
+                    case = json.load(open(out_file))["cases"][0]
                     s = case["summary"]
                     cpus = case["config"]["cpus"]
                     if workload == "pingpong":

@@ -387,6 +387,62 @@ fn compare_finds_no_change_between_like_runs_and_a_busy_cpu_slower() {
     }
     assert!(rows.iter().any(|(f, _)| f == "p50"));
 
+    // The same runs as two directories of one run each, as a bench alternating two builds
+    // writes them: pooled, they compare alike.
+    let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
+    let v: Value = serde_json::from_slice(&std::fs::read(&base_json).unwrap()).unwrap();
+    for (i, case) in v["cases"].as_array().unwrap().iter().enumerate() {
+        let side = if i % 2 == 0 { &a_dir } else { &b_dir };
+        std::fs::create_dir_all(side).unwrap();
+        let mut one = v.clone();
+        one["cases"] = Value::Array(vec![case.clone()]);
+        std::fs::write(
+            side.join(format!("{i:02}.json")),
+            serde_json::to_vec(&one).unwrap(),
+        )
+        .unwrap();
+    }
+    let out_json = dir.path().join("pooled.json");
+    let out = run(
+        &[
+            "compare",
+            a_dir.to_str().unwrap(),
+            b_dir.to_str().unwrap(),
+            "--export",
+            &format!("json={}", out_json.display()),
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let c: Value = serde_json::from_slice(&std::fs::read(&out_json).unwrap()).unwrap();
+    let p50 = c["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["figure"] == "p50")
+        .unwrap();
+    assert_eq!(
+        (p50["base_runs"].as_u64(), p50["new_runs"].as_u64()),
+        (Some(5), Some(5)),
+        "{p50}"
+    );
+    assert!(
+        ["same", "inconclusive"].contains(&p50["verdict"].as_str().unwrap()),
+        "{p50}"
+    );
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = run(
+        &["compare", empty.to_str().unwrap(), b_dir.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("holds no .json result"),
+        "{}",
+        text(&out.stderr)
+    );
+
     // The same case with a CPU hog beside the reader: slower on latency. The hog runs in
     // bursts at a real-time priority, so it takes the CPU from the reader whatever else the
     // machine is doing (a plain busy loop does not: on this VM it spares the reader the slow

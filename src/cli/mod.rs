@@ -175,9 +175,10 @@ struct ReportArgs {
 
 #[derive(Args, Debug)]
 struct CompareArgs {
-    /// The run to compare against (JSON written by `--json`).
+    /// The run to compare against (JSON written by `--json`), or a directory of such runs
+    /// taken in turns with NEW's (their repetitions pooled).
     base: PathBuf,
-    /// The run compared.
+    /// The run compared, or a directory of runs.
     new: PathBuf,
     /// Changes smaller than this are `same` (a percentage).
     #[arg(long, default_value = "3%", value_parser = parse_percent)]
@@ -1013,9 +1014,41 @@ fn read_run(path: &std::path::Path) -> Result<RunResult, CliError> {
     })
 }
 
+/// One side of a comparison: a run, or every run (`*.json`) in a directory, pooled.
+fn read_side(side: &str, path: &std::path::Path) -> Result<(RunResult, Vec<String>), CliError> {
+    if !path.is_dir() {
+        return Ok((read_run(path)?, Vec::new()));
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", path.display())))?
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(CliError::Usage(format!(
+            "{side} {} holds no .json result: write runs there with `msgperf run ... --json {}/N.json`",
+            path.display(),
+            path.display()
+        )));
+    }
+    let runs = files
+        .iter()
+        .map(|f| {
+            let name = f
+                .file_name()
+                .map_or(String::new(), |n| n.to_string_lossy().into());
+            read_run(f).map(|r| (name, r))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(report::compare::pooled(side, runs))
+}
+
 fn compare(a: CompareArgs) -> Exit {
     use report::compare;
-    let (base, new) = (read_run(&a.base)?, read_run(&a.new)?);
+    let (base, mut differences) = read_side("BASE", &a.base)?;
+    let (new, new_differences) = read_side("NEW", &a.new)?;
+    differences.extend(new_differences);
     let mut files = Vec::new();
     for spec in &a.export {
         let (name, path) = spec
@@ -1030,7 +1063,9 @@ fn compare(a: CompareArgs) -> Exit {
         output::check(&path).map_err(CliError::Usage)?;
         files.push((name.to_string(), path));
     }
-    let c = compare::compare(&base, &new, a.noise, a.allow_different);
+    let mut c = compare::compare(&base, &new, a.noise, a.allow_different);
+    differences.append(&mut c.differences);
+    c.differences = differences;
     let w = crate::sys::terminal_width().or_else(|| std::env::var("COLUMNS").ok()?.parse().ok());
     let mut text = String::new();
     for d in &c.differences {

@@ -159,12 +159,15 @@ fn key_head(key: &str) -> &str {
 }
 
 /// What differs between the runs' environments, a sentence each.
-fn environment_differences(base: &RunResult, new: &RunResult) -> Vec<String> {
+fn environment_differences(
+    (base, base_name): (&RunResult, &str),
+    (new, new_name): (&RunResult, &str),
+) -> Vec<String> {
     let (a, b) = (&base.environment, &new.environment);
     let mut out = Vec::new();
     let mut differ = |what: &str, x: &str, y: &str| {
         if x != y {
-            out.push(format!("{what}: `{x}` in BASE, `{y}` in NEW"));
+            out.push(format!("{what}: `{x}` in {base_name}, `{y}` in {new_name}"));
         }
     };
     differ(
@@ -177,6 +180,34 @@ fn environment_differences(base: &RunResult, new: &RunResult) -> Vec<String> {
     differ("kernel", &a.kernel, &b.kernel);
     differ("clock source", &a.clock.source, &b.clock.source);
     out
+}
+
+/// Several runs of one side as one run: runs taken in turns with the other side's (one build
+/// against another, alternated so that the machine's drift falls on both sides alike). Each
+/// case's repetitions are numbered on across the runs; how a run's machine differs from the
+/// first's is named (`side` says which side, for the message).
+pub fn pooled(side: &str, named: Vec<(String, RunResult)>) -> (RunResult, Vec<String>) {
+    let mut named = named.into_iter();
+    let (first_name, mut all) = named.next().expect("a side has a run");
+    let mut differences = Vec::new();
+    let mut seen: BTreeMap<String, u32> = BTreeMap::new();
+    let mut number = |cases: &mut Vec<CaseResult>| {
+        for c in cases {
+            let n = seen.entry(c.key.clone()).or_default();
+            *n += 1;
+            c.repetition = *n;
+        }
+    };
+    number(&mut all.cases);
+    for (name, mut run) in named {
+        differences.extend(environment_differences(
+            (&all, &format!("{side}'s {first_name}")),
+            (&run, &format!("{side}'s {name}")),
+        ));
+        number(&mut run.cases);
+        all.cases.append(&mut run.cases);
+    }
+    (all, differences)
 }
 
 /// The settings in which two cases of the same name differ.
@@ -195,7 +226,7 @@ fn setting_differences(a: &CaseResult, b: &CaseResult) -> Vec<String> {
 /// name where their settings differ, and different environments are compared all the same.
 pub fn compare(base: &RunResult, new: &RunResult, noise: f64, allow_different: bool) -> Comparison {
     let mut out = Comparison {
-        differences: environment_differences(base, new),
+        differences: environment_differences((base, "BASE"), (new, "NEW")),
         ..Default::default()
     };
     fn group(run: &RunResult) -> (BTreeMap<String, Vec<&CaseResult>>, Vec<String>) {
