@@ -866,3 +866,102 @@ fn a_far_role_stops_itself_when_its_runner_goes_silent() {
     );
     assert_eq!(beds_of(pid), Vec::<String>::new());
 }
+
+/// A launcher that passes the far side's stdout on `delay` seconds late: a control path slower
+/// one way than the other, which no probe can tell from a clock offset.
+const SLOW_BACK: &str = r#"
+import collections, os, subprocess, sys, threading, time
+delay = float(sys.argv[1])
+child = subprocess.Popen(sys.argv[2:], stdout=subprocess.PIPE)
+queue, ready = collections.deque(), threading.Condition()
+def pump():
+    while True:
+        data = os.read(child.stdout.fileno(), 65536)
+        with ready:
+            queue.append((time.monotonic() + delay, data))
+            ready.notify()
+        if not data:
+            return
+threading.Thread(target=pump, daemon=True).start()
+while True:
+    with ready:
+        while not queue:
+            ready.wait()
+        at, data = queue.popleft()
+    time.sleep(max(0.0, at - time.monotonic()))
+    if not data:
+        break
+    while data:
+        data = data[os.write(1, data):]
+sys.exit(child.wait())
+"#;
+
+#[test]
+fn samples_below_zero_from_an_asymmetric_path_are_kept_and_marked() {
+    if !namespaces_work() {
+        return;
+    }
+    let ns = Netns::make("n", 65);
+    let dir = temp_dir();
+    let relay = dir.path().join("slow_back.py");
+    std::fs::write(&relay, SLOW_BACK).unwrap();
+    // Replies to the runner's probes come 20 ms late, its probes at once: the offset comes out
+    // 10 ms off, and a writer there seems to send 10 ms later than it did.
+    let launcher = format!(
+        "b=python3 {} 0.02 ip netns exec {}",
+        relay.display(),
+        ns.name
+    );
+    let out_file = dir.path().join("r.json");
+    let out = run(
+        &[
+            "run",
+            "stream",
+            "-t",
+            "tcp",
+            "--rate",
+            "1khz",
+            "--duration",
+            "1s",
+            "--warmup",
+            "100ms",
+            "--host",
+            &launcher,
+            "--place",
+            "writer=b",
+            "--json",
+            out_file.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let run = json(&out_file);
+    let reader = &run["cases"][0]["roles"][1];
+    assert_eq!(reader["role"]["kind"], "reader");
+    let got = reader["counters"]["messages_received"].as_u64().unwrap();
+    let negative = reader["counters"]["negative"].as_u64().unwrap();
+    assert!(
+        got >= 900 && negative * 10 >= got * 9,
+        "{negative} of {got}"
+    );
+    // Kept as they came: one sample each, about 10 ms below zero.
+    let below = msgperf::histogram::EncodedHistogram(
+        reader["histograms"]["one_way_below_zero_ns"]
+            .as_str()
+            .unwrap()
+            .into(),
+    )
+    .decode()
+    .unwrap();
+    assert_eq!(below.len(), negative);
+    let median = below.value_at_quantile(0.5);
+    assert!((3_000_000..15_000_000).contains(&median), "{median} ns");
+    assert!(stdout.contains("came out negative (median -"), "{stdout}");
+    // Every figure of the case lies under its bound (the writer's, 10 ms or more): marked.
+    let row = stdout
+        .lines()
+        .find(|l| l.contains(" tcp ") && l.contains("one-way"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(row.matches(" 0.00*").count() >= 3, "{row}");
+}

@@ -103,6 +103,9 @@ pub struct RoleSummary {
     pub other_threads_ns_per_msg: Option<f64>,
     /// A receiving role's own one-way latency and delivery counts (each subscriber's).
     pub latency: Option<Distribution>,
+    /// How far its one-way figures may be off across hosts: its clock's bound plus its
+    /// senders' (those on other hosts), ns.
+    pub one_way_bound_ns: Option<u64>,
     pub received: u64,
     pub lost: u64,
     pub duplicated: u64,
@@ -185,6 +188,8 @@ pub struct CaseSummary {
     /// acknowledgements included), and how much of that is not payload.
     pub wire_bytes_per_msg: Option<f64>,
     pub wire_overhead_bytes_per_msg: Option<f64>,
+    /// Across hosts, the largest of its readers' one-way bounds, ns.
+    pub one_way_bound_ns: Option<u64>,
     pub roles: Vec<RoleSummary>,
     pub error: Option<String>,
     pub interrupted: bool,
@@ -256,6 +261,7 @@ fn role_summary(r: &RoleResult, own_process: bool) -> RoleSummary {
             .histogram(Metric::ONE_WAY)
             .filter(|h| !h.is_empty())
             .map(|h| Distribution::of(&h)),
+        one_way_bound_ns: None,
         received: c.messages_received,
         lost: c.lost,
         duplicated: c.duplicated,
@@ -263,6 +269,23 @@ fn role_summary(r: &RoleResult, own_process: bool) -> RoleSummary {
         overwritten: c.overwritten,
         error: r.error.clone(),
     }
+}
+
+/// Each reading role's one-way bound across hosts: its clock's bound plus the largest of the
+/// roles that send to it (the others that measure no one-way latency, brokers aside).
+fn with_one_way_bounds(mut roles: Vec<RoleSummary>) -> Vec<RoleSummary> {
+    let senders = roles
+        .iter()
+        .filter(|r| r.latency.is_none() && r.role_id.kind != RoleKind::BROKER)
+        .filter_map(|r| r.clock_bound_ns)
+        .max();
+    for r in roles.iter_mut().filter(|r| r.latency.is_some()) {
+        r.one_way_bound_ns = match (r.clock_bound_ns, senders) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
+    }
+    roles
 }
 
 /// A metric over every role that recorded it, histograms added (a fan-out's subscribers).
@@ -394,6 +417,12 @@ fn marshalling(case: &CaseResult) -> Option<Marshalling> {
 
 pub fn summarize(case: &CaseResult) -> CaseSummary {
     let cfg = &case.config;
+    let roles = with_one_way_bounds(
+        case.roles
+            .iter()
+            .map(|r| role_summary(r, !cfg.threads))
+            .collect(),
+    );
     let (msgs_per_s, latency, receivers) = match primary(case) {
         Some((h, rate, n)) => (rate, Some(Distribution::of(&h)), n),
         None => (0.0, None, 0),
@@ -493,11 +522,8 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
         wire_overhead_bytes_per_msg: wire.map(|w| w.0 - w.1),
         latency_from_intended: dist(Metric::ONE_WAY_INTENDED),
         send_lag: dist(Metric::SEND_LAG),
-        roles: case
-            .roles
-            .iter()
-            .map(|r| role_summary(r, !cfg.threads))
-            .collect(),
+        one_way_bound_ns: roles.iter().filter_map(|r| r.one_way_bound_ns).max(),
+        roles,
         error: case.error.clone(),
         interrupted: case.interrupted,
         params: cfg

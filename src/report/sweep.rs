@@ -134,6 +134,7 @@ mod tests {
             fan_out: None,
             wire_bytes_per_msg: None,
             wire_overhead_bytes_per_msg: None,
+            one_way_bound_ns: None,
             roles: vec![],
             error: None,
             interrupted: false,

@@ -259,20 +259,29 @@ fn distribution_columns() -> Vec<(String, u8)> {
 }
 
 /// min, the percentiles (`—` where unsupported), max and mean, in microseconds.
-fn distribution_cells(d: Option<&Distribution>) -> Vec<String> {
+/// A distribution's cells; across hosts, each figure under its clock bound marked with
+/// [`UNDER_BOUND`].
+fn distribution_cells(d: Option<&Distribution>, bound_ns: Option<u64>) -> Vec<String> {
     let Some(d) = d else {
         return vec!["-".into(); 3 + PERCENTILES.len()];
     };
-    let mut cells = vec![us(d.min_ns as f64)];
+    let cell = |v: f64| match bound_ns {
+        Some(b) if v < b as f64 => format!("{}{UNDER_BOUND}", us(v)),
+        _ => us(v),
+    };
+    let mut cells = vec![cell(d.min_ns as f64)];
     cells.extend(
         d.percentiles()
             .iter()
-            .map(|p| p.map_or("—".into(), |v| us(v as f64))),
+            .map(|p| p.map_or("—".into(), |v| cell(v as f64))),
     );
-    cells.push(us(d.max_ns as f64));
-    cells.push(us(d.mean_ns));
+    cells.push(cell(d.max_ns as f64));
+    cells.push(cell(d.mean_ns));
     cells
 }
+
+/// Marks a one-way figure smaller than the bound of the clock offsets it was corrected by.
+pub const UNDER_BOUND: &str = "*";
 
 fn grid_with_distribution(before: &[(&str, u8)], after: &[(&str, u8)]) -> Grid {
     let dist = distribution_columns();
@@ -351,7 +360,7 @@ pub(crate) fn cases_grid(summaries: &[CaseSummary]) -> Grid {
                 .as_ref()
                 .map_or("-".into(), |d| d.samples.to_string()),
         ];
-        row.extend(distribution_cells(s.latency.as_ref()));
+        row.extend(distribution_cells(s.latency.as_ref(), s.one_way_bound_ns));
         row.push(format!("{:.0}", s.msgs_per_s));
         // A workload that moves no message (spawn, timers) has no bytes nor deliveries.
         if s.transport == crate::result::NO_TRANSPORT {
@@ -604,9 +613,9 @@ pub fn subscribers_table(summaries: &[CaseSummary], width: Option<usize>) -> Str
             ("lost/dup/reord", 230),
             ("overwritten", 150),
         ],
-        &[("host", 245), ("clock ± [us]", 245)],
+        &[("host", 245), ("bound ± [us]", 245)],
     )
-    .optional(&["host", "clock ± [us]"]);
+    .optional(&["host", "bound ± [us]"]);
     for (i, s) in summaries.iter().enumerate() {
         if s.fan_out.is_none() {
             continue;
@@ -619,11 +628,11 @@ pub fn subscribers_table(summaries: &[CaseSummary], width: Option<usize>) -> Str
                 format!("{}/{}/{}", r.lost, r.duplicated, r.reordered),
                 r.overwritten.to_string(),
             ];
-            row.extend(distribution_cells(r.latency.as_ref()));
-            // Across hosts each figure is good to ± the bound of this reader's clock offset.
+            row.extend(distribution_cells(r.latency.as_ref(), r.one_way_bound_ns));
+            // Across hosts each figure is good to ± this reader's clock bound and its senders'.
             row.push(r.host.clone().unwrap_or_else(|| "-".into()));
             row.push(
-                r.clock_bound_ns
+                r.one_way_bound_ns
                     .map_or("-".into(), |b| format!("±{:.1}", b as f64 / 1e3)),
             );
             g.row(row);
@@ -762,7 +771,7 @@ fn hosts_notes(run: &RunResult) -> Vec<String> {
         ));
     }
     if !lines.is_empty() {
-        lines.push("across hosts: a one-way figure is arrival less send time, the sender's clock put on the receiver's by the offset the runner measured (four-timestamp probes on the control channel before, during and after the run); it is good to ± the reader's bound shown (plus the sender's, where that is on another host too), and a path slower one way than the other, which no probe sees, is not in it.".into());
+        lines.push(format!("across hosts: a one-way figure is arrival less send time, the sender's clock put on the receiver's by the offset the runner measured (four-timestamp probes on the control channel before, during and after the run); it is good to ± the bound shown beside each reader (its clock's bound plus its senders', where they are on other hosts too; a case's one-way figures take the largest), a figure smaller than its bound is marked `{UNDER_BOUND}` (it could be all error), and a path slower one way than the other, which no probe sees, is not in it."));
     }
     lines
 }

@@ -1,7 +1,7 @@
 //! Warnings, hyperfine-style: each says what looks wrong and how to fix it.
 
 use super::summary::{CaseSummary, Distribution};
-use crate::result::{CaseResult, Environment, Placement};
+use crate::result::{CaseResult, Environment, Metric, Placement};
 use std::fmt;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -54,6 +54,8 @@ pub enum Warning {
     /// One-way samples that came out negative once clocks were corrected.
     Negative {
         count: u64,
+        /// How far below zero the median of them and the lowest came.
+        median_ns: u64,
         most_ns: u64,
         bound_ns: u64,
     },
@@ -84,7 +86,7 @@ impl fmt::Display for Warning {
             Warning::BusyCpu { cpus, pct } => write!(f, "other programs used {pct:.0}% of CPUs {cpus} during the case: stop them or pin elsewhere with --pin"),
             Warning::NearClock { figure_ns, clock_ns } => write!(f, "the figure ({figure_ns} ns) is within 10x of the clock's resolution or read cost ({clock_ns:.0} ns): treat it as approximate"),
             Warning::NoFloor { why } => write!(f, "{why}; no ratio to the floor is shown"),
-            Warning::Negative { count, most_ns, bound_ns } => write!(f, "{count} one-way samples came out negative (down to -{:.1} us; the clock bound is {:.1} us): the hosts' clocks moved against each other more than measured, or the path is asymmetric; they are counted at 0", *most_ns as f64 / 1e3, *bound_ns as f64 / 1e3),
+            Warning::Negative { count, median_ns, most_ns, bound_ns } => write!(f, "{count} one-way samples came out negative (median -{:.1} us, down to -{:.1} us; the clock bound is {:.1} us): the hosts' clocks moved against each other more than measured, or the path is asymmetric; they rank at 0 in the one-way figures and are kept as they came in `one_way_below_zero_ns`", *median_ns as f64 / 1e3, *most_ns as f64 / 1e3, *bound_ns as f64 / 1e3),
             Warning::WithinClockBound { bound_ns, p50_ns } => write!(f, "p50 ({:.1} us) is within the clock bound (± {:.1} us) of roles on other hosts: the one-way figures say little; compare round trips (pingpong), or give the hosts a better path for the control channel", *p50_ns as f64 / 1e3, *bound_ns as f64 / 1e3),
             Warning::SpinnersShareCpu { readers } => write!(f, "{readers} reading threads busy-poll on one CPU, so they take turns in scheduler time slices (milliseconds): use blocking reads (drop --poll, or --opt wait=block or spin-yield)"),
             Warning::Losses { lost, pct } => write!(f, "{lost} messages lost ({pct:.2}% of those sent to the readers): the transport dropped them or a best-effort queue was full; lower the rate, or use --delivery reliable on a transport that pushes back"),
@@ -144,6 +146,8 @@ pub fn for_case(case: &CaseResult, s: &CaseSummary, env: &Environment) -> Vec<Wa
     if negative > 0 {
         w.push(Warning::Negative {
             count: negative,
+            median_ns: super::summary::merged(case, Metric::ONE_WAY_BELOW_ZERO)
+                .map_or(0, |h| h.value_at_quantile(0.5)),
             most_ns: case
                 .roles
                 .iter()

@@ -347,11 +347,14 @@ impl Metric {
     pub const ENCODE: Metric = Metric::new("encode_ns", 8);
     /// Typed payloads: decoding one message's body in full, on its receiver.
     pub const DECODE: Metric = Metric::new("decode_ns", 9);
+    /// Across hosts, one-way samples that came out below zero (a skew symptom): by how far.
+    /// Each is in [`Metric::ONE_WAY`] too, at 0, so that every sample keeps its rank there.
+    pub const ONE_WAY_BELOW_ZERO: Metric = Metric::new("one_way_below_zero_ns", 10);
     /// Typed payloads of a zero-copy format: checking a body and reading its fields in place.
     /// (`codec` records it; not a message workload's metric.)
-    pub const ACCESS: Metric = Metric::new("access_ns", 10);
+    pub const ACCESS: Metric = Metric::new("access_ns", 11);
     /// Every metric a message workload (ping-pong, stream, pubsub) records.
-    pub const MESSAGES: [Metric; 10] = [
+    pub const MESSAGES: [Metric; 11] = [
         Metric::RTT,
         Metric::ONE_WAY,
         Metric::SEND_CALL,
@@ -362,6 +365,7 @@ impl Metric {
         Metric::ONE_WAY_READER_BUSY,
         Metric::ENCODE,
         Metric::DECODE,
+        Metric::ONE_WAY_BELOW_ZERO,
     ];
 }
 

@@ -139,11 +139,13 @@ pub(crate) fn read_stream(
                 rec.record(Metric::DECODE, m.decode_ns);
             }
             let sent = m.send_ns.wrapping_add_signed(flow.clock_shift_ns);
-            // Behind the sender's clock as corrected: a skew symptom, counted and recorded at 0
-            // so that every sample keeps its rank.
+            // Behind the sender's clock as corrected: a skew symptom, counted, kept by how far
+            // below zero, and recorded at 0 in the one-way histogram so that every sample
+            // keeps its rank.
             if t1 < sent {
                 rec.counters.negative += 1;
                 rec.counters.most_negative_ns = rec.counters.most_negative_ns.max(sent - t1);
+                rec.record(Metric::ONE_WAY_BELOW_ZERO, sent - t1);
             }
             let one_way = t1.saturating_sub(sent);
             rec.record_primary(Metric::ONE_WAY, one_way, t1);
