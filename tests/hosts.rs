@@ -965,3 +965,54 @@ fn samples_below_zero_from_an_asymmetric_path_are_kept_and_marked() {
         .unwrap_or_else(|| panic!("{stdout}"));
     assert!(row.matches(" 0.00*").count() >= 3, "{row}");
 }
+
+#[test]
+fn a_round_trip_across_hosts_shows_its_way_there_beside_half_of_it() {
+    if !namespaces_work() {
+        return;
+    }
+    let dir = temp_dir();
+    let out_file = dir.path().join("r.json");
+    let out = run(
+        &[
+            "run",
+            "pingpong",
+            "-t",
+            "tcp",
+            "--count",
+            "500",
+            "--no-floor",
+            "--host",
+            "b=netns",
+            "--place",
+            "responder=b",
+            "--json",
+            out_file.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("one way #1: to the responder p50 "),
+        "{stdout}"
+    );
+    let run = json(&out_file);
+    let roles = run["cases"][0]["roles"].as_array().unwrap();
+    let hist = |r: &Value, m: &str| {
+        msgperf::histogram::EncodedHistogram(r["histograms"][m].as_str().unwrap().into())
+            .decode()
+            .unwrap()
+    };
+    let (rtt, there) = (hist(&roles[0], "rtt_ns"), hist(&roles[1], "one_way_ns"));
+    // Every measured request timed on its way there, and that way no longer than the whole
+    // round trip, give or take the clock's bound.
+    assert_eq!((rtt.len(), there.len()), (500, 500));
+    let bound = roles[1]["host"]["clock"]["bound_ns"].as_u64().unwrap();
+    assert!(
+        there.value_at_quantile(0.5) <= rtt.value_at_quantile(0.5) + bound,
+        "there {} rtt {} bound {bound}",
+        there.value_at_quantile(0.5),
+        rtt.value_at_quantile(0.5)
+    );
+}

@@ -522,7 +522,12 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
         wire_overhead_bytes_per_msg: wire.map(|w| w.0 - w.1),
         latency_from_intended: dist(Metric::ONE_WAY_INTENDED),
         send_lag: dist(Metric::SEND_LAG),
-        one_way_bound_ns: roles.iter().filter_map(|r| r.one_way_bound_ns).max(),
+        // Only where the case's own figures are one-way: a round trip is one clock's.
+        one_way_bound_ns: roles
+            .iter()
+            .filter_map(|r| r.one_way_bound_ns)
+            .max()
+            .filter(|_| case.latency_metric == Metric::ONE_WAY),
         roles,
         error: case.error.clone(),
         interrupted: case.interrupted,

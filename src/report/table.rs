@@ -726,6 +726,31 @@ pub fn settings(run: &RunResult, width: Option<usize>) -> String {
     out
 }
 
+/// A round trip across hosts: the way there as the far end timed it (± its bound), beside half
+/// the round trip, which needs no clock offset but assumes both ways alike.
+fn one_way_beside_half_round_trip(i: usize, case: &crate::result::CaseResult) -> Option<String> {
+    let s = super::summary::summarize(case);
+    let rtt = s.latency.as_ref().filter(|_| case.latency_kind.from_send)?;
+    let (reader, there) = s
+        .roles
+        .iter()
+        .find_map(|r| Some((r, r.latency.as_ref()?)))?;
+    let half = |v: Option<u64>| v.map_or("—".into(), |v| us(v as f64 / 2.0));
+    let cell = |v: Option<u64>| v.map_or("—".into(), |v| us(v as f64));
+    Some(format!(
+        "one way #{}: to the {} p50 {} us, p99 {} us (± {} us), beside half the round trip: p50 {} us, p99 {} us.",
+        i + 1,
+        reader.role,
+        cell(there.p50_ns),
+        cell(there.p99_ns),
+        reader
+            .one_way_bound_ns
+            .map_or("?".into(), |b| us(b as f64)),
+        half(rtt.p50_ns),
+        half(rtt.p99_ns)
+    ))
+}
+
 /// Where roles ran on other hosts: each one's host, address and clock against the runner's,
 /// and what one-way figures across hosts mean.
 fn hosts_notes(run: &RunResult) -> Vec<String> {
@@ -761,6 +786,7 @@ fn hosts_notes(run: &RunResult) -> Vec<String> {
             .collect();
         if !far.is_empty() {
             lines.push(format!("hosts #{}: {}.", i + 1, far.join("; ")));
+            lines.extend(one_way_beside_half_round_trip(i, case));
         }
     }
     if let (false, Some(t)) = (lines.is_empty(), &run.environment.time_sync) {

@@ -314,6 +314,11 @@ impl RoleControl<'_> {
         self.stop.load(Ordering::Relaxed)
     }
 
+    /// Whether a peer of this role runs on another host (its clock shifts were measured).
+    pub fn across_hosts(&self) -> bool {
+        !self.clock_shifts_ns.is_empty()
+    }
+
     /// The clock shift of end `i` (see `clock_shifts_ns`).
     pub fn clock_shift(&self, i: usize) -> i64 {
         self.clock_shifts_ns.get(i).copied().unwrap_or(0)

@@ -138,16 +138,7 @@ pub(crate) fn read_stream(
             if typed.is_some() {
                 rec.record(Metric::DECODE, m.decode_ns);
             }
-            let sent = m.send_ns.wrapping_add_signed(flow.clock_shift_ns);
-            // Behind the sender's clock as corrected: a skew symptom, counted, kept by how far
-            // below zero, and recorded at 0 in the one-way histogram so that every sample
-            // keeps its rank.
-            if t1 < sent {
-                rec.counters.negative += 1;
-                rec.counters.most_negative_ns = rec.counters.most_negative_ns.max(sent - t1);
-                rec.record(Metric::ONE_WAY_BELOW_ZERO, sent - t1);
-            }
-            let one_way = t1.saturating_sub(sent);
+            let one_way = one_way(rec, t1, m.send_ns.wrapping_add_signed(flow.clock_shift_ns));
             rec.record_primary(Metric::ONE_WAY, one_way, t1);
             if case.rate_hz.is_some() {
                 rec.record(Metric::ONE_WAY_INTENDED, one_way + m.lag_ns);
@@ -194,6 +185,18 @@ pub(crate) fn read_stream(
         )));
     }
     result
+}
+
+/// A one-way sample: `arrival` less `sent`, both on the reader's clock. Across hosts one may
+/// come out below zero (a skew symptom): it is counted, kept by how far below, and ranks at 0
+/// in the one-way histogram, so that every sample keeps its rank.
+pub(crate) fn one_way(rec: &mut Recorder, arrival: u64, sent: u64) -> u64 {
+    if arrival < sent {
+        rec.counters.negative += 1;
+        rec.counters.most_negative_ns = rec.counters.most_negative_ns.max(sent - arrival);
+        rec.record(Metric::ONE_WAY_BELOW_ZERO, sent - arrival);
+    }
+    arrival.saturating_sub(sent)
 }
 
 /// What the reader needs of a message, taken while it is in hand (in place or copied).

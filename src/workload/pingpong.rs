@@ -8,7 +8,8 @@ use super::{
     receive_in_place, two_roles, Param, Params, RoleControl, RoleError, RoleSpec, Sent, StopRule,
     Topology, Workload,
 };
-use crate::measure::{clock::IntervalClock, Metric, Recorder};
+use super::oneway::one_way;
+use crate::measure::{clock as mono, clock::IntervalClock, Metric, Recorder};
 use crate::result::{CaseConfig, FloorKind, LatencyKind, RoleKind};
 use crate::transport::{Capabilities, Endpoint, Exchange, TransportError};
 use std::sync::atomic::AtomicBool;
@@ -76,9 +77,9 @@ impl Workload for PingPong {
     ) -> Result<Option<Sent>, RoleError> {
         let ep = only_end(ends)?;
         if role.drives {
-            initiate(ep, case, rec, ctl.stop).map(Some)
+            initiate(ep, case, rec, ctl).map(Some)
         } else {
-            respond(ep, case, rec).map(|_| None)
+            respond(ep, case, rec, ctl).map(|_| None)
         }
     }
 }
@@ -88,7 +89,7 @@ fn initiate(
     ep: &mut dyn Endpoint,
     case: &CaseConfig,
     rec: &mut Recorder,
-    stop: &AtomicBool,
+    ctl: &RoleControl,
 ) -> Result<Sent, RoleError> {
     let mut out = Outgoing::new(case.size_bytes, case.checksum);
     let mut buf = receive_buffer(case);
@@ -100,7 +101,8 @@ fn initiate(
             case,
             out: &mut out,
             buf: &mut buf,
-            stop,
+            stop: ctl.stop,
+            across_hosts: ctl.across_hosts(),
             clock: &clock,
             typed: typed.as_mut(),
         };
@@ -112,8 +114,16 @@ fn initiate(
     Ok(sent)
 }
 
-/// The responder: echoes every message until END.
-fn respond(ep: &mut dyn Endpoint, case: &CaseConfig, rec: &mut Recorder) -> Result<(), RoleError> {
+/// The responder: echoes every message until END. Across hosts it also times each request's
+/// way there, on CLOCK_MONOTONIC with the initiator's clock put on its own, beside which the
+/// initiator's half round trip stands.
+fn respond(
+    ep: &mut dyn Endpoint,
+    case: &CaseConfig,
+    rec: &mut Recorder,
+    ctl: &RoleControl,
+) -> Result<(), RoleError> {
+    let across_hosts = ctl.across_hosts();
     let mut buf = receive_buffer(case);
     let clock = IntervalClock::new();
     let mut typed = Typed::of(case)?;
@@ -126,6 +136,7 @@ fn respond(ep: &mut dyn Endpoint, case: &CaseConfig, rec: &mut Recorder) -> Resu
     loop {
         let n = receive(ep, &mut buf, case, &mut rec.counters)?;
         let t1 = clock.now();
+        let arrival = if across_hosts { mono::now() } else { 0 };
         let t0 = std::mem::replace(&mut last, t1);
         let m = &mut buf[..n];
         let flags = message::flags(m);
@@ -169,6 +180,11 @@ fn respond(ep: &mut dyn Endpoint, case: &CaseConfig, rec: &mut Recorder) -> Resu
         let t2 = clock.now();
         last = t2;
         if measuring {
+            if across_hosts {
+                let sent = message::send_ns(m).wrapping_add_signed(ctl.clock_shift(0));
+                let there = one_way(rec, arrival, sent);
+                rec.record(Metric::ONE_WAY, there);
+            }
             rec.record_primary(Metric::RECV_CALL, t1 - t0, t1);
             rec.record(Metric::SEND_CALL, t2 - send_from);
             let c = &mut rec.counters;
@@ -192,6 +208,9 @@ struct Loop<'a> {
     out: &'a mut Outgoing,
     buf: &'a mut [u8],
     stop: &'a AtomicBool,
+    /// The responder is on another host: requests carry CLOCK_MONOTONIC, which it can put
+    /// on its own clock, rather than this process's interval clock.
+    across_hosts: bool,
     clock: &'a IntervalClock,
     typed: Option<&'a mut Typed>,
 }
@@ -214,6 +233,7 @@ impl Loop<'_> {
         let mut done = 0u64;
         loop {
             let t0 = clock.now();
+            let stamp = if self.across_hosts { mono::now() } else { t0 };
             let this = *seq;
             // Encoded before the send call is timed; the round trip includes it.
             let mut t_send = t0;
@@ -222,14 +242,16 @@ impl Loop<'_> {
                 let typed = &mut self.typed;
                 self.ep.send_with(case.size_bytes, &mut |slot| match typed {
                     Some(t) => {
-                        message::build_header(slot, this, t0, flags, 0);
+                        message::build_header(slot, this, stamp, flags, 0);
                         encoded = t.encode(this, slot);
                         t_encoded = clock.now();
                         if case.checksum {
                             message::reseal(slot);
                         }
                     }
-                    None => message::build_in_place(slot, this, t0, flags, 0, case.checksum),
+                    None => {
+                        message::build_in_place(slot, this, stamp, flags, 0, case.checksum)
+                    }
                 })?;
                 encoded?;
                 if self.typed.is_some() {
@@ -240,7 +262,7 @@ impl Loop<'_> {
                     t.encode(this, self.out.buf_mut())?;
                     t_send = clock.now();
                 }
-                self.ep.send(self.out.stamp(this, t0, flags, 0))?;
+                self.ep.send(self.out.stamp(this, stamp, flags, 0))?;
             }
             // It went out: END counts it, whatever its reply does.
             *seq += 1;
