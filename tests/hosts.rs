@@ -1016,3 +1016,120 @@ fn a_round_trip_across_hosts_shows_its_way_there_beside_half_of_it() {
         rtt.value_at_quantile(0.5)
     );
 }
+
+/// linuxptp's ptp4l, ended (SIGTERM, so that it removes its socket) however the test ends.
+struct Ptp4l(std::process::Child);
+
+impl Drop for Ptp4l {
+    fn drop(&mut self) {
+        signal(self.0.id(), libc::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.0.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_ptp_daemon_s_own_bound_is_recorded_on_the_far_host() {
+    let have = |tool: &str| {
+        Command::new(tool)
+            .arg("-v")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let chrony_answers = Command::new("chronyc")
+        .args(["-c", "tracking"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    // Its management socket is the default one msgperf asks: only where no ptp4l runs.
+    if !namespaces_work()
+        || !have("ptp4l")
+        || chrony_answers
+        || std::path::Path::new("/var/run/ptp4l").exists()
+    {
+        eprintln!("skipped: needs linuxptp, root, and no ptp4l or chrony running here");
+        return;
+    }
+    let ns = Netns::make("p", 66);
+    let dir = temp_dir();
+    // A grandmaster on this side of the test's veth link, a slave beyond it; software
+    // timestamps, and neither adjusts a clock (free_running): they only measure.
+    let config = |name: &str, lines: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, format!("[global]\nfree_running 1\n{lines}")).unwrap();
+        p.display().to_string()
+    };
+    let master = config(
+        "master.cfg",
+        &format!(
+            "priority1 1\nuds_address {}\n",
+            dir.path().join("master.sock").display()
+        ),
+    );
+    let slave = config("slave.cfg", "slaveOnly 1\n");
+    let quiet = || std::process::Stdio::null();
+    let start = |args: &[&str]| {
+        Ptp4l(
+            Command::new(args[0])
+                .args(&args[1..])
+                .stdout(quiet())
+                .stderr(quiet())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let (outer, inner) = (format!("{}a", ns.name), format!("{}b", ns.name));
+    let _master = start(&["ptp4l", "-S", "-4", "-i", &outer, "-f", &master]);
+    let _slave = start(&[
+        "ip", "netns", "exec", &ns.name, "ptp4l", "-S", "-4", "-i", &inner, "-f", &slave,
+    ]);
+    // The slave has its master once it is a step from it and has measured the path.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = Command::new("pmc")
+            .args(["-u", "-b", "0", "GET CURRENT_DATA_SET"])
+            .output()
+            .unwrap();
+        let said = text(&out.stdout);
+        if said.contains("stepsRemoved     1") && !said.contains("meanPathDelay    0.0") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", text(&out.stdout));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let out_file = dir.path().join("r.json");
+    let launcher = format!("b=ip netns exec {}", ns.name);
+    let out = run(
+        &[
+            "run",
+            "stream",
+            "-t",
+            "tcp",
+            "--rate",
+            "1khz",
+            "--duration",
+            "300ms",
+            "--no-floor",
+            "--host",
+            &launcher,
+            "--place",
+            "reader=b",
+            "--json",
+            out_file.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let run = json(&out_file);
+    let far = &run["cases"][0]["roles"][1]["host"]["environment"]["time_sync"];
+    assert_eq!(
+        far["source"], "ptp (linuxptp), 1 steps from its grandmaster",
+        "{far}"
+    );
+    assert!(far["bound_ns"].as_u64().unwrap() > 0, "{far}");
+    assert!(stdout.contains("its time daemon says ± "), "{stdout}");
+}

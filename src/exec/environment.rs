@@ -30,7 +30,7 @@ pub fn probe() -> Environment {
         clock: clock::calibrate(),
         malloc: crate::sys::malloc_setting().into(),
         host_memory: host_memory(),
-        time_sync: chrony(),
+        time_sync: chrony().or_else(ptp),
     }
 }
 
@@ -51,6 +51,44 @@ fn chrony() -> Option<TimeSync> {
         }
         _ => None,
     }
+}
+
+/// What linuxptp's ptp4l says of this host's clock, if one runs here and answers its
+/// management client within a second (`pmc -u -b 0 'GET CURRENT_DATA_SET'`).
+fn ptp() -> Option<TimeSync> {
+    use std::process::{Command, Stdio};
+    let child = Command::new("pmc")
+        .args(["-u", "-b", "0", "GET CURRENT_DATA_SET"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    match crate::sys::output_within(child, std::time::Duration::from_secs(1)) {
+        Ok(Some(out)) if out.status.success() => parse_pmc(&String::from_utf8_lossy(&out.stdout)),
+        _ => None,
+    }
+}
+
+/// pmc's CURRENT_DATA_SET: steps from the grandmaster, the offset from the master and the
+/// mean path delay (ns). The bound is the offset plus the path delay: a path slower one way
+/// than the other can hide up to that much.
+fn parse_pmc(text: &str) -> Option<TimeSync> {
+    let field = |name: &str| {
+        text.lines()
+            .filter_map(|l| l.split_once(name))
+            .find_map(|(_, v)| v.trim().parse::<f64>().ok())
+    };
+    let (steps, offset, delay) = (
+        field("stepsRemoved")?,
+        field("offsetFromMaster")?,
+        field("meanPathDelay")?,
+    );
+    Some(TimeSync {
+        source: format!("ptp (linuxptp), {steps} steps from its grandmaster"),
+        bound_ns: (offset.abs() + delay).round() as u64,
+        offset_ns: offset.round() as i64,
+    })
 }
 
 /// `chronyc -c tracking`'s line: reference id, name, stratum, reference time, system time
@@ -116,7 +154,7 @@ pub fn utc_now() -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{free_page_reporting, parse_chrony};
+    use super::{free_page_reporting, parse_chrony, parse_pmc};
 
     #[test]
     fn chrony_s_tracking_gives_its_bound_and_offset() {
@@ -130,6 +168,20 @@ mod tests {
         assert_eq!(t.offset_ns, -12_345);
         assert!(parse_chrony("506 Cannot talk to daemon").is_none());
         assert!(parse_chrony("").is_none());
+    }
+
+    #[test]
+    fn ptp4l_s_current_data_set_gives_its_bound_and_offset() {
+        // As pmc printed it here, beside a ptp4l slave on a veth link (software timestamps).
+        let t = parse_pmc(
+            "sending: GET CURRENT_DATA_SET\n\tbae7c2.fffe.59aefe-0 seq 0 RESPONSE MANAGEMENT CURRENT_DATA_SET \n\t\tstepsRemoved     1\n\t\toffsetFromMaster -215.0\n\t\tmeanPathDelay    2158.0\n",
+        )
+        .unwrap();
+        assert_eq!(t.source, "ptp (linuxptp), 1 steps from its grandmaster");
+        assert_eq!(t.bound_ns, 2_373);
+        assert_eq!(t.offset_ns, -215);
+        // No ptp4l answered: pmc says only what it sent.
+        assert!(parse_pmc("sending: GET CURRENT_DATA_SET\n").is_none());
     }
 
     #[test]
