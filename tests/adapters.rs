@@ -431,6 +431,59 @@ fn broker_measured_at_1khz(transport: &str, extra: &[&str]) -> RunResult {
 // Each adapter's own tests, from its folder.
 include!(concat!(env!("OUT_DIR"), "/transport_tests.rs"));
 
+/// Publish/subscribe 1 to 3 with the subscribers on two namespace hosts (b, c, c), the
+/// publisher here: every message reaches every subscriber, and the namespaces are gone
+/// afterwards. For transports that find their peers by address across hosts.
+fn subscribers_on_namespace_hosts_count_every_message(transport: &str) {
+    if !namespaces_work() {
+        return;
+    }
+    let dir = temp_dir();
+    let out = dir.path().join("r.json");
+    let child = spawn(&[
+        "run",
+        "pubsub",
+        "-t",
+        transport,
+        "--subs",
+        "3",
+        "--rate",
+        "500hz",
+        "--duration",
+        "1s",
+        "--delivery",
+        "reliable",
+        "--no-floor",
+        "--host",
+        "b=netns",
+        "--host",
+        "c=netns",
+        "--place",
+        "subscriber=b,c,c",
+        "--json",
+        out.to_str().unwrap(),
+    ]);
+    let pid = child.id();
+    let o = wait_output(child, Duration::from_secs(180));
+    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
+    let r: RunResult = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let c = &r.cases[0];
+    assert_eq!(c.error, None);
+    let sent = c.roles[0].counters.messages_sent;
+    assert!(sent >= 100, "{sent}");
+    let hosts: Vec<_> = c
+        .roles
+        .iter()
+        .filter(|r| r.role.kind.label() == "subscriber")
+        .map(|s| {
+            assert_eq!(s.counters.messages_received, sent, "{}", s.role);
+            s.host.as_ref().map(|h| h.name.clone()).unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(hosts, ["b", "c", "c"]);
+    assert_eq!(beds_of(pid), Vec::<String>::new());
+}
+
 /// Publish/subscribe 1 to 2 with the broker msgperf starts placed on a namespace host and the
 /// subscribers on another: every message arrives, the broker's CPU is measured on its host,
 /// and the namespaces are gone afterwards.

@@ -12,7 +12,7 @@ use super::services;
 use super::watchdog::{Seen, Watchdog};
 use super::ExecError;
 use crate::result::{CaseConfig, FanOut, RoleResult, Wait};
-use crate::transport::{self, ChannelSpec, Place, Side};
+use crate::transport::{self, ChannelSpec, HostAddresses, Place, Side};
 use crate::workload::{self, message, RoleSpec};
 use std::time::Duration;
 
@@ -188,6 +188,12 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>, hosts: &Hosts) -> C
         h.and_then(|h| h.local_address.clone())
             .or_else(|| hosts::local_address_towards(address))
     });
+    let mut every_address: Vec<String> = local_address.iter().cloned().collect();
+    for (a, _) in far_ends.iter().flatten() {
+        if !every_address.contains(a) {
+            every_address.push(a.clone());
+        }
+    }
     let offsets: Vec<i64> = far_ends
         .iter()
         .map(|e| e.as_ref().map_or(0, |(_, o)| *o))
@@ -198,11 +204,18 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>, hosts: &Hosts) -> C
         .enumerate()
         .map(|(i, r)| {
             let mut rendezvous = setup.rendezvous.clone();
-            if let (true, Place::Host(_)) = (far, &rendezvous.place) {
-                let at = far_ends[i].as_ref().map(|(a, _)| a.clone());
-                if let Some(a) = at.or_else(|| local_address.clone()) {
-                    rendezvous.place = Place::Host(a);
+            let own = far_ends[i]
+                .as_ref()
+                .map(|(a, _)| a.clone())
+                .or_else(|| local_address.clone());
+            if let (true, Some(own)) = (far, own) {
+                if let Place::Host(_) = &rendezvous.place {
+                    rendezvous.place = Place::Host(own.clone());
                 }
+                rendezvous.hosts = Some(HostAddresses {
+                    own,
+                    all: every_address.clone(),
+                });
             }
             Order::Case {
                 case: case.clone(),

@@ -286,6 +286,20 @@ pub struct Rendezvous {
     /// Addresses that binding ends (a channel's accepting end, a topic's writer) reported when
     /// they bound (a port the kernel chose), by meeting point ([`Side::meeting`]).
     pub bound: BTreeMap<String, String>,
+    /// Across hosts, the addresses of this role's host and of every host of the case: what a
+    /// transport that finds its peers itself (DDS's discovery) binds to and asks. None on one
+    /// host.
+    #[serde(default)]
+    pub hosts: Option<HostAddresses>,
+}
+
+/// See [`Rendezvous::hosts`].
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct HostAddresses {
+    /// This role's host's address.
+    pub own: String,
+    /// Every host's address in the case, this one's among them, each once.
+    pub all: Vec<String>,
 }
 
 impl Rendezvous {
@@ -294,6 +308,7 @@ impl Rendezvous {
             transport: transport.into(),
             place,
             bound: BTreeMap::new(),
+            hosts: None,
         }
     }
 

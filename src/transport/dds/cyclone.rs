@@ -4,6 +4,7 @@
 //! what msgperf adds.
 
 use crate::deadline::Deadline;
+use crate::transport::HostAddresses;
 use cyclors::*;
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr, CString};
@@ -113,15 +114,24 @@ fn check(rc: i32, what: impl FnOnce() -> String) -> Result<i32, DdsError> {
     }
 }
 
-/// The configuration every msgperf domain runs with: loopback only, no multicast, unicast
-/// discovery of the participants on this host, and a tag that only this case's peers share
-/// (participants with another tag, other cases or programs, are never matched).
-pub fn config(tag: &str) -> String {
+/// The configuration every msgperf domain runs with: no multicast, unicast discovery, and a
+/// tag that only this case's peers share (participants with another tag, other cases or
+/// programs, are never matched). On one host: loopback only, the participants of this host.
+/// Across hosts: the interface of this host's address, and every host's address as a peer.
+pub fn config(tag: &str, hosts: Option<&HostAddresses>) -> String {
+    let (interface, peers) = match hosts {
+        None => ("name=\"lo\"".to_string(), vec!["127.0.0.1".to_string()]),
+        Some(h) => (format!("address=\"{}\"", h.own), h.all.clone()),
+    };
+    let peers: String = peers
+        .iter()
+        .map(|p| format!("<Peer address=\"{p}\"/>"))
+        .collect();
     format!(
-        "<CycloneDDS><Domain id=\"any\"><General><Interfaces><NetworkInterface name=\"lo\"/></Interfaces>\
+        "<CycloneDDS><Domain id=\"any\"><General><Interfaces><NetworkInterface {interface}/></Interfaces>\
          <AllowMulticast>false</AllowMulticast></General><Discovery><Tag>{tag}</Tag>\
          <ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>60</MaxAutoParticipantIndex>\
-         <Peers><Peer address=\"127.0.0.1\"/></Peers></Discovery>\
+         <Peers>{peers}</Peers></Discovery>\
          <Tracing><Verbosity>none</Verbosity></Tracing></Domain></CycloneDDS>"
     )
 }

@@ -4,7 +4,8 @@
 //! direction, each end a writer on one and a reader on the other.
 //!
 //! Each case gets a domain id of its own in this process and a discovery tag only its peers
-//! share, on loopback with multicast off: discovery is unicast to this host's participant ports.
+//! share, with multicast off: discovery is unicast to this host's participant ports on
+//! loopback, or, across hosts, each role binds its host's address and asks every host's.
 //! An end counts as open once its writer has matched all its readers and its reader a writer, so
 //! nothing measured is lost to discovery. DDS notices a dead peer only through liveliness
 //! leases (seconds), so a peer that died shows as the runner's liveness ending the case.
@@ -47,8 +48,8 @@ impl Transport for Dds {
             reliable: o.get("reliability").is_none_or(|r| r == "reliable") && !keep_last,
             max_message_bytes: 8 << 20,
             cross_process: true,
-            // Discovery is confined to loopback.
-            cross_host: false,
+            // Discovery by unicast to the hosts' addresses (loopback on one host).
+            cross_host: true,
             latest_value: keep_last,
             native_fan_out: 1024,
             allocates_per_message: true,
@@ -145,8 +146,8 @@ impl Transport for Dds {
                     "dds: a rendezvous key {key:?} that is not DOMAIN/TAG"
                 ))
             })?;
-        let participant =
-            Participant::join(id, &cyclone::config(tag)).map_err(|e| dds_error(e, spec))?;
+        let participant = Participant::join(id, &cyclone::config(tag, at.hosts.as_ref()))
+            .map_err(|e| dds_error(e, spec))?;
         let qos = qos_of(spec);
         let wake = wake_of(spec);
         let topic = |what: String| format!("{tag}/{what}");

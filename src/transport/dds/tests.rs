@@ -94,3 +94,8 @@ fn dds_refuses_what_its_qos_cannot_promise() {
         "keep-last-N",
     );
 }
+
+#[test]
+fn dds_finds_its_peers_across_namespace_hosts() {
+    subscribers_on_namespace_hosts_count_every_message("dds");
+}
