@@ -342,6 +342,7 @@ pub fn process_main() -> Result<(), ExecError> {
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGUSR1, stop.clone())
         .map_err(|e| ExecError::os("could not take SIGUSR1", e))?;
+    let _ = crate::deadline::ROLE_STOP.set(stop.clone());
     let env = RoleEnv {
         stop: &stop,
         floor_ends: (!fds.is_empty()).then_some(FloorEnds::Fds(fds)),

@@ -157,7 +157,7 @@ impl<S: Read + Write + Send> Framed<S> {
             match got {
                 Ok(0) => return Err(TransportError::PeerClosed),
                 Ok(n) => return Ok(Some(n)),
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::Interrupted => interrupted()?,
                 Err(e) if e.kind() == ErrorKind::WouldBlock && self.nonblocking => {
                     if !wait {
                         return Ok(None);
@@ -266,6 +266,7 @@ impl<S: Read + Write + Send> Framed<S> {
             match got {
                 Ok(0) => return Err(TransportError::PeerClosed),
                 Ok(n) => msg = &msg[n..],
+                // Never left half written, even when stopping: the reader would lose its frame.
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == ErrorKind::WouldBlock && self.nonblocking => {
                     if deadline
@@ -570,11 +571,22 @@ impl<D: DatagramIo> Endpoint for Datagrams<D> {
                     })
                 }
                 Ok(n) => return Ok(Some(n)),
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::Interrupted => interrupted()?,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
                 Err(e) => return Err(TransportError::from_io(e, self.timeout)),
             }
         }
+    }
+}
+
+/// A read the kernel interrupted: tried again, unless the runner told this role to stop (a
+/// write is always finished, within its timeout).
+#[cold]
+fn interrupted() -> Result<(), TransportError> {
+    if crate::deadline::role_told_to_stop() {
+        Err(TransportError::Stopped)
+    } else {
+        Ok(())
     }
 }
 
@@ -653,6 +665,24 @@ mod tests {
             assert_eq!(&buf[..n], &want[..]);
         }
         assert!(matches!(f.recv(&mut buf), Err(TransportError::PeerClosed)));
+
+        // In a role process its runner told to stop, an interrupted read gives up at once
+        // instead of waiting out its timeout again. (Here, not in a test of its own: the flag
+        // is the process's, and the read above must be retried.)
+        let told = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let flag = crate::deadline::ROLE_STOP.get_or_init(|| told.clone());
+        flag.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut f = framed(
+            vec![
+                Ok(a[..3].to_vec()),
+                Err(std::io::Error::from(ErrorKind::Interrupted)),
+                Ok(a[3..].to_vec()),
+            ],
+            usize::MAX,
+        );
+        let got = f.recv(&mut buf);
+        flag.store(false, std::sync::atomic::Ordering::Relaxed);
+        assert!(matches!(got, Err(TransportError::Stopped)), "{got:?}");
     }
 
     #[test]

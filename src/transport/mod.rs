@@ -818,6 +818,10 @@ pub enum TransportError {
     /// sentence names the program and the fix.
     #[error("{what}")]
     Broker { program: &'static str, what: String },
+    /// A blocking call interrupted by the runner's stop (a role process's SIGUSR1): the case
+    /// is ending, so the wait for the peer ends too.
+    #[error("stopped while waiting for the peer: the case was ending")]
+    Stopped,
     /// The queue is full and the transport was told not to wait (`--opt full=fail`).
     #[error("the queue is full")]
     Full,

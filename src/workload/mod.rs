@@ -371,14 +371,30 @@ pub(crate) fn phases(
     rec: &mut Recorder,
     mut phase: impl FnMut(&mut Recorder, &mut u64, StopRule, bool) -> Result<(), RoleError>,
 ) -> Result<Sent, RoleError> {
+    // A call the runner's stop interrupted while it waited for the peer (the case is ending)
+    // ends the phase as a stop between two messages does: what it had in flight is neither
+    // measured nor lost.
+    let stopped = |r: &Result<(), RoleError>| {
+        matches!(r, Err(RoleError::Transport(TransportError::Stopped)))
+    };
     let mut seq = 0;
     if !case.warmup.is_zero() {
-        phase(rec, &mut seq, StopRule::warmup(case), false).map_err(|e| e.ended(seq, seq))?;
+        let r = phase(rec, &mut seq, StopRule::warmup(case), false);
+        if stopped(&r) {
+            rec.reset();
+            return Ok(Sent {
+                first_measured: seq,
+                next: seq,
+            });
+        }
+        r.map_err(|e| e.ended(seq, seq))?;
     }
     rec.reset();
     let first_measured = seq;
-    phase(rec, &mut seq, StopRule::measured(case), true)
-        .map_err(|e| e.ended(first_measured, seq))?;
+    let r = phase(rec, &mut seq, StopRule::measured(case), true);
+    if !stopped(&r) {
+        r.map_err(|e| e.ended(first_measured, seq))?;
+    }
     Ok(Sent {
         first_measured,
         next: seq,
