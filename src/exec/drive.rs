@@ -312,10 +312,16 @@ impl Driver {
                 Event::Hung(i, why) => self.gone(roles, i, format!("{} {why}", whose(roles, i))),
                 Event::Killed(i, signal) => self.gone(roles, i, killed(roles, i, signal)),
                 Event::ServiceDown(why) => {
-                    // The roles see it too (their connections end, or their waits time out):
-                    // the driving ones stop, so the others report what they measured.
+                    // No END can reach a reader through a broker that is gone: every role
+                    // stops (a client that retries a dead broker in silence, as Kafka's
+                    // does, would wait out its timeout) and reports what it measured.
                     self.died.get_or_insert(why);
                     self.stop_drivers(roles);
+                    for (i, r) in roles.iter_mut().enumerate() {
+                        if self.outcomes[i].is_none() {
+                            r.handle.stop();
+                        }
+                    }
                 }
                 Event::Ended(i, bad) => {
                     if self.outcomes[i].is_some() {

@@ -374,9 +374,8 @@ pub(crate) fn phases(
     // A call the runner's stop interrupted while it waited for the peer (the case is ending)
     // ends the phase as a stop between two messages does: what it had in flight is neither
     // measured nor lost.
-    let stopped = |r: &Result<(), RoleError>| {
-        matches!(r, Err(RoleError::Transport(TransportError::Stopped)))
-    };
+    let stopped =
+        |r: &Result<(), RoleError>| matches!(r, Err(RoleError::Transport(TransportError::Stopped)));
     let mut seq = 0;
     if !case.warmup.is_zero() {
         let r = phase(rec, &mut seq, StopRule::warmup(case), false);

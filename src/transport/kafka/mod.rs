@@ -333,6 +333,7 @@ impl Settings {
             sync: self.sync,
             queue_mib: self.queue_mib,
             sent: 0,
+            stalled: false,
         })
     }
 
@@ -789,6 +790,9 @@ pub(super) struct Writer {
     queue_mib: u32,
     /// Messages handed to the client.
     sent: u64,
+    /// Its end waited out a timeout or was stopped: the broker may be gone, so what is still
+    /// queued is dropped rather than flushed for seconds at the end.
+    stalled: bool,
 }
 
 impl Writer {
@@ -863,10 +867,20 @@ impl Writer {
 
 impl Drop for Writer {
     fn drop(&mut self) {
+        if self.stalled {
+            // librdkafka would keep retrying a broker that died until the flush's bound.
+            self.producer
+                .purge(PurgeConfig::default().queue().inflight());
+            return;
+        }
         // What was queued leaves before the producer goes (dropped, it purges its queue).
         let _ = self.producer.flush(Duration::from_secs(5));
     }
 }
+
+/// The longest a reader waits in one poll: between two it sees whether the runner told its
+/// role to stop (its broker died, Ctrl-C), which librdkafka's own wait cannot hear.
+const POLL_SLICE: Duration = Duration::from_millis(100);
 
 /// The next message of `reader`, handed to `take` where librdkafka keeps it, waiting at most
 /// `timeout` (zero: only what is there).
@@ -877,7 +891,7 @@ pub(super) fn read_next(
 ) -> Result<Option<usize>, TransportError> {
     let end = Instant::now() + timeout;
     loop {
-        match reader.poll(end.saturating_duration_since(Instant::now())) {
+        match reader.poll(end.saturating_duration_since(Instant::now()).min(POLL_SLICE)) {
             Some(Ok(m)) => return take(m.payload().unwrap_or(&[])).map(Some),
             Some(Err(e)) if e.rdkafka_error_code() == Some(RDKafkaErrorCode::AutoOffsetReset) => {
                 return Err(failed(
@@ -886,7 +900,11 @@ pub(super) fn read_next(
             }
             // A broker connection that failed and is made again: librdkafka retries; msgperf
             // ends the case if the broker is gone.
-            Some(Err(_)) if Instant::now() < end => {}
+            Some(Err(_)) | None if Instant::now() < end => {
+                if crate::deadline::role_told_to_stop() {
+                    return Err(TransportError::Stopped);
+                }
+            }
             Some(Err(_)) | None => return Ok(None),
         }
     }
@@ -924,7 +942,14 @@ impl KafkaEnd {
                 "kafka: a topic's publisher only writes".into(),
             ));
         };
-        read_next(r, take, timeout)
+        let got = read_next(r, take, timeout);
+        let waited_out = matches!(got, Ok(None)) && !timeout.is_zero();
+        if waited_out || matches!(got, Err(TransportError::Stopped)) {
+            if let Some(w) = self.writer.as_mut() {
+                w.stalled = true;
+            }
+        }
+        got
     }
 }
 
