@@ -68,7 +68,7 @@ def main():
             r = subprocess.run([msgperf, "compare", dirs["compared"], dirs["this msgperf"],
                                 "--allow-different"], capture_output=True, text=True,
                                env=dict(os.environ, COLUMNS="200"))
-            print(r.stdout + r.stderr)
+            print("```text\n" + (r.stdout + r.stderr).strip() + "\n```")
 
 
 def fig(values, fmt):
