@@ -37,35 +37,31 @@ pub fn probe() -> Environment {
 /// What chrony says of this clock, if it runs here and answers within a second
 /// (`chronyc -c tracking`: comma-separated, seconds).
 fn chrony() -> Option<TimeSync> {
-    use std::process::{Command, Stdio};
-    let child = Command::new("chronyc")
-        .args(["-c", "tracking"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    match crate::sys::output_within(child, std::time::Duration::from_secs(1)) {
-        Ok(Some(out)) if out.status.success() => {
-            parse_chrony(&String::from_utf8_lossy(&out.stdout))
-        }
-        _ => None,
-    }
+    daemon_says("chronyc", &["-c", "tracking"], parse_chrony)
 }
 
 /// What linuxptp's ptp4l says of this host's clock, if one runs here and answers its
 /// management client within a second (`pmc -u -b 0 'GET CURRENT_DATA_SET'`).
 fn ptp() -> Option<TimeSync> {
+    daemon_says("pmc", &["-u", "-b", "0", "GET CURRENT_DATA_SET"], parse_pmc)
+}
+
+/// A time daemon's client's answer within a second, parsed; None where none answers.
+fn daemon_says(
+    program: &str,
+    args: &[&str],
+    parse: fn(&str) -> Option<TimeSync>,
+) -> Option<TimeSync> {
     use std::process::{Command, Stdio};
-    let child = Command::new("pmc")
-        .args(["-u", "-b", "0", "GET CURRENT_DATA_SET"])
+    let child = Command::new(program)
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .ok()?;
     match crate::sys::output_within(child, std::time::Duration::from_secs(1)) {
-        Ok(Some(out)) if out.status.success() => parse_pmc(&String::from_utf8_lossy(&out.stdout)),
+        Ok(Some(out)) if out.status.success() => parse(&String::from_utf8_lossy(&out.stdout)),
         _ => None,
     }
 }
