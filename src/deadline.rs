@@ -13,9 +13,9 @@ pub fn stop_requested() -> bool {
 }
 
 /// A role process's stop flag, which its runner raises with SIGUSR1 (see `exec::role`). A
-/// blocking read or write that the signal interrupts gives up at once rather than waiting
-/// out its timeout again: the runner stops a driving role only when the case is ending (a
-/// peer died or hung, Ctrl-C). Never raised in the runner's own process.
+/// blocking read that the signal interrupts gives up at once rather than waiting out its
+/// timeout again: the runner stops a role only when the case is ending (a peer or a broker
+/// died or hung, Ctrl-C). Never set in the runner's own process.
 pub static ROLE_STOP: std::sync::OnceLock<std::sync::Arc<AtomicBool>> = std::sync::OnceLock::new();
 
 /// Whether this process is a role its runner told to stop.

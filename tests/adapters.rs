@@ -431,6 +431,44 @@ fn broker_measured_at_1khz(transport: &str, extra: &[&str]) -> RunResult {
 // Each adapter's own tests, from its folder.
 include!(concat!(env!("OUT_DIR"), "/transport_tests.rs"));
 
+/// `msgperf run pubsub -t TRANSPORT` at 500 Hz for 1 s, reliable, with hosts b and c made as
+/// namespaces, and `args` (subscribers, placements): its one case, once it ran without an
+/// error, more than 100 messages were sent, and no namespace is left behind.
+fn pubsub_across_namespaces(transport: &str, args: &[&str]) -> msgperf::result::CaseResult {
+    let dir = temp_dir();
+    let out = dir.path().join("r.json");
+    let mut all = vec![
+        "run",
+        "pubsub",
+        "-t",
+        transport,
+        "--rate",
+        "500hz",
+        "--duration",
+        "1s",
+        "--delivery",
+        "reliable",
+        "--host",
+        "b=netns",
+        "--host",
+        "c=netns",
+    ];
+    all.extend_from_slice(args);
+    let out_arg = out.display().to_string();
+    all.extend(["--json", &out_arg]);
+    let child = spawn(&all);
+    let pid = child.id();
+    let o = wait_output(child, Duration::from_secs(180));
+    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
+    let mut r: RunResult = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let c = r.cases.remove(0);
+    assert_eq!(c.error, None);
+    let sent = c.roles[0].counters.messages_sent;
+    assert!(sent >= 100, "{sent}");
+    assert_eq!(beds_of(pid), Vec::<String>::new());
+    c
+}
+
 /// Publish/subscribe 1 to 3 with the subscribers on two namespace hosts (b, c, c), the
 /// publisher here: every message reaches every subscriber, and the namespaces are gone
 /// afterwards. For transports that find their peers by address across hosts.
@@ -438,39 +476,11 @@ fn subscribers_on_namespace_hosts_count_every_message(transport: &str) {
     if !namespaces_work() {
         return;
     }
-    let dir = temp_dir();
-    let out = dir.path().join("r.json");
-    let child = spawn(&[
-        "run",
-        "pubsub",
-        "-t",
+    let c = pubsub_across_namespaces(
         transport,
-        "--subs",
-        "3",
-        "--rate",
-        "500hz",
-        "--duration",
-        "1s",
-        "--delivery",
-        "reliable",
-        "--no-floor",
-        "--host",
-        "b=netns",
-        "--host",
-        "c=netns",
-        "--place",
-        "subscriber=b,c,c",
-        "--json",
-        out.to_str().unwrap(),
-    ]);
-    let pid = child.id();
-    let o = wait_output(child, Duration::from_secs(180));
-    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
-    let r: RunResult = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
-    let c = &r.cases[0];
-    assert_eq!(c.error, None);
+        &["--subs", "3", "--no-floor", "--place", "subscriber=b,c,c"],
+    );
     let sent = c.roles[0].counters.messages_sent;
-    assert!(sent >= 100, "{sent}");
     let hosts: Vec<_> = c
         .roles
         .iter()
@@ -481,7 +491,6 @@ fn subscribers_on_namespace_hosts_count_every_message(transport: &str) {
         })
         .collect();
     assert_eq!(hosts, ["b", "c", "c"]);
-    assert_eq!(beds_of(pid), Vec::<String>::new());
 }
 
 /// Publish/subscribe 1 to 2 with the broker msgperf starts placed on a namespace host and the
@@ -491,40 +500,18 @@ fn placed_broker_counts_every_message(transport: &str) {
     if !namespaces_work() {
         return;
     }
-    let dir = temp_dir();
-    let out = dir.path().join("r.json");
-    let child = spawn(&[
-        "run",
-        "pubsub",
-        "-t",
+    let c = pubsub_across_namespaces(
         transport,
-        "--subs",
-        "2",
-        "--rate",
-        "500hz",
-        "--duration",
-        "1s",
-        "--delivery",
-        "reliable",
-        "--host",
-        "b=netns",
-        "--host",
-        "c=netns",
-        "--place",
-        "subscriber=b",
-        "--place",
-        "broker=c",
-        "--json",
-        out.to_str().unwrap(),
-    ]);
-    let pid = child.id();
-    let o = wait_output(child, Duration::from_secs(180));
-    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
-    let r: RunResult = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
-    let c = &r.cases[0];
-    assert_eq!(c.error, None);
+        &[
+            "--subs",
+            "2",
+            "--place",
+            "subscriber=b",
+            "--place",
+            "broker=c",
+        ],
+    );
     let sent = c.roles[0].counters.messages_sent;
-    assert!(sent >= 100, "{sent}");
     let subs: Vec<_> = c
         .roles
         .iter()
@@ -546,5 +533,4 @@ fn placed_broker_counts_every_message(transport: &str) {
         "{:?}",
         broker.cpu
     );
-    assert_eq!(beds_of(pid), Vec::<String>::new());
 }

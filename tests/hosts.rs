@@ -88,6 +88,22 @@ impl Drop for Netns {
     }
 }
 
+/// A measured second after a warm-up, and a short run with no floor: the lengths of the
+/// streams below.
+const LONG: &[&str] = &["--duration", "1s", "--warmup", "100ms"];
+const SHORT: &[&str] = &["--duration", "300ms", "--no-floor"];
+
+/// `msgperf run stream -t tcp --rate 1khz` of `length`, with its `role` on host b reached as
+/// `launcher` (`b=...`) says, its result written to `json`.
+fn stream_with_b(launcher: &str, role: &str, length: &[&str], json: &std::path::Path) -> Command {
+    let place = format!("{role}=b");
+    let mut args = vec!["run", "stream", "-t", "tcp", "--rate", "1khz"];
+    args.extend_from_slice(length);
+    args.extend(["--host", launcher, "--place", &place]);
+    args.extend(["--json", json.to_str().unwrap()]);
+    msgperf(&args)
+}
+
 fn json(path: &std::path::Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
@@ -184,25 +200,8 @@ fn a_far_clock_seconds_ahead_is_measured_within_its_bound() {
     );
     let dir = temp_dir();
     let out_file = dir.path().join("r.json");
-    let out = run(
-        &[
-            "run",
-            "stream",
-            "-t",
-            "tcp",
-            "--rate",
-            "1khz",
-            "--duration",
-            "1s",
-            "--warmup",
-            "100ms",
-            "--host",
-            &launcher,
-            "--place",
-            "reader=b",
-            "--json",
-            out_file.to_str().unwrap(),
-        ],
+    let out = run_command(
+        stream_with_b(&launcher, "reader", LONG, &out_file),
         Duration::from_secs(120),
     );
     assert!(
@@ -754,23 +753,7 @@ fn a_time_daemon_s_own_bound_is_recorded_beside_the_measured_one() {
     .unwrap();
     Command::new("chmod").arg("+x").arg(&fake).status().unwrap();
     let out_file = dir.path().join("r.json");
-    let mut cmd = msgperf(&[
-        "run",
-        "stream",
-        "-t",
-        "tcp",
-        "--rate",
-        "1khz",
-        "--duration",
-        "300ms",
-        "--no-floor",
-        "--host",
-        "b=netns",
-        "--place",
-        "reader=b",
-        "--json",
-        out_file.to_str().unwrap(),
-    ]);
+    let mut cmd = stream_with_b("b=netns", "reader", SHORT, &out_file);
     cmd.env(
         "PATH",
         format!(
@@ -913,25 +896,8 @@ fn samples_below_zero_from_an_asymmetric_path_are_kept_and_marked() {
         ns.name
     );
     let out_file = dir.path().join("r.json");
-    let out = run(
-        &[
-            "run",
-            "stream",
-            "-t",
-            "tcp",
-            "--rate",
-            "1khz",
-            "--duration",
-            "1s",
-            "--warmup",
-            "100ms",
-            "--host",
-            &launcher,
-            "--place",
-            "writer=b",
-            "--json",
-            out_file.to_str().unwrap(),
-        ],
+    let out = run_command(
+        stream_with_b(&launcher, "writer", LONG, &out_file),
         Duration::from_secs(120),
     );
     let stdout = text(&out.stdout);
@@ -1102,24 +1068,8 @@ fn a_ptp_daemon_s_own_bound_is_recorded_on_the_far_host() {
     }
     let out_file = dir.path().join("r.json");
     let launcher = format!("b=ip netns exec {}", ns.name);
-    let out = run(
-        &[
-            "run",
-            "stream",
-            "-t",
-            "tcp",
-            "--rate",
-            "1khz",
-            "--duration",
-            "300ms",
-            "--no-floor",
-            "--host",
-            &launcher,
-            "--place",
-            "reader=b",
-            "--json",
-            out_file.to_str().unwrap(),
-        ],
+    let out = run_command(
+        stream_with_b(&launcher, "reader", SHORT, &out_file),
         Duration::from_secs(60),
     );
     let stdout = text(&out.stdout);

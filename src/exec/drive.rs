@@ -316,12 +316,7 @@ impl Driver {
                     // stops (a client that retries a dead broker in silence, as Kafka's
                     // does, would wait out its timeout) and reports what it measured.
                     self.died.get_or_insert(why);
-                    self.stop_drivers(roles);
-                    for (i, r) in roles.iter_mut().enumerate() {
-                        if self.outcomes[i].is_none() {
-                            r.handle.stop();
-                        }
-                    }
+                    self.stop_roles(roles, true);
                 }
                 Event::Ended(i, bad) => {
                     if self.outcomes[i].is_some() {
@@ -346,9 +341,14 @@ impl Driver {
     }
 
     fn stop_drivers(&mut self, roles: &mut [Started]) {
+        self.stop_roles(roles, false);
+    }
+
+    /// Stops the driving roles still running, and with `readers_too` the others as well.
+    fn stop_roles(&mut self, roles: &mut [Started], readers_too: bool) {
         self.stopped = true;
         for (i, r) in roles.iter_mut().enumerate() {
-            if r.drives && self.outcomes[i].is_none() {
+            if (r.drives || readers_too) && self.outcomes[i].is_none() {
                 let _ = r.handle.send(&ToRole::Stop);
                 r.handle.stop();
             }

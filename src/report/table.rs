@@ -728,8 +728,11 @@ pub fn settings(run: &RunResult, width: Option<usize>) -> String {
 
 /// A round trip across hosts: the way there as the far end timed it (± its bound), beside half
 /// the round trip, which needs no clock offset but assumes both ways alike.
-fn one_way_beside_half_round_trip(i: usize, case: &crate::result::CaseResult) -> Option<String> {
-    let s = super::summary::summarize(case);
+fn one_way_beside_half_round_trip(
+    i: usize,
+    case: &crate::result::CaseResult,
+    s: &CaseSummary,
+) -> Option<String> {
     let rtt = s.latency.as_ref().filter(|_| case.latency_kind.from_send)?;
     let (reader, there) = s
         .roles
@@ -753,7 +756,7 @@ fn one_way_beside_half_round_trip(i: usize, case: &crate::result::CaseResult) ->
 
 /// Where roles ran on other hosts: each one's host, address and clock against the runner's,
 /// and what one-way figures across hosts mean.
-fn hosts_notes(run: &RunResult) -> Vec<String> {
+fn hosts_notes(run: &RunResult, summaries: &[CaseSummary]) -> Vec<String> {
     let mut lines = Vec::new();
     for (i, case) in run.cases.iter().enumerate() {
         let far: Vec<String> = case
@@ -786,7 +789,11 @@ fn hosts_notes(run: &RunResult) -> Vec<String> {
             .collect();
         if !far.is_empty() {
             lines.push(format!("hosts #{}: {}.", i + 1, far.join("; ")));
-            lines.extend(one_way_beside_half_round_trip(i, case));
+            lines.extend(
+                summaries
+                    .get(i)
+                    .and_then(|s| one_way_beside_half_round_trip(i, case, s)),
+            );
         }
     }
     if let (false, Some(t)) = (lines.is_empty(), &run.environment.time_sync) {
@@ -869,7 +876,7 @@ pub fn notes(
             c.read_cost_ns
         ));
     }
-    lines.extend(hosts_notes(run));
+    lines.extend(hosts_notes(run, summaries));
     let memory: Vec<&str> = [&run.environment.malloc, &run.environment.host_memory]
         .into_iter()
         .filter(|m| !m.is_empty())
