@@ -104,6 +104,32 @@ fn stream_with_b(launcher: &str, role: &str, length: &[&str], json: &std::path::
     msgperf(&args)
 }
 
+/// A minute's `msgperf run pubsub -t tcp` at 1 kHz to two subscribers, the second on host b
+/// reached as `launcher` (`b=...`) says, with a timeout of 3 s: for faults injected mid-run.
+fn pubsub_with_subscriber_on_b(launcher: &str, json: &std::path::Path) -> std::process::Child {
+    spawn(&[
+        "run",
+        "pubsub",
+        "-t",
+        "tcp",
+        "--subs",
+        "2",
+        "--rate",
+        "1khz",
+        "--duration",
+        "60s",
+        "--timeout",
+        "3s",
+        "--no-floor",
+        "--host",
+        launcher,
+        "--place",
+        "subscriber=local,b",
+        "--json",
+        json.to_str().unwrap(),
+    ])
+}
+
 fn json(path: &std::path::Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
@@ -248,27 +274,7 @@ fn a_far_role_killed_mid_run_is_named_and_the_others_are_kept() {
     }
     let dir = temp_dir();
     let out_file = dir.path().join("r.json");
-    let mut child = spawn(&[
-        "run",
-        "pubsub",
-        "-t",
-        "tcp",
-        "--subs",
-        "2",
-        "--rate",
-        "1khz",
-        "--duration",
-        "60s",
-        "--timeout",
-        "3s",
-        "--no-floor",
-        "--host",
-        "b=netns",
-        "--place",
-        "subscriber=local,b",
-        "--json",
-        out_file.to_str().unwrap(),
-    ]);
+    let mut child = pubsub_with_subscriber_on_b("b=netns", &out_file);
     let pid = child.id();
     // The far role: `ip netns exec` becomes `msgperf role --stdio`.
     let far = wait_for_role(&mut child, "--stdio subscriber 2");
@@ -675,27 +681,7 @@ fn a_killed_ssh_launcher_ends_the_case_and_its_far_role() {
     );
     let dir = temp_dir();
     let out_file = dir.path().join("r.json");
-    let mut child = spawn(&[
-        "run",
-        "pubsub",
-        "-t",
-        "tcp",
-        "--subs",
-        "2",
-        "--rate",
-        "1khz",
-        "--duration",
-        "60s",
-        "--timeout",
-        "3s",
-        "--no-floor",
-        "--host",
-        &launcher,
-        "--place",
-        "subscriber=local,b",
-        "--json",
-        out_file.to_str().unwrap(),
-    ]);
+    let mut child = pubsub_with_subscriber_on_b(&launcher, &out_file);
     // The launcher here: ssh, whose command line carries the far role's.
     let ssh = wait_for_role(&mut child, "--stdio subscriber 2");
     measuring(&mut child);
@@ -783,27 +769,7 @@ fn a_far_role_stops_itself_when_its_runner_goes_silent() {
     }
     let dir = temp_dir();
     let out_file = dir.path().join("r.json");
-    let mut child = spawn(&[
-        "run",
-        "pubsub",
-        "-t",
-        "tcp",
-        "--subs",
-        "2",
-        "--rate",
-        "1khz",
-        "--duration",
-        "60s",
-        "--timeout",
-        "3s",
-        "--no-floor",
-        "--host",
-        "b=netns",
-        "--place",
-        "subscriber=local,b",
-        "--json",
-        out_file.to_str().unwrap(),
-    ]);
+    let mut child = pubsub_with_subscriber_on_b("b=netns", &out_file);
     let pid = child.id();
     let far = wait_for_role(&mut child, "--stdio subscriber 2");
     measuring(&mut child);
