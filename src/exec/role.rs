@@ -10,7 +10,7 @@ use crate::measure::Recorder;
 use crate::result::{CaseConfig, RoleResult, Wait};
 use crate::sys;
 use crate::transport::{
-    self, ChannelSpec, Endpoint, FloorEnds, Opening, Rendezvous, Side, TransportError,
+    self, ChannelSpec, Endpoint, FloorEnds, FloorRun, Opening, Rendezvous, Side, TransportError,
 };
 use crate::workload::{self, message, RoleControl, RoleError, RoleSpec, Sent};
 use std::collections::BTreeMap;
@@ -108,7 +108,16 @@ pub fn serve(
             if !wait_go(link, bound)? {
                 return Ok(None);
             }
-            let report = match f.run(kind, side, ends, size, &roles, env.stop) {
+            let report = match f.run(
+                FloorRun {
+                    kind,
+                    side,
+                    size,
+                    roles: &roles,
+                    stop: env.stop,
+                },
+                ends,
+            ) {
                 Ok(fig) => FromRole::Result(Box::new(Report::Floor(fig))),
                 Err(e) => FromRole::Error(format!("the floor's side {side}: {e}")),
             };

@@ -10,6 +10,7 @@ use super::{
     ServiceHost, Setup, SetupPlan, Side, TransportError,
 };
 use crate::sys;
+use crate::transport::EndpointResult;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -426,11 +427,7 @@ pub fn greet(end: &mut dyn Endpoint, side: Side) -> Result<(), TransportError> {
 pub struct Greeting<E>(pub E, pub Side);
 
 impl<E: Endpoint + 'static> Opening for Greeting<E> {
-    fn finish(
-        self: Box<Self>,
-        _: &Rendezvous,
-        _: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
+    fn finish(self: Box<Self>, _: &Rendezvous, _: &ChannelSpec) -> EndpointResult {
         let Greeting(mut end, side) = *self;
         greet(&mut end, side)?;
         Ok(Box::new(end))

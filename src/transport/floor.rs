@@ -53,6 +53,37 @@ pub enum FloorLoop {
     Stream,
 }
 
+/// One side's run of a floor loop: which loop, which side (0 measures), the message size, where
+/// and how long, and the flag that ends it early.
+#[derive(Clone, Copy)]
+pub struct FloorRun<'a> {
+    pub kind: FloorLoop,
+    pub side: usize,
+    pub size: usize,
+    pub roles: &'a FloorRoles,
+    pub stop: &'a AtomicBool,
+}
+
+impl FloorRun<'_> {
+    /// A stream's reading side: counts what `next` reads (false at the end mark or an error)
+    /// until then or `stop`, and gives the figure of the measured window.
+    pub fn read_stream(&self, mut next: impl FnMut() -> bool) -> FloorFigure {
+        let mut window = ReadWindow::new(self.roles.warmup);
+        while !self.stop.load(Ordering::Relaxed) && next() {
+            window.read();
+        }
+        window.figure(self.size)
+    }
+
+    /// A stream's writing side: writes with `write` (false on an error) through the warm-up
+    /// and the measured time, or until `stop`.
+    pub fn write_stream(&self, mut write: impl FnMut() -> bool) {
+        let time = self.roles.warmup + self.roles.duration;
+        let end = sys::monotonic_ns() + time.as_nanos() as u64;
+        while sys::monotonic_ns() < end && !self.stop.load(Ordering::Relaxed) && write() {}
+    }
+}
+
 /// What one side of a floor holds.
 pub enum FloorEnds {
     /// Descriptors: they travel to a side in another process.
@@ -79,17 +110,9 @@ pub trait Floor: Sync {
         size: usize,
         roles: &FloorRoles,
     ) -> std::io::Result<[FloorEnds; 2]>;
-    /// Runs side `side` (0 measures and returns the figure; 1 answers or writes, and returns
-    /// None) until the loop's time is up, the other side ends, or `stop` is raised.
-    fn run(
-        &self,
-        l: FloorLoop,
-        side: usize,
-        ends: FloorEnds,
-        size: usize,
-        roles: &FloorRoles,
-        stop: &AtomicBool,
-    ) -> std::io::Result<Option<FloorFigure>>;
+    /// Runs side `run.side` (0 measures and returns the figure; 1 answers or writes, and returns
+    /// None) until the loop's time is up, the other side ends, or `run.stop` is raised.
+    fn run(&self, run: FloorRun, ends: FloorEnds) -> std::io::Result<Option<FloorFigure>>;
 }
 
 /// One side of a descriptor channel: one socket, or a pipe's read end and the other pipe's
@@ -97,6 +120,17 @@ pub trait Floor: Sync {
 pub struct FdSide {
     pub read: OwnedFd,
     pub write: Option<OwnedFd>,
+}
+
+impl FdSide {
+    /// The two sides of a connected socket pair, each reading and writing one socket.
+    pub fn sockets(a: impl Into<OwnedFd>, b: impl Into<OwnedFd>) -> (FdSide, FdSide) {
+        let side = |s: OwnedFd| FdSide {
+            read: s,
+            write: None,
+        };
+        (side(a.into()), side(b.into()))
+    }
 }
 
 /// The floor of every descriptor transport: only how the pair is made differs.
@@ -217,15 +251,8 @@ impl Floor for FdFloor {
         Ok([fds(a), fds(b)])
     }
 
-    fn run(
-        &self,
-        l: FloorLoop,
-        side: usize,
-        ends: FloorEnds,
-        size: usize,
-        roles: &FloorRoles,
-        stop: &AtomicBool,
-    ) -> std::io::Result<Option<FloorFigure>> {
+    fn run(&self, run: FloorRun, ends: FloorEnds) -> std::io::Result<Option<FloorFigure>> {
+        let (l, side, size, roles, stop) = (run.kind, run.side, run.size, run.roles, run.stop);
         let fds = ends.fds()?;
         let r = fds[0].as_raw_fd();
         let w = fds.get(1).map_or(r, |f| f.as_raw_fd());
@@ -284,12 +311,7 @@ impl Floor for FdFloor {
                 Ok(Some(f))
             }
             (FloorLoop::Stream, _) => {
-                let end = sys::monotonic_ns() + (roles.warmup + roles.duration).as_nanos() as u64;
-                while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
-                    if !write_msg(w, &buf) {
-                        break;
-                    }
-                }
+                run.write_stream(|| write_msg(w, &buf));
                 if datagram {
                     // The end mark may be dropped like any datagram: send a few.
                     for _ in 0..20 {
@@ -482,15 +504,7 @@ impl FloorRoles {
 /// side runs, given the notes; making them and handing each side its own is common.
 #[cfg(feature = "_floor_notes")]
 pub(crate) trait NotesFloor: Sync {
-    fn run_with(
-        &self,
-        l: FloorLoop,
-        side: usize,
-        notes: Notes,
-        size: usize,
-        roles: &FloorRoles,
-        stop: &AtomicBool,
-    ) -> std::io::Result<Option<FloorFigure>>;
+    fn run_with(&self, run: FloorRun, notes: Notes) -> std::io::Result<Option<FloorFigure>>;
 }
 
 #[cfg(feature = "_floor_notes")]
@@ -499,16 +513,8 @@ impl<T: NotesFloor> Floor for T {
         Notes::make()
     }
 
-    fn run(
-        &self,
-        l: FloorLoop,
-        side: usize,
-        ends: FloorEnds,
-        size: usize,
-        roles: &FloorRoles,
-        stop: &AtomicBool,
-    ) -> std::io::Result<Option<FloorFigure>> {
-        self.run_with(l, side, Notes::of(ends)?, size, roles, stop)
+    fn run(&self, run: FloorRun, ends: FloorEnds) -> std::io::Result<Option<FloorFigure>> {
+        self.run_with(run, Notes::of(ends)?)
     }
 }
 
@@ -526,6 +532,17 @@ pub(crate) struct Notes(pub std::fs::File);
 
 #[cfg(feature = "_floor_notes")]
 impl Notes {
+    /// How long a side waits for the other (to start, to match, to answer).
+    pub const WAIT: Duration = Duration::from_secs(10);
+    /// The lines a brokered floor writes: where the broker is, that the reader is in place,
+    /// that the loop is over.
+    #[allow(dead_code)] // Not every floor with notes has a broker.
+    pub const URL: u64 = 0;
+    #[allow(dead_code)]
+    pub const READY: u64 = 1;
+    #[allow(dead_code)]
+    pub const DONE: u64 = 2;
+
     /// A fresh one, for the runner to write in before it hands out its ends.
     pub fn new() -> std::io::Result<Notes> {
         Ok(Notes(std::fs::File::from(sys::memfd(4096)?)))

@@ -6,6 +6,7 @@
 use super::{declared_len, ChannelSpec, Endpoint, TransportError};
 use crate::deadline::Deadline;
 use crate::sys;
+use crate::transport::EndpointResult;
 use base64::Engine;
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::AsRawFd;
@@ -469,7 +470,7 @@ pub(crate) fn datagram_endpoint<D: DatagramIo + std::os::fd::AsFd + 'static>(
     s: D,
     spec: &ChannelSpec,
     accepted: bool,
-) -> Result<Box<dyn Endpoint>, TransportError> {
+) -> EndpointResult {
     set_waits(&s, spec, true)?;
     Ok(Box::new(Datagrams::new(
         s,
@@ -482,6 +483,100 @@ pub(crate) fn datagram_endpoint<D: DatagramIo + std::os::fd::AsFd + 'static>(
 /// The datagrams both sides exchange while connecting; shorter than any message (under 4 B
 /// could not be one), so a late duplicate is recognised and dropped.
 pub const HELLO: &[u8] = b"hi";
+
+/// A datagram socket that meets its peer by hello (udp, uds-dgram): the connecting end says
+/// hello until the accepting end answers; the accepting end answers the first hello and from
+/// then on talks only to whoever sent it.
+pub(crate) trait Greeting: DatagramIo + std::os::fd::AsFd + Sized + 'static {
+    /// A peer's address.
+    type Peer: PartialEq;
+    fn send_to(&self, b: &[u8], to: &Self::Peer) -> std::io::Result<usize>;
+    /// A datagram and its sender, if the sender has an address one can answer.
+    fn recv_from(&self, b: &mut [u8]) -> std::io::Result<(usize, Option<Self::Peer>)>;
+    fn connect(&self, to: &Self::Peer) -> std::io::Result<()>;
+}
+
+impl Greeting for std::net::UdpSocket {
+    type Peer = std::net::SocketAddr;
+    fn send_to(&self, b: &[u8], to: &Self::Peer) -> std::io::Result<usize> {
+        std::net::UdpSocket::send_to(self, b, to)
+    }
+    fn recv_from(&self, b: &mut [u8]) -> std::io::Result<(usize, Option<Self::Peer>)> {
+        std::net::UdpSocket::recv_from(self, b).map(|(n, from)| (n, Some(from)))
+    }
+    fn connect(&self, to: &Self::Peer) -> std::io::Result<()> {
+        std::net::UdpSocket::connect(self, to)
+    }
+}
+
+impl Greeting for std::os::unix::net::UnixDatagram {
+    type Peer = std::path::PathBuf;
+    fn send_to(&self, b: &[u8], to: &Self::Peer) -> std::io::Result<usize> {
+        std::os::unix::net::UnixDatagram::send_to(self, b, to)
+    }
+    fn recv_from(&self, b: &mut [u8]) -> std::io::Result<(usize, Option<Self::Peer>)> {
+        std::os::unix::net::UnixDatagram::recv_from(self, b)
+            .map(|(n, from)| (n, from.as_pathname().map(|p| p.to_path_buf())))
+    }
+    fn connect(&self, to: &Self::Peer) -> std::io::Result<()> {
+        std::os::unix::net::UnixDatagram::connect(self, to)
+    }
+}
+
+/// The connecting end: says hello to `server` until it answers from there (a hello may be
+/// lost), within the timeout. `send_failed` says whether a failed hello ends the wait, and
+/// with what error.
+pub(crate) fn hello_connect<S: Greeting>(
+    s: S,
+    server: S::Peer,
+    spec: &ChannelSpec,
+    send_failed: impl Fn(std::io::Error) -> Option<TransportError>,
+) -> EndpointResult {
+    socket2::SockRef::from(&s).set_read_timeout(Some(Duration::from_millis(100)))?;
+    let deadline = Deadline::after(spec.timeout);
+    let mut buf = [0u8; 16];
+    loop {
+        if let Err(e) = s.send_to(HELLO, &server) {
+            if let Some(e) = send_failed(e) {
+                return Err(e);
+            }
+        }
+        match s.recv_from(&mut buf) {
+            Ok((n, from)) if buf[..n] == *HELLO && from.as_ref() == Some(&server) => {
+                s.connect(&server)?;
+                return datagram_endpoint(s, spec, false);
+            }
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::ConnectionRefused
+                ) => {}
+            Err(e) => return Err(e.into()),
+        }
+        if deadline.expired() {
+            return Err(TransportError::Timeout(spec.timeout));
+        }
+    }
+}
+
+/// The accepting end: answers the first hello, within the timeout, and talks only to its
+/// sender from then on.
+pub(crate) fn hello_accept<S: Greeting>(s: S, spec: &ChannelSpec) -> EndpointResult {
+    socket2::SockRef::from(&s).set_read_timeout(Some(spec.timeout))?;
+    let mut buf = [0u8; 16];
+    loop {
+        let (n, from) = s
+            .recv_from(&mut buf)
+            .map_err(|e| TransportError::from_io(e, spec.timeout))?;
+        let Some(peer) = from.filter(|_| buf[..n] == *HELLO) else {
+            continue;
+        };
+        s.connect(&peer)?;
+        DatagramIo::send(&s, HELLO)?;
+        return datagram_endpoint(s, spec, true);
+    }
+}
 
 pub struct Datagrams<D> {
     io: D,

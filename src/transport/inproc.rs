@@ -4,17 +4,14 @@
 //! into one of a fixed pool of buffers, so nothing is allocated per message; only the crate
 //! differs. Tokio's channel between tasks of one runtime is `pairs --runtime tokio`.
 
-use super::floor::{
-    measure_round_trips, FloorEnds, FloorFigure, FloorLoop, FloorRoles, ReadWindow,
-};
+use super::floor::{measure_round_trips, FloorEnds, FloorFigure, FloorLoop, FloorRoles, FloorRun};
 use super::{
     channel_of, Capabilities, ChannelSpec, Deferred, Endpoint, Floor, Opening, Options, Place,
     Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
-use crate::sys;
+use crate::transport::{EndpointResult, OpenResult};
 use std::collections::HashMap;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -217,12 +214,7 @@ impl<C: Channels> Transport for Inproc<C> {
         ))
     }
 
-    fn open(
-        &self,
-        at: &Rendezvous,
-        side: Side,
-        _: &ChannelSpec,
-    ) -> Result<Box<dyn Opening>, TransportError> {
+    fn open(&self, at: &Rendezvous, side: Side, _: &ChannelSpec) -> OpenResult {
         let (n, accept) = channel_of(self.name(), side)?;
         let Place::Key(key) = &at.place else {
             return Err(TransportError::Unsupported(
@@ -301,11 +293,7 @@ struct InprocAccept {
 }
 
 impl Opening for InprocAccept {
-    fn finish(
-        self: Box<Self>,
-        _: &Rendezvous,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
+    fn finish(self: Box<Self>, _: &Rendezvous, spec: &ChannelSpec) -> EndpointResult {
         self.inbox
             .recv_timeout(spec.timeout)
             .map_err(|_| TransportError::Timeout(spec.timeout))
@@ -398,15 +386,14 @@ impl<C: Channels> Floor for InprocFloor<C> {
         Ok([FloorEnds::Local(Box::new(a)), FloorEnds::Local(Box::new(b))])
     }
 
-    fn run(
-        &self,
-        l: FloorLoop,
-        side: usize,
-        ends: FloorEnds,
-        size: usize,
-        roles: &FloorRoles,
-        stop: &AtomicBool,
-    ) -> std::io::Result<Option<FloorFigure>> {
+    fn run(&self, run: FloorRun, ends: FloorEnds) -> std::io::Result<Option<FloorFigure>> {
+        let FloorRun {
+            kind: l,
+            side,
+            size,
+            roles,
+            stop,
+        } = run;
         let FloorEnds::Local(ends) = ends else {
             return Err(std::io::Error::other("the inproc floor runs in threads"));
         };
@@ -440,16 +427,9 @@ impl<C: Channels> Floor for InprocFloor<C> {
                 while receive(&mut own) && send(&own) {}
                 Ok(None)
             }
-            (FloorLoop::Stream, 0) => {
-                let mut window = ReadWindow::new(roles.warmup);
-                while !stop.load(Ordering::Relaxed) && receive(&mut own) {
-                    window.read();
-                }
-                Ok(Some(window.figure(size)))
-            }
+            (FloorLoop::Stream, 0) => Ok(Some(run.read_stream(|| receive(&mut own)))),
             (FloorLoop::Stream, _) => {
-                let end = sys::monotonic_ns() + (roles.warmup + roles.duration).as_nanos() as u64;
-                while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) && send(&own) {}
+                run.write_stream(|| send(&own));
                 Ok(None)
             }
         }

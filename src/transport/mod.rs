@@ -33,7 +33,7 @@ mod runtime;
 
 pub use fanout::CopyFanOut;
 pub use floor::{
-    memcpy_bandwidth, spin_pingpong, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles,
+    memcpy_bandwidth, spin_pingpong, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, FloorRun,
 };
 
 use crate::delivery::{Delivery, History, Reliability, Setting};
@@ -118,6 +118,11 @@ pub struct UnknownName {
 /// `--opt` values by key.
 pub type Options = BTreeMap<String, String>;
 
+/// What opening one end of a channel gives: an end still to finish.
+pub type OpenResult = Result<Box<dyn Opening>, TransportError>;
+/// What finishing, accepting or connecting an end gives.
+pub type EndpointResult = Result<Box<dyn Endpoint>, TransportError>;
+
 /// A transport: a unit struct listed in [`REGISTRY`].
 pub trait Transport: Sync {
     /// The CLI name, e.g. `uds-dgram`.
@@ -144,12 +149,7 @@ pub trait Transport: Sync {
     /// Makes, once per case, what its channels and topics meet on.
     fn setup(&self, plan: &SetupPlan, spec: &ChannelSpec) -> Result<Setup, TransportError>;
     /// Starts opening one end: binds what peers meet on, never waits for one.
-    fn open(
-        &self,
-        at: &Rendezvous,
-        side: Side,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Opening>, TransportError>;
+    fn open(&self, at: &Rendezvous, side: Side, spec: &ChannelSpec) -> OpenResult;
     /// Listens on this machine for many connections, with `backlog` (the `connect` workload
     /// measures their set-up); only transports with [`Capabilities::connections`] can.
     fn listen(
@@ -385,11 +385,7 @@ pub trait Opening: Send {
         None
     }
     /// Meets the peer (accepts, connects, waits for the readers to join) within the timeout.
-    fn finish(
-        self: Box<Self>,
-        at: &Rendezvous,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError>;
+    fn finish(self: Box<Self>, at: &Rendezvous, spec: &ChannelSpec) -> EndpointResult;
 }
 
 /// A listener that takes many connections ([`Transport::listen`]). A connection's ends are
@@ -404,7 +400,7 @@ pub trait Listener: Send + Sync {
         spec: &ChannelSpec,
     ) -> Result<Option<Box<dyn Endpoint>>, TransportError>;
     /// Connects one more peer to this listener, within `spec.timeout`.
-    fn connect(&self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError>;
+    fn connect(&self, spec: &ChannelSpec) -> EndpointResult;
 }
 
 /// Accepts on `listener` if a connection comes within `wait` (a blocking listener: accept is
@@ -428,13 +424,9 @@ pub(crate) struct Deferred<F>(pub F);
 
 impl<F> Opening for Deferred<F>
 where
-    F: FnOnce(&Rendezvous, &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> + Send,
+    F: FnOnce(&Rendezvous, &ChannelSpec) -> EndpointResult + Send,
 {
-    fn finish(
-        self: Box<Self>,
-        at: &Rendezvous,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
+    fn finish(self: Box<Self>, at: &Rendezvous, spec: &ChannelSpec) -> EndpointResult {
         (self.0)(at, spec)
     }
 }

@@ -2,9 +2,10 @@
 //! `timers`) run over it, so that every case has the same shape; opening an end is refused.
 
 use super::{
-    Capabilities, ChannelSpec, Opening, Options, Place, Rendezvous, Setup, SetupPlan, Side,
-    Transport, TransportError,
+    Capabilities, ChannelSpec, Options, Place, Rendezvous, Setup, SetupPlan, Side, Transport,
+    TransportError,
 };
+use crate::transport::OpenResult;
 
 pub struct NoChannel;
 
@@ -28,12 +29,7 @@ impl Transport for NoChannel {
             (),
         ))
     }
-    fn open(
-        &self,
-        _: &Rendezvous,
-        side: Side,
-        _: &ChannelSpec,
-    ) -> Result<Box<dyn Opening>, TransportError> {
+    fn open(&self, _: &Rendezvous, side: Side, _: &ChannelSpec) -> OpenResult {
         Err(TransportError::Unsupported(format!(
             "transport `none` has no channel to open ({}): use a real transport for a workload that moves messages",
             side.meeting()

@@ -5,11 +5,12 @@
 use super::floor::{FdFloor, FdSide};
 use super::framing::Framed;
 use super::{
-    channel_of, dir_of, dir_setup, Capabilities, ChannelSpec, Deferred, Endpoint, Floor, Opening,
-    Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
+    channel_of, dir_of, dir_setup, Capabilities, ChannelSpec, Deferred, Floor, Options, Rendezvous,
+    Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::deadline::Deadline;
 use crate::sys;
+use crate::transport::{EndpointResult, OpenResult};
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -48,12 +49,7 @@ impl Transport for Pipe {
         dir_setup(self.name())
     }
 
-    fn open(
-        &self,
-        at: &Rendezvous,
-        side: Side,
-        _: &ChannelSpec,
-    ) -> Result<Box<dyn Opening>, TransportError> {
+    fn open(&self, at: &Rendezvous, side: Side, _: &ChannelSpec) -> OpenResult {
         let (n, accept) = channel_of(self.name(), side)?;
         let (to_accepting, to_connecting) = fifos(&dir_of(at)?, n);
         if accept {
@@ -181,7 +177,7 @@ fn open_write(p: &Path, deadline: Deadline, spec: &ChannelSpec) -> Result<File, 
 /// is ended by msgperf (see `ChannelSpec::watched`), so its calls simply block. Any other peer
 /// (one started by hand) might hang forever: then the descriptors are non-blocking and a call
 /// that would block waits in poll(2), within the timeout.
-fn endpoint(r: File, w: File, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
+fn endpoint(r: File, w: File, spec: &ChannelSpec) -> EndpointResult {
     let bound = (!spec.poll && !spec.watched).then_some(spec.timeout);
     let nonblocking = spec.poll || bound.is_some();
     sys::set_nonblocking(r.as_raw_fd(), nonblocking)?;

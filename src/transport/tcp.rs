@@ -4,10 +4,11 @@
 use super::floor::{FdFloor, FdSide};
 use super::framing::{set_waits, stream_endpoint, Bare};
 use super::{
-    accept_ready, accept_within, channel_of, host_of, host_setup, Capabilities,
-    ChannelSpec, Deferred, Endpoint, Floor, Listener, Opening, OptionSpec, Options, Rendezvous,
-    Setup, SetupPlan, Side, Transport, TransportError,
+    accept_ready, accept_within, channel_of, host_of, host_setup, Capabilities, ChannelSpec,
+    Deferred, Endpoint, Floor, Listener, Opening, OptionSpec, Options, Rendezvous, Setup,
+    SetupPlan, Side, Transport, TransportError,
 };
+use crate::transport::{EndpointResult, OpenResult};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
@@ -52,12 +53,7 @@ impl Transport for Tcp {
         Ok(host_setup(self.name(), plan))
     }
 
-    fn open(
-        &self,
-        at: &Rendezvous,
-        side: Side,
-        _: &ChannelSpec,
-    ) -> Result<Box<dyn Opening>, TransportError> {
+    fn open(&self, at: &Rendezvous, side: Side, _: &ChannelSpec) -> OpenResult {
         let (_, accept) = channel_of(self.name(), side)?;
         if !accept {
             return Ok(Box::new(Deferred(
@@ -103,16 +99,7 @@ impl Transport for Tcp {
                 let (b, _) = l.accept()?;
                 a.set_nodelay(true)?;
                 b.set_nodelay(true)?;
-                Ok((
-                    FdSide {
-                        read: a.into(),
-                        write: None,
-                    },
-                    FdSide {
-                        read: b.into(),
-                        write: None,
-                    },
-                ))
+                Ok(FdSide::sockets(a, b))
             },
             datagram: false,
         };
@@ -128,11 +115,7 @@ impl Opening for TcpAccept {
     fn address(&self) -> Option<String> {
         self.listener.local_addr().ok().map(|a| a.to_string())
     }
-    fn finish(
-        self: Box<Self>,
-        _: &Rendezvous,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
+    fn finish(self: Box<Self>, _: &Rendezvous, spec: &ChannelSpec) -> EndpointResult {
         let (s, _) = accept_within(&self.listener, spec, |l| l.accept())?;
         s.set_nonblocking(false)?;
         endpoint(s, spec)
@@ -152,14 +135,14 @@ impl Listener for TcpListen {
             .map(|(s, _)| endpoint(s, spec))
             .transpose()
     }
-    fn connect(&self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
+    fn connect(&self, spec: &ChannelSpec) -> EndpointResult {
         let s = TcpStream::connect_timeout(&self.0.local_addr()?, spec.timeout)
             .map_err(|e| TransportError::from_io(e, spec.timeout))?;
         endpoint(s, spec)
     }
 }
 
-fn endpoint(s: TcpStream, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
+fn endpoint(s: TcpStream, spec: &ChannelSpec) -> EndpointResult {
     s.set_nodelay(spec.flag("nodelay", true))?;
     set_waits(&s, spec, !spec.watched)?;
     Ok(stream_endpoint(Bare(s), spec))

@@ -3,14 +3,13 @@
 //! then connect their sockets to each other.
 
 use super::floor::{FdFloor, FdSide};
-use super::framing::{datagram_endpoint, HELLO};
+use super::framing::{hello_accept, hello_connect};
 use super::{
-    channel_of, host_of, host_setup, Capabilities, ChannelSpec, Deferred, Endpoint, Floor, Opening,
-    Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
+    channel_of, host_of, host_setup, Capabilities, ChannelSpec, Deferred, Floor, Opening, Options,
+    Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
-use crate::deadline::Deadline;
+use crate::transport::{EndpointResult, OpenResult};
 use std::net::UdpSocket;
-use std::time::Duration;
 
 pub struct Udp;
 
@@ -38,12 +37,7 @@ impl Transport for Udp {
         Ok(host_setup(self.name(), plan))
     }
 
-    fn open(
-        &self,
-        at: &Rendezvous,
-        side: Side,
-        _: &ChannelSpec,
-    ) -> Result<Box<dyn Opening>, TransportError> {
+    fn open(&self, at: &Rendezvous, side: Side, _: &ChannelSpec) -> OpenResult {
         let (_, accept) = channel_of(self.name(), side)?;
         if !accept {
             return Ok(Box::new(Deferred(
@@ -67,16 +61,7 @@ impl Transport for Udp {
                 let b = UdpSocket::bind("127.0.0.1:0")?;
                 a.connect(b.local_addr()?)?;
                 b.connect(a.local_addr()?)?;
-                Ok((
-                    FdSide {
-                        read: a.into(),
-                        write: None,
-                    },
-                    FdSide {
-                        read: b.into(),
-                        write: None,
-                    },
-                ))
+                Ok(FdSide::sockets(a, b))
             },
             datagram: true,
         };
@@ -86,41 +71,13 @@ impl Transport for Udp {
 
 /// Says hello to the accepting end at `address` until it answers, then talks only to it; its
 /// own end binds on `host` (this role's host address).
-fn connect(
-    address: &str,
-    host: &str,
-    spec: &ChannelSpec,
-) -> Result<Box<dyn Endpoint>, TransportError> {
+fn connect(address: &str, host: &str, spec: &ChannelSpec) -> EndpointResult {
     let server = super::resolve(address)?;
     let s = UdpSocket::bind(super::local_towards(host, server))?;
-    let deadline = Deadline::after(spec.timeout);
-    s.set_read_timeout(Some(Duration::from_millis(100)))?;
-    let mut buf = [0u8; 16];
-    loop {
-        match s.send_to(HELLO, server) {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {}
-            Err(e) => return Err(e.into()),
-        }
-        match s.recv_from(&mut buf) {
-            Ok((n, from)) if buf[..n] == *HELLO && from == server => {
-                s.connect(from)?;
-                return datagram_endpoint(s, spec, false);
-            }
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock
-                        | std::io::ErrorKind::TimedOut
-                        | std::io::ErrorKind::ConnectionRefused
-                ) => {}
-            Err(e) => return Err(e.into()),
-        }
-        if deadline.expired() {
-            return Err(TransportError::Timeout(spec.timeout));
-        }
-    }
+    // Nobody listens there yet: say hello again.
+    hello_connect(s, server, spec, |e| {
+        (e.kind() != std::io::ErrorKind::ConnectionRefused).then(|| e.into())
+    })
 }
 
 /// A channel's accepting end: a socket on a port the kernel chose, which answers the first
@@ -133,25 +90,7 @@ impl Opening for UdpAccept {
     fn address(&self) -> Option<String> {
         self.socket.local_addr().ok().map(|a| a.to_string())
     }
-    fn finish(
-        self: Box<Self>,
-        _: &Rendezvous,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
-        let s = self.socket;
-        s.set_read_timeout(Some(spec.timeout))?;
-        let mut buf = [0u8; 16];
-        loop {
-            let (n, from) = s
-                .recv_from(&mut buf)
-                .map_err(|e| TransportError::from_io(e, spec.timeout))?;
-            if buf[..n] != *HELLO {
-                continue;
-            }
-            s.connect(from)?;
-            s.send(HELLO)?;
-            return datagram_endpoint(s, spec, true);
-        }
+    fn finish(self: Box<Self>, _: &Rendezvous, spec: &ChannelSpec) -> EndpointResult {
+        hello_accept(self.socket, spec)
     }
 }
-

@@ -3,10 +3,11 @@
 use super::floor::{FdFloor, FdSide};
 use super::framing::{set_waits, stream_endpoint, Bare};
 use super::{
-    accept_ready, accept_within, channel_of, dir_of, dir_setup, private_dir,
-    Capabilities, ChannelSpec, Deferred, DirGuard, Endpoint, Floor, Listener, Opening, OptionSpec,
-    Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
+    accept_ready, accept_within, channel_of, dir_of, dir_setup, private_dir, Capabilities,
+    ChannelSpec, Deferred, DirGuard, Endpoint, Floor, Listener, Opening, OptionSpec, Options,
+    Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
+use crate::transport::{EndpointResult, OpenResult};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
@@ -40,18 +41,14 @@ impl Transport for Uds {
         dir_setup(self.name())
     }
 
-    fn open(
-        &self,
-        at: &Rendezvous,
-        side: Side,
-        _: &ChannelSpec,
-    ) -> Result<Box<dyn Opening>, TransportError> {
+    fn open(&self, at: &Rendezvous, side: Side, _: &ChannelSpec) -> OpenResult {
         let (n, accept) = channel_of(self.name(), side)?;
         let path = dir_of(at)?.join(format!("{n}.sock"));
         if !accept {
             return Ok(Box::new(Deferred(
                 move |_: &Rendezvous, spec: &ChannelSpec| {
-                    let s = UnixStream::connect(&path).map_err(|e| super::connect_error(e, &path))?;
+                    let s =
+                        UnixStream::connect(&path).map_err(|e| super::connect_error(e, &path))?;
                     endpoint(s, spec)
                 },
             )));
@@ -77,16 +74,7 @@ impl Transport for Uds {
         static FLOOR: FdFloor = FdFloor {
             make_pair: || {
                 let (a, b) = UnixStream::pair()?;
-                Ok((
-                    FdSide {
-                        read: a.into(),
-                        write: None,
-                    },
-                    FdSide {
-                        read: b.into(),
-                        write: None,
-                    },
-                ))
+                Ok(FdSide::sockets(a, b))
             },
             datagram: false,
         };
@@ -100,11 +88,7 @@ struct UdsAccept {
 }
 
 impl Opening for UdsAccept {
-    fn finish(
-        self: Box<Self>,
-        _: &Rendezvous,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
+    fn finish(self: Box<Self>, _: &Rendezvous, spec: &ChannelSpec) -> EndpointResult {
         let (s, _) = accept_within(&self.listener, spec, |l| l.accept())?;
         // The peer is in: the path is no longer needed.
         let _ = std::fs::remove_file(&self.path);
@@ -130,14 +114,14 @@ impl Listener for UdsListen {
             .map(|(s, _)| endpoint(s, spec))
             .transpose()
     }
-    fn connect(&self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
+    fn connect(&self, spec: &ChannelSpec) -> EndpointResult {
         let fd = crate::sys::unix_connect_timeout(&self.path, libc::SOCK_STREAM, spec.timeout)
             .map_err(|e| TransportError::from_io(e, spec.timeout))?;
         endpoint(UnixStream::from(fd), spec)
     }
 }
 
-fn endpoint(s: UnixStream, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
+fn endpoint(s: UnixStream, spec: &ChannelSpec) -> EndpointResult {
     set_waits(&s, spec, !spec.watched)?;
     Ok(stream_endpoint(Bare(s), spec))
 }

@@ -2,17 +2,16 @@
 //! directory. Reliable on Linux (a full queue makes the writer wait), and message boundaries are
 //! kept. The connecting end says hello until the accepting end answers, as for `udp`.
 
-use super::floor::{FdFloor, FdSide};
-use super::framing::{datagram_endpoint, HELLO};
 use super::bind_error;
+use super::floor::{FdFloor, FdSide};
+use super::framing::{hello_accept, hello_connect};
 use super::{
-    channel_of, dir_of, dir_setup, Capabilities, ChannelSpec, Deferred, Endpoint, Floor, Opening,
-    Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
+    channel_of, dir_of, dir_setup, Capabilities, ChannelSpec, Deferred, Floor, Opening, Options,
+    Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
-use crate::deadline::Deadline;
+use crate::transport::{EndpointResult, OpenResult};
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
-use std::time::Duration;
 
 pub struct UdsDgram;
 
@@ -39,12 +38,7 @@ impl Transport for UdsDgram {
         dir_setup(self.name())
     }
 
-    fn open(
-        &self,
-        at: &Rendezvous,
-        side: Side,
-        _: &ChannelSpec,
-    ) -> Result<Box<dyn Opening>, TransportError> {
+    fn open(&self, at: &Rendezvous, side: Side, _: &ChannelSpec) -> OpenResult {
         let (n, accept) = channel_of(self.name(), side)?;
         let dir = dir_of(at)?;
         let accepting = dir.join(format!("{n}.sock"));
@@ -62,16 +56,7 @@ impl Transport for UdsDgram {
         static FLOOR: FdFloor = FdFloor {
             make_pair: || {
                 let (a, b) = UnixDatagram::pair()?;
-                Ok((
-                    FdSide {
-                        read: a.into(),
-                        write: None,
-                    },
-                    FdSide {
-                        read: b.into(),
-                        write: None,
-                    },
-                ))
+                Ok(FdSide::sockets(a, b))
             },
             datagram: true,
         };
@@ -80,37 +65,11 @@ impl Transport for UdsDgram {
 }
 
 /// Binds `own` and says hello to the accepting end at `server` until it answers from there.
-fn connect(
-    own: &Path,
-    server: &Path,
-    spec: &ChannelSpec,
-) -> Result<Box<dyn Endpoint>, TransportError> {
+fn connect(own: &Path, server: &Path, spec: &ChannelSpec) -> EndpointResult {
     let s = UnixDatagram::bind(own).map_err(|e| bind_error(e, own))?;
-    s.set_read_timeout(Some(Duration::from_millis(100)))?;
-    let deadline = Deadline::after(spec.timeout);
-    let mut buf = [0u8; 16];
-    loop {
-        match s.send_to(HELLO, server) {
-            Ok(_) => {}
-            Err(e) => return Err(super::connect_error(e, server)),
-        }
-        match s.recv_from(&mut buf) {
-            Ok((n, from)) if buf[..n] == *HELLO && from.as_pathname() == Some(server) => {
-                s.connect(server)?;
-                return datagram_endpoint(s, spec, false);
-            }
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
-            Err(e) => return Err(e.into()),
-        }
-        if deadline.expired() {
-            return Err(TransportError::Timeout(spec.timeout));
-        }
-    }
+    hello_connect(s, server.to_path_buf(), spec, |e| {
+        Some(super::connect_error(e, server))
+    })
 }
 
 /// A channel's accepting end: a socket at its path, which answers the first hello and from
@@ -120,28 +79,7 @@ struct DgramAccept {
 }
 
 impl Opening for DgramAccept {
-    fn finish(
-        self: Box<Self>,
-        _: &Rendezvous,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
-        let s = self.socket;
-        s.set_read_timeout(Some(spec.timeout))?;
-        let mut buf = [0u8; 16];
-        loop {
-            let (n, from) = s
-                .recv_from(&mut buf)
-                .map_err(|e| TransportError::from_io(e, spec.timeout))?;
-            let Some(peer) = from.as_pathname() else {
-                continue;
-            };
-            if buf[..n] != *HELLO {
-                continue;
-            }
-            s.connect(peer)?;
-            s.send(HELLO)?;
-            return datagram_endpoint(s, spec, true);
-        }
+    fn finish(self: Box<Self>, _: &Rendezvous, spec: &ChannelSpec) -> EndpointResult {
+        hello_accept(self.socket, spec)
     }
 }
-

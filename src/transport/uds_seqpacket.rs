@@ -6,10 +6,11 @@
 use super::floor::{FdFloor, FdSide};
 use super::framing::{set_waits, DatagramIo, Datagrams};
 use super::{
-    accept_ready, accept_within, bind_error, channel_of, dir_of, dir_setup,
-    private_dir, Capabilities, ChannelSpec, Deferred, DirGuard, Endpoint, Floor, Listener,
-    Opening, Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
+    accept_ready, accept_within, bind_error, channel_of, dir_of, dir_setup, private_dir,
+    Capabilities, ChannelSpec, Deferred, DirGuard, Endpoint, Floor, Listener, Opening, Options,
+    Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
+use crate::transport::{EndpointResult, OpenResult};
 use socket2::{Domain, SockAddr, Socket, Type};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
@@ -43,12 +44,7 @@ impl Transport for UdsSeqpacket {
         dir_setup(self.name())
     }
 
-    fn open(
-        &self,
-        at: &Rendezvous,
-        side: Side,
-        _: &ChannelSpec,
-    ) -> Result<Box<dyn Opening>, TransportError> {
+    fn open(&self, at: &Rendezvous, side: Side, _: &ChannelSpec) -> OpenResult {
         let (n, accept) = channel_of(self.name(), side)?;
         let path = dir_of(at)?.join(format!("{n}.sock"));
         let socket = Socket::new(Domain::UNIX, Type::SEQPACKET, None)?;
@@ -63,9 +59,7 @@ impl Transport for UdsSeqpacket {
                 },
             )));
         }
-        socket
-            .bind(&address)
-            .map_err(|e| bind_error(e, &path))?;
+        socket.bind(&address).map_err(|e| bind_error(e, &path))?;
         socket.listen(1)?;
         socket.set_nonblocking(true)?;
         Ok(Box::new(SeqpacketAccept { socket, path }))
@@ -90,11 +84,7 @@ impl Transport for UdsSeqpacket {
         static FLOOR: FdFloor = FdFloor {
             make_pair: || {
                 let (a, b) = Socket::pair(Domain::UNIX, Type::SEQPACKET, None)?;
-                let side = |s: Socket| FdSide {
-                    read: s.into(),
-                    write: None,
-                };
-                Ok((side(a), side(b)))
+                Ok(FdSide::sockets(a, b))
             },
             datagram: true,
         };
@@ -109,11 +99,7 @@ struct SeqpacketAccept {
 }
 
 impl Opening for SeqpacketAccept {
-    fn finish(
-        self: Box<Self>,
-        _: &Rendezvous,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
+    fn finish(self: Box<Self>, _: &Rendezvous, spec: &ChannelSpec) -> EndpointResult {
         let (s, _) = accept_within(&self.socket, spec, |l| l.accept())?;
         // The peer is in: the path is no longer needed.
         let _ = std::fs::remove_file(&self.path);
@@ -139,18 +125,14 @@ impl Listener for SeqpacketListen {
             .map(|(s, _)| endpoint(s, spec, true))
             .transpose()
     }
-    fn connect(&self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
+    fn connect(&self, spec: &ChannelSpec) -> EndpointResult {
         let fd = crate::sys::unix_connect_timeout(&self.path, libc::SOCK_SEQPACKET, spec.timeout)
             .map_err(|e| TransportError::from_io(e, spec.timeout))?;
         endpoint(Socket::from(fd), spec, false)
     }
 }
 
-fn endpoint(
-    s: Socket,
-    spec: &ChannelSpec,
-    accepted: bool,
-) -> Result<Box<dyn Endpoint>, TransportError> {
+fn endpoint(s: Socket, spec: &ChannelSpec, accepted: bool) -> EndpointResult {
     // A peer that msgperf watches ends the case itself if it stops; a socket that is connected
     // sees one that closes or dies as an end of file, so its waits need no timer then.
     set_waits(&s, spec, !spec.watched)?;

@@ -99,12 +99,18 @@ impl Workload for Burst {
             let mut out = Outgoing::new(case.size_bytes, case.checksum);
             let mut buf = receive_buffer(case);
             let sent = phases(case, rec, |rec, seq, rule, record| {
-                bursts(ep, case, burst, rec, &mut out, &mut buf, seq, rule, record, ctl.stop)
+                bursts(
+                    ep, case, burst, rec, &mut out, &mut buf, seq, rule, record, ctl.stop,
+                )
             })?;
             let window = rec.window_ns();
             if window > 0 {
                 let msgs = rec.counters.messages_sent as f64;
-                rec.figure("messages per second in bursts", "/s", msgs * 1e9 / window as f64);
+                rec.figure(
+                    "messages per second in bursts",
+                    "/s",
+                    msgs * 1e9 / window as f64,
+                );
             }
             Ok(Some(sent))
         } else {

@@ -181,9 +181,7 @@ fn batch_means(
         means.sort_by(f64::total_cmp);
         Ok::<f64, RoleError>(means[BATCHES / 2])
     };
-    let encode = median(&mut |seq| {
-        m.encode(seq, buf).map(|_| ()).map_err(work)
-    })?;
+    let encode = median(&mut |seq| m.encode(seq, buf).map(|_| ()).map_err(work))?;
     // One value over and over (the last encoded): the body stays in cache, as one just
     // received does.
     let last = BATCH - 1;

@@ -97,7 +97,13 @@ impl Workload for Connect {
         &[&UP_TO_N, &HOLD, &BACKLOG, &NO_ACCEPT]
     }
     fn metrics(&self) -> &'static [Metric] {
-        &[Metric::RTT, CONNECT_CALL, ACCEPT_CALL, CLOSE_CALL, CONNECTION]
+        &[
+            Metric::RTT,
+            CONNECT_CALL,
+            ACCEPT_CALL,
+            CLOSE_CALL,
+            CONNECTION,
+        ]
     }
     fn latency(&self, case: &CaseConfig) -> (LatencyKind, Metric) {
         if param::flag(case, HOLD.key) {
@@ -337,8 +343,8 @@ fn hold(at: &Connections, rec: &mut Recorder, stop: &AtomicBool) {
     };
     let why = std::thread::scope(|s| {
         // A stalled server's listener: nothing accepts, the backlog fills.
-        let acceptor = (!param::flag(case, NO_ACCEPT.key))
-            .then(|| s.spawn(|| accept_loop(at, &done, None)));
+        let acceptor =
+            (!param::flag(case, NO_ACCEPT.key)).then(|| s.spawn(|| accept_loop(at, &done, None)));
         let mut held: Vec<Box<dyn Endpoint>> = Vec::new();
         let rule = StopRule::measured(case);
         let why = loop {

@@ -6,8 +6,8 @@
 use super::message::{self, Outgoing, END, MEASURED};
 use super::runtime::{check_fixed, one_role, tokio_runtime, Gate, Runtime, RUNTIME, STACK};
 use super::{
-    check_common, check_exchange, param, receive, Param, Params, RoleControl, RoleError,
-    RoleSpec, Sent, Topology, Workload, N,
+    check_common, check_exchange, param, receive, Param, Params, RoleControl, RoleError, RoleSpec,
+    Sent, Topology, Workload, N,
 };
 use crate::measure::integrity::{Arrival, SeqTracker};
 use crate::measure::{clock, Metric, Recorder};
@@ -435,8 +435,7 @@ type Msg = (Box<[u8]>, usize);
 /// where it lands, and each sender ends with END as a sender thread's role does.
 fn run_tasks(case: &CaseConfig, rec: &mut Recorder, stop: &AtomicBool) -> Result<(), RoleError> {
     let n = param::count(case, N.key).unwrap_or(1) as usize;
-    let runtime = tokio_runtime(Runtime::of(case))
-        .map_err(RoleError::Work)?;
+    let runtime = tokio_runtime(Runtime::of(case)).map_err(RoleError::Work)?;
     let job = Arc::new(Job {
         case: case.clone(),
         count: case.count.unwrap_or(DEFAULT_COUNT),

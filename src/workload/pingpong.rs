@@ -2,13 +2,13 @@
 //! the round trip (a null RPC when the message is the bare header).
 
 use super::message::{self, Outgoing, END, MEASURED};
+use super::oneway::one_way;
 use super::payload::{self, Typed, PAYLOAD};
 use super::{
     check_common, check_exchange, check_two_roles, only_end, phases, receive, receive_buffer,
     receive_in_place, two_roles, Param, Params, RoleControl, RoleError, RoleSpec, Sent, StopRule,
     Topology, Workload,
 };
-use super::oneway::one_way;
 use crate::measure::{clock as mono, clock::IntervalClock, Metric, Recorder};
 use crate::result::{CaseConfig, FloorKind, LatencyKind, RoleKind};
 use crate::transport::{Capabilities, Endpoint, Exchange, TransportError};
@@ -240,19 +240,18 @@ impl Loop<'_> {
             if case.zero_copy {
                 let (mut encoded, mut t_encoded) = (Ok(()), t0);
                 let typed = &mut self.typed;
-                self.ep.send_with(case.size_bytes, &mut |slot| match typed {
-                    Some(t) => {
-                        message::build_header(slot, this, stamp, flags, 0);
-                        encoded = t.encode(this, slot);
-                        t_encoded = clock.now();
-                        if case.checksum {
-                            message::reseal(slot);
+                self.ep
+                    .send_with(case.size_bytes, &mut |slot| match typed {
+                        Some(t) => {
+                            message::build_header(slot, this, stamp, flags, 0);
+                            encoded = t.encode(this, slot);
+                            t_encoded = clock.now();
+                            if case.checksum {
+                                message::reseal(slot);
+                            }
                         }
-                    }
-                    None => {
-                        message::build_in_place(slot, this, stamp, flags, 0, case.checksum)
-                    }
-                })?;
+                        None => message::build_in_place(slot, this, stamp, flags, 0, case.checksum),
+                    })?;
                 encoded?;
                 if self.typed.is_some() {
                     t_send = t_encoded;

@@ -5,8 +5,8 @@
 //! turn. Every publisher-to-subscriber stream is a `stream`'s; a subscriber reads each
 //! publisher's on a thread of its own, and its result is the sum of them.
 
-use super::payload::PAYLOAD;
 use super::oneway::{read_stream, write_stream, Flow, SLOW_SUBSCRIBER};
+use super::payload::PAYLOAD;
 use super::{
     check_common, check_exchange, param, Param, RoleControl, RoleError, RoleSpec, Sent, Topology,
     Workload,

@@ -2,8 +2,8 @@
 //! checks each one; throughput is measured at the reader. With `--confirm` the writer waits for
 //! an acknowledgement of every message (NML's confirm_write).
 
-use super::payload::PAYLOAD;
 use super::oneway::{read_stream, write_stream, Flow, SLOW_SUBSCRIBER};
+use super::payload::PAYLOAD;
 use super::{
     check_common, check_exchange, check_two_roles, only_end, param, two_roles, Param, ParamKind,
     RoleControl, RoleError, RoleSpec, Sent, Topology, Workload,

@@ -8,16 +8,13 @@
 use super::{client, driver::MediaDriver, uri};
 use crate::sys;
 use crate::transport::floor::{
-    measure_round_trips, FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow,
+    measure_round_trips, FloorFigure, FloorLoop, FloorRun, Notes, NotesFloor, ReadWindow,
 };
 use rusteron_client as rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 pub struct AeronFloor;
-
-/// How long a side waits for the other (to start, to answer).
-const WAIT: Duration = Duration::from_secs(10);
 
 /// The stream each way: side 0 writes on PING, side 1 on PONG.
 const PING: i32 = 1;
@@ -28,22 +25,20 @@ fn io(what: &str, e: impl std::fmt::Display) -> std::io::Error {
 }
 
 impl NotesFloor for AeronFloor {
-    fn run_with(
-        &self,
-        l: FloorLoop,
-        side: usize,
-        notes: Notes,
-        size: usize,
-        roles: &FloorRoles,
-        stop: &AtomicBool,
-    ) -> std::io::Result<Option<FloorFigure>> {
+    fn run_with(&self, run: FloorRun, notes: Notes) -> std::io::Result<Option<FloorFigure>> {
+        let (l, side, size, roles, stop) = (run.kind, run.side, run.size, run.roles, run.stop);
         let udp = roles.options.get("channel").is_some_and(|c| c == "udp");
         let spin = roles.options.get("wait").is_some_and(|w| w == "spin");
         // Side 0 starts the driver (and picks the UDP ports); side 1 reads where.
         let (_driver, dir, ports) = if side == 0 {
             let made = crate::transport::private_dir()?;
-            let d = MediaDriver::start(&made.join("aeron"), &roles.options, roles.cpus.1, WAIT)
-                .map_err(|e| io("its media driver", e))?;
+            let d = MediaDriver::start(
+                &made.join("aeron"),
+                &roles.options,
+                roles.cpus.1,
+                Notes::WAIT,
+            )
+            .map_err(|e| io("its media driver", e))?;
             let ports = if udp {
                 (Some(super::free_port()?), Some(super::free_port()?))
             } else {
@@ -61,7 +56,7 @@ impl NotesFloor for AeronFloor {
             )?;
             (Some((d, crate::transport::DirGuard(made))), dir, ports)
         } else {
-            let at = notes.wait(0, WAIT)?;
+            let at = notes.wait(0, Notes::WAIT)?;
             let mut words = at.split(' ');
             let dir = std::path::PathBuf::from(words.next().unwrap_or_default());
             let mut port = || {
@@ -81,7 +76,7 @@ impl NotesFloor for AeronFloor {
         };
         let publication = aeron
             .async_add_exclusive_publication(&uri(their_port, false), mine)
-            .and_then(|p| p.poll_blocking(WAIT))
+            .and_then(|p| p.poll_blocking(Notes::WAIT))
             .map_err(|e| io("a publication", format!("{e:?}")))?;
         let subscription = aeron
             .async_add_subscription(
@@ -90,9 +85,9 @@ impl NotesFloor for AeronFloor {
                 rc::Handlers::NONE,
                 rc::Handlers::NONE,
             )
-            .and_then(|s| s.poll_blocking(WAIT))
+            .and_then(|s| s.poll_blocking(Notes::WAIT))
             .map_err(|e| io("a subscription", format!("{e:?}")))?;
-        let deadline = crate::deadline::Deadline::after(WAIT);
+        let deadline = crate::deadline::Deadline::after(Notes::WAIT);
         while !(publication.is_connected() && subscription.is_connected()) {
             if deadline.expired() {
                 return Err(io("joining", "the other side never came"));
@@ -127,7 +122,8 @@ impl NotesFloor for AeronFloor {
             );
         };
         let data = vec![7u8; size];
-        let bound = sys::monotonic_ns() + (roles.warmup + roles.duration + WAIT).as_nanos() as u64;
+        let bound =
+            sys::monotonic_ns() + (roles.warmup + roles.duration + Notes::WAIT).as_nanos() as u64;
         let ended = || stop.load(Ordering::Relaxed) || sys::monotonic_ns() > bound;
         match (l, side) {
             (FloorLoop::PingPong, 0) => {
@@ -177,12 +173,7 @@ impl NotesFloor for AeronFloor {
                 Ok(Some(window.figure(size)))
             }
             (FloorLoop::Stream, _) => {
-                let end = sys::monotonic_ns() + (roles.warmup + roles.duration).as_nanos() as u64;
-                while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
-                    if !offer(&data) {
-                        break;
-                    }
-                }
+                run.write_stream(|| offer(&data));
                 offer(&[]);
                 Ok(None)
             }

@@ -18,6 +18,7 @@ use super::{
 };
 use crate::deadline::Deadline;
 use crate::delivery::{Delivery, Reliability, Setting};
+use crate::transport::{EndpointResult, OpenResult};
 use rusteron_client as rc;
 use std::ffi::CString;
 use std::path::Path;
@@ -138,12 +139,7 @@ impl Transport for Aeron {
         Ok(Setup::new(Rendezvous::new(self.name(), place), (driver, dir)).with_service(service))
     }
 
-    fn open(
-        &self,
-        _: &Rendezvous,
-        side: Side,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Opening>, TransportError> {
+    fn open(&self, _: &Rendezvous, side: Side, spec: &ChannelSpec) -> OpenResult {
         // Over UDP a binding end picks the ports its channel or topic meets on.
         let ports = match side {
             Side::Accept(_) if udp(spec) => Some(format!("{},{}", free_port()?, free_port()?)),
@@ -243,11 +239,7 @@ impl Opening for AeronOpening {
         self.ports.clone()
     }
 
-    fn finish(
-        self: Box<Self>,
-        at: &Rendezvous,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
+    fn finish(self: Box<Self>, at: &Rendezvous, spec: &ChannelSpec) -> EndpointResult {
         let timeout = spec.timeout;
         let ports: Vec<u16> = match (&self.ports, udp(spec)) {
             (_, false) => Vec::new(),

@@ -8,33 +8,25 @@ use super::{Client, Settings, SERVER};
 use crate::sys;
 use crate::transport::broker;
 use crate::transport::floor::{
-    io, measure_round_trips, FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow,
+    io, measure_round_trips, FloorFigure, FloorLoop, FloorRun, Notes, NotesFloor, ReadWindow,
 };
 use crate::transport::runtime::runtime;
 use futures_util::{FutureExt, StreamExt};
 use lapin::options::{BasicAckOptions, BasicQosOptions};
 use lapin::Consumer;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 pub struct AmqpFloor;
 
-/// How long a side waits for the other (to start, to answer).
-const WAIT: Duration = Duration::from_secs(10);
-
-/// Lines of the shared notes: the broker's URL, the reader's consumer, the loop's end.
-const URL: u64 = 0;
-const CONSUMING: u64 = 1;
-const DONE: u64 = 2;
-
 /// The next delivery's size, acknowledged if the settings say so; None at the end or after
-/// `WAIT` without one.
+/// `Notes::WAIT` without one.
 fn next(c: &mut Consumer, s: &Settings) -> std::io::Result<Option<usize>> {
     let rt = runtime();
     // What is queued is taken without a timer, as the adapter takes it.
     let got = match c.next().now_or_never() {
         Some(n) => Ok(n),
-        None => rt.block_on(async { tokio::time::timeout(WAIT, c.next()).await }),
+        None => rt.block_on(async { tokio::time::timeout(Notes::WAIT, c.next()).await }),
     };
     match got {
         Ok(Some(Ok(d))) => {
@@ -49,15 +41,8 @@ fn next(c: &mut Consumer, s: &Settings) -> std::io::Result<Option<usize>> {
 }
 
 impl NotesFloor for AmqpFloor {
-    fn run_with(
-        &self,
-        l: FloorLoop,
-        side: usize,
-        notes: Notes,
-        size: usize,
-        roles: &FloorRoles,
-        stop: &AtomicBool,
-    ) -> std::io::Result<Option<FloorFigure>> {
+    fn run_with(&self, run: FloorRun, notes: Notes) -> std::io::Result<Option<FloorFigure>> {
+        let (l, side, size, roles, stop) = (run.kind, run.side, run.size, run.roles, run.stop);
         let s = Settings::of(&roles.options);
         let rt = runtime();
         let data = vec![7u8; size];
@@ -74,7 +59,7 @@ impl NotesFloor for AmqpFloor {
                 rt.block_on(c.channel.basic_qos(s.prefetch, BasicQosOptions::default()))
                     .map_err(io)?;
             }
-            c.consume(q, &s, WAIT).map_err(io)
+            c.consume(q, &s, Notes::WAIT).map_err(io)
         };
         let publish = |c: &Client, q: &str, m: &[u8]| -> std::io::Result<()> {
             rt.block_on(c.publish("", q, m, &s)).map_err(io)
@@ -87,20 +72,20 @@ impl NotesFloor for AmqpFloor {
             Ok(())
         };
         if side == 1 {
-            let (url, broker) = broker::for_floor(&SERVER, "amqp", roles, WAIT)?;
-            let c = Client::connect(&url, WAIT).map_err(io)?;
+            let (url, broker) = broker::for_floor(&SERVER, "amqp", roles, Notes::WAIT)?;
+            let c = Client::connect(&url, Notes::WAIT).map_err(io)?;
             let name = format!("msgperf-floor-{}", std::process::id());
             let (ping, pong, queue) = queues(&name);
             for q in [&ping, &pong, &queue] {
-                c.declare(q, &s, WAIT).map_err(io)?;
+                c.declare(q, &s, Notes::WAIT).map_err(io)?;
             }
             confirming(&c)?;
             let at = format!("{url} {name}");
             match l {
                 FloorLoop::PingPong => {
                     let mut pings = consume(&c, &ping)?;
-                    notes.put(URL, &at)?;
-                    let end = sys::monotonic_ns() + loop_ns + WAIT.as_nanos() as u64;
+                    notes.put(Notes::URL, &at)?;
+                    let end = sys::monotonic_ns() + loop_ns + Notes::WAIT.as_nanos() as u64;
                     while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
                         match next(&mut pings, &s)? {
                             Some(n) if n > 1 => publish(&c, &pong, &data)?,
@@ -109,8 +94,8 @@ impl NotesFloor for AmqpFloor {
                     }
                 }
                 FloorLoop::Stream => {
-                    notes.put(URL, &at)?;
-                    notes.wait(CONSUMING, WAIT)?;
+                    notes.put(Notes::URL, &at)?;
+                    notes.wait(Notes::READY, Notes::WAIT)?;
                     let end = sys::monotonic_ns() + loop_ns;
                     while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
                         publish(&c, &queue, &data)?;
@@ -119,7 +104,7 @@ impl NotesFloor for AmqpFloor {
                 }
             }
             // The broker stays until side 0 has all it will read.
-            let _ = notes.wait(DONE, WAIT + Duration::from_nanos(loop_ns));
+            let _ = notes.wait(Notes::DONE, Notes::WAIT + Duration::from_nanos(loop_ns));
             // Queues expire unused, but a stream does not.
             c.delete(&[&ping, &pong, &queue]);
             drop(c);
@@ -127,10 +112,10 @@ impl NotesFloor for AmqpFloor {
             return Ok(None);
         }
         // Side 1 declared the queues, named after it, before it wrote where they are.
-        let at = notes.wait(URL, WAIT + SERVER.boots_within)?;
+        let at = notes.wait(Notes::URL, Notes::WAIT + SERVER.boots_within)?;
         let (url, name) = at.split_once(' ').ok_or_else(|| io("bad notes"))?;
         let (ping, pong, queue) = queues(name);
-        let c = Client::connect(url, WAIT).map_err(io)?;
+        let c = Client::connect(url, Notes::WAIT).map_err(io)?;
         confirming(&c)?;
         let figure = match l {
             FloorLoop::PingPong => {
@@ -144,7 +129,7 @@ impl NotesFloor for AmqpFloor {
             }
             FloorLoop::Stream => {
                 let mut stream = consume(&c, &queue)?;
-                notes.put(CONSUMING, "yes")?;
+                notes.put(Notes::READY, "yes")?;
                 let mut window = ReadWindow::new(roles.warmup);
                 while !stop.load(Ordering::Relaxed) {
                     match next(&mut stream, &s)? {
@@ -157,7 +142,7 @@ impl NotesFloor for AmqpFloor {
                 window.figure(size)
             }
         };
-        notes.put(DONE, "yes")?;
+        notes.put(Notes::DONE, "yes")?;
         Ok(Some(figure))
     }
 }

@@ -13,10 +13,10 @@ use super::broker::{self, Helper, Program};
 use super::runtime::wait;
 use super::{
     reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Need,
-    Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport,
-    TransportError,
+    OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport, TransportError,
 };
 use crate::delivery::{Delivery, History, Reliability, Setting};
+use crate::transport::OpenResult;
 use futures_util::{FutureExt, StreamExt};
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
@@ -411,12 +411,7 @@ impl Transport for Amqp {
         Ok(setup)
     }
 
-    fn open(
-        &self,
-        at: &Rendezvous,
-        side: Side,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Opening>, TransportError> {
+    fn open(&self, at: &Rendezvous, side: Side, spec: &ChannelSpec) -> OpenResult {
         let (url, name) = broker::meeting(at)?;
         let s = Settings::of(&spec.options);
         let client = Client::connect(url, spec.timeout)?;

@@ -4,18 +4,14 @@
 //! them into a small memory file that both sides read.
 
 use super::cyclone::{self, Participant, Reader, Writer};
-use crate::sys;
 use crate::transport::floor::{
-    measure_round_trips, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, Notes, ReadWindow,
+    measure_round_trips, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, FloorRun, Notes,
 };
 use crate::transport::ChannelSpec;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 pub struct DdsFloor;
-
-/// How long a side waits for the other (to match, to answer).
-const WAIT: Duration = Duration::from_secs(10);
 
 impl Floor for DdsFloor {
     fn make(&self, _: FloorLoop, _: usize, _: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
@@ -25,15 +21,8 @@ impl Floor for DdsFloor {
         notes.ends()
     }
 
-    fn run(
-        &self,
-        l: FloorLoop,
-        side: usize,
-        ends: FloorEnds,
-        size: usize,
-        roles: &FloorRoles,
-        stop: &AtomicBool,
-    ) -> std::io::Result<Option<FloorFigure>> {
+    fn run(&self, run: FloorRun, ends: FloorEnds) -> std::io::Result<Option<FloorFigure>> {
+        let (l, side, size, roles, stop) = (run.kind, run.side, run.size, run.roles, run.stop);
         let key = Notes::of(ends)?.get(0)?.unwrap_or_default();
         let (id, tag) = key
             .split_once('/')
@@ -41,7 +30,7 @@ impl Floor for DdsFloor {
             .ok_or_else(|| std::io::Error::other("the dds floor's memory file holds no domain"))?;
         let spec = ChannelSpec {
             options: roles.options.clone(),
-            timeout: WAIT,
+            timeout: Notes::WAIT,
             poll: false,
             max_message: size,
             watched: false,
@@ -60,14 +49,14 @@ impl Floor for DdsFloor {
         let writer = Writer::new(&participant, &format!("{tag}/{out}"), &qos).map_err(io)?;
         let mut reader =
             Reader::new(&participant, &format!("{tag}/{inn}"), &qos, wake).map_err(io)?;
-        let met = crate::deadline::Deadline::after(WAIT);
+        let met = crate::deadline::Deadline::after(Notes::WAIT);
         writer.wait_matched(1, met).map_err(io)?;
         reader.wait_matched(met).map_err(io)?;
         let mut writer = writer;
         let mut buf = vec![7u8; size.max(1)];
         // Takes the next message, waiting for it (None: the peer is gone, or stop was raised).
         let next = |reader: &mut Reader, buf: &mut [u8]| -> Option<usize> {
-            let deadline = crate::deadline::Deadline::after(WAIT);
+            let deadline = crate::deadline::Deadline::after(Notes::WAIT);
             loop {
                 match reader.take(buf) {
                     Ok(Some(n)) => return Some(n),
@@ -117,23 +106,12 @@ impl Floor for DdsFloor {
                 Ok(None)
             }
             (FloorLoop::Stream, 0) => {
-                let mut window = ReadWindow::new(roles.warmup);
-                while !stop.load(Ordering::Relaxed) {
-                    match next(&mut reader, &mut buf) {
-                        Some(n) if n > 1 => {}
-                        _ => break,
-                    }
-                    window.read();
-                }
-                Ok(Some(window.figure(size)))
+                Ok(Some(run.read_stream(|| {
+                    next(&mut reader, &mut buf).is_some_and(|n| n > 1)
+                })))
             }
             (FloorLoop::Stream, _) => {
-                let end = sys::monotonic_ns() + (roles.warmup + roles.duration).as_nanos() as u64;
-                while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
-                    if writer.write(&buf).is_err() {
-                        break;
-                    }
-                }
+                run.write_stream(|| writer.write(&buf).is_ok());
                 send_end(&mut writer);
                 Ok(None)
             }

@@ -21,6 +21,7 @@ use super::{
     Options, Place, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::delivery::{Delivery, History, Reliability, Setting};
+use crate::transport::{EndpointResult, OpenResult};
 use cyclone::{DdsError, Participant, Qos, Reader, Wake, Writer};
 use std::sync::Arc;
 use std::time::Duration;
@@ -129,12 +130,7 @@ impl Transport for Dds {
         ))
     }
 
-    fn open(
-        &self,
-        at: &Rendezvous,
-        side: Side,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Opening>, TransportError> {
+    fn open(&self, at: &Rendezvous, side: Side, spec: &ChannelSpec) -> OpenResult {
         let Place::Key(key) = &at.place else {
             return Err(TransportError::Unsupported("dds meets in a domain".into()));
         };
@@ -262,11 +258,7 @@ impl Opening for DdsOpening {
         None
     }
 
-    fn finish(
-        self: Box<Self>,
-        _: &Rendezvous,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
+    fn finish(self: Box<Self>, _: &Rendezvous, spec: &ChannelSpec) -> EndpointResult {
         let DdsOpening { ends, readers } = *self;
         // Matched both ways before anything is written: a volatile writer's samples reach only
         // the readers it has matched.

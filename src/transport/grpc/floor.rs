@@ -8,10 +8,10 @@ use super::proto::{Done, Frame, Hello};
 use super::{connect, runtime, serve, wait_on, Local};
 use crate::sys;
 use crate::transport::floor::{
-    measure_round_trips, FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow,
+    measure_round_trips, FloorFigure, FloorLoop, FloorRun, Notes, NotesFloor, ReadWindow,
 };
 use bytes::Bytes;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -19,9 +19,6 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 pub struct GrpcFloor;
-
-/// How long a side waits for the other (to start, to answer).
-const WAIT: Duration = Duration::from_secs(10);
 
 /// Lines of the shared notes: the server's address, the client's end.
 const ADDRESS: u64 = 0;
@@ -76,16 +73,9 @@ impl Bench for Plain {
 }
 
 impl NotesFloor for GrpcFloor {
-    fn run_with(
-        &self,
-        l: FloorLoop,
-        side: usize,
-        notes: Notes,
-        size: usize,
-        roles: &FloorRoles,
-        stop: &AtomicBool,
-    ) -> std::io::Result<Option<FloorFigure>> {
-        let spec = roles.spec(size, WAIT);
+    fn run_with(&self, run: FloorRun, notes: Notes) -> std::io::Result<Option<FloorFigure>> {
+        let (l, side, size, roles, stop) = (run.kind, run.side, run.size, run.roles, run.stop);
+        let spec = roles.spec(size, Notes::WAIT);
         let io = |e: crate::transport::TransportError| std::io::Error::other(e.to_string());
         // Ping-pong: side 0 calls, side 1 serves. A stream: side 1 writes, side 0 serves and
         // measures.
@@ -106,7 +96,7 @@ impl NotesFloor for GrpcFloor {
             };
             let (stop_tx, stopped) = oneshot::channel::<()>();
             let server = serve(own.as_ref(), listener, plain, size, stopped)?;
-            let bound = roles.warmup + roles.duration + WAIT;
+            let bound = roles.warmup + roles.duration + Notes::WAIT;
             let got = if l == FloorLoop::Stream {
                 wait_on(own.as_ref(), bound, figure)
                     .ok()
@@ -134,7 +124,7 @@ impl NotesFloor for GrpcFloor {
                 (_, got) => Ok(got),
             };
         }
-        let at = notes.wait(ADDRESS, WAIT)?;
+        let at = notes.wait(ADDRESS, Notes::WAIT)?;
         let mut client = connect(&at, &spec).map_err(io)?;
         let data = Bytes::from(vec![7u8; size]);
         match l {
@@ -154,22 +144,15 @@ impl NotesFloor for GrpcFloor {
                 let (tx, rx) = mpsc::channel(super::QUEUE);
                 let call =
                     runtime().spawn(async move { client.push(ReceiverStream::new(rx)).await });
-                let end = sys::monotonic_ns() + (roles.warmup + roles.duration).as_nanos() as u64;
-                while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
-                    if tx
-                        .blocking_send(Frame {
-                            data: Bytes::copy_from_slice(&data),
-                        })
-                        .is_err()
-                    {
-                        break;
-                    }
-                }
+                run.write_stream(|| {
+                    let data = Bytes::copy_from_slice(&data);
+                    tx.blocking_send(Frame { data }).is_ok()
+                });
                 let _ = tx.blocking_send(Frame {
                     data: Bytes::from_static(&[0]),
                 });
                 drop(tx);
-                let _ = super::wait(WAIT, call);
+                let _ = super::wait(Notes::WAIT, call);
                 Ok(None)
             }
         }

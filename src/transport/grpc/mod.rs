@@ -26,6 +26,7 @@ use super::{
 };
 use crate::deadline::Deadline;
 use crate::delivery::Delivery;
+use crate::transport::{EndpointResult, OpenResult};
 use bytes::Bytes;
 use proto::bench_client::BenchClient;
 use proto::bench_server::{Bench, BenchServer};
@@ -83,12 +84,7 @@ impl Transport for Grpc {
         Ok(host_setup(self.name(), plan))
     }
 
-    fn open(
-        &self,
-        at: &Rendezvous,
-        side: Side,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Opening>, TransportError> {
+    fn open(&self, at: &Rendezvous, side: Side, spec: &ChannelSpec) -> OpenResult {
         match side {
             Side::Accept(_) | Side::Publish { .. } => {
                 // A stream's reader only reads, and a responder reads as soon as it has
@@ -319,11 +315,7 @@ impl Opening for GrpcOpening {
         self.server.as_ref().map(|s| s.address.clone())
     }
 
-    fn finish(
-        self: Box<Self>,
-        at: &Rendezvous,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
+    fn finish(self: Box<Self>, at: &Rendezvous, spec: &ChannelSpec) -> EndpointResult {
         let GrpcOpening { side, server } = *self;
         let timeout = spec.timeout;
         if let Some(server) = server {

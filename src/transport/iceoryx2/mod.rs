@@ -17,6 +17,7 @@ use super::{
     Options, Place, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::deadline::Deadline;
+use crate::transport::{EndpointResult, OpenResult};
 use ::iceoryx2::port::listener::Listener as EventListener;
 use ::iceoryx2::port::notifier::Notifier;
 use ::iceoryx2::port::publisher::Publisher;
@@ -85,12 +86,7 @@ impl Transport for Iceoryx2 {
         ))
     }
 
-    fn open(
-        &self,
-        at: &Rendezvous,
-        side: Side,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Opening>, TransportError> {
+    fn open(&self, at: &Rendezvous, side: Side, spec: &ChannelSpec) -> OpenResult {
         let (n, accept) = channel_of(self.name(), side)?;
         let Place::Key(prefix) = &at.place else {
             return Err(TransportError::Unsupported(
@@ -138,11 +134,7 @@ struct IoxAccept {
 }
 
 impl Opening for IoxAccept {
-    fn finish(
-        self: Box<Self>,
-        _: &Rendezvous,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
+    fn finish(self: Box<Self>, _: &Rendezvous, spec: &ChannelSpec) -> EndpointResult {
         let mut side = self.side;
         side.peer_pid = side.recv_hello(spec.timeout)?;
         side.send_raw(&std::process::id().to_le_bytes())?;

@@ -14,10 +14,10 @@ use super::broker::{self, Program};
 use super::runtime::wait;
 use super::{
     reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Get, Need,
-    Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport,
-    TransportError,
+    OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport, TransportError,
 };
 use crate::delivery::{Delivery, History, Reliability, Setting};
+use crate::transport::OpenResult;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::config::ClientConfig;
@@ -612,12 +612,7 @@ impl Transport for Kafka {
         Ok(setup)
     }
 
-    fn open(
-        &self,
-        at: &Rendezvous,
-        side: Side,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Opening>, TransportError> {
+    fn open(&self, at: &Rendezvous, side: Side, spec: &ChannelSpec) -> OpenResult {
         let (url, name) = broker::meeting(at)?;
         let s = Settings::of(&spec.options);
         let (out, inbound) = broker::names(name, '.', side);

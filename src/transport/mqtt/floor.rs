@@ -8,34 +8,19 @@ use super::{qos_of, Client, SERVER};
 use crate::sys;
 use crate::transport::broker;
 use crate::transport::floor::{
-    io, measure_round_trips, FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow,
+    io, measure_round_trips, FloorFigure, FloorLoop, FloorRun, Notes, NotesFloor, ReadWindow,
 };
 use crate::transport::runtime::runtime;
 use rumqttc::Packet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 pub struct MqttFloor;
 
-/// How long a side waits for the other (to start, to answer).
-const WAIT: Duration = Duration::from_secs(10);
-
-/// Lines of the shared notes: the broker's URL, the reader's subscription, the loop's end.
-const URL: u64 = 0;
-const SUBSCRIBED: u64 = 1;
-const DONE: u64 = 2;
-
 impl NotesFloor for MqttFloor {
-    fn run_with(
-        &self,
-        l: FloorLoop,
-        side: usize,
-        notes: Notes,
-        size: usize,
-        roles: &FloorRoles,
-        stop: &AtomicBool,
-    ) -> std::io::Result<Option<FloorFigure>> {
-        let spec = roles.spec(size, WAIT);
+    fn run_with(&self, run: FloorRun, notes: Notes) -> std::io::Result<Option<FloorFigure>> {
+        let (l, side, size, roles, stop) = (run.kind, run.side, run.size, run.roles, run.stop);
+        let spec = roles.spec(size, Notes::WAIT);
         let qos = qos_of(&roles.options);
         let rt = runtime();
         let data = vec![7u8; size];
@@ -44,23 +29,23 @@ impl NotesFloor for MqttFloor {
         let name = format!("msgperf-floor-{}", std::process::id());
         let subscribe = |c: &mut Client, topic: String| -> std::io::Result<()> {
             rt.block_on(c.client.subscribe(topic, qos)).map_err(io)?;
-            c.until(WAIT, |p| matches!(p, Packet::SubAck(_)))
+            c.until(Notes::WAIT, |p| matches!(p, Packet::SubAck(_)))
                 .map_err(io)?;
             Ok(())
         };
         if side == 1 {
-            let (url, broker) = broker::for_floor(&SERVER, "mqtt", roles, WAIT)?;
+            let (url, broker) = broker::for_floor(&SERVER, "mqtt", roles, Notes::WAIT)?;
             let mut c = Client::connect(&url, &format!("{name}-1"), &spec).map_err(io)?;
             match l {
                 FloorLoop::PingPong => {
                     subscribe(&mut c, format!("{name}/ping"))?;
-                    notes.put(URL, &format!("{url} {name}"))?;
-                    let end = sys::monotonic_ns() + loop_ns + WAIT.as_nanos() as u64;
+                    notes.put(Notes::URL, &format!("{url} {name}"))?;
+                    let end = sys::monotonic_ns() + loop_ns + Notes::WAIT.as_nanos() as u64;
                     while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
                         match c.next(tick).map_err(io)? {
                             Some(Packet::Publish(p)) if p.payload.len() > 1 => {
                                 let pong = format!("{name}/pong");
-                                c.publish(&pong, qos, &p.payload, WAIT).map_err(io)?;
+                                c.publish(&pong, qos, &p.payload, Notes::WAIT).map_err(io)?;
                             }
                             Some(Packet::Publish(_)) => break,
                             _ => {}
@@ -68,23 +53,23 @@ impl NotesFloor for MqttFloor {
                     }
                 }
                 FloorLoop::Stream => {
-                    notes.put(URL, &format!("{url} {name}"))?;
-                    notes.wait(SUBSCRIBED, WAIT)?;
+                    notes.put(Notes::URL, &format!("{url} {name}"))?;
+                    notes.wait(Notes::READY, Notes::WAIT)?;
                     let topic = format!("{name}/data");
                     let end = sys::monotonic_ns() + loop_ns;
                     while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
-                        c.publish(&topic, qos, &data, WAIT).map_err(io)?;
+                        c.publish(&topic, qos, &data, Notes::WAIT).map_err(io)?;
                     }
-                    c.publish(&topic, qos, &[0u8], WAIT).map_err(io)?;
+                    c.publish(&topic, qos, &[0u8], Notes::WAIT).map_err(io)?;
                 }
             }
             // The broker stays until side 0 has all it will read.
-            let _ = notes.wait(DONE, WAIT);
+            let _ = notes.wait(Notes::DONE, Notes::WAIT);
             drop(c);
             drop(broker);
             return Ok(None);
         }
-        let at = notes.wait(URL, WAIT)?;
+        let at = notes.wait(Notes::URL, Notes::WAIT)?;
         // Side 1's names: the topics are its.
         let (url, name) = at.split_once(' ').ok_or_else(|| io("bad notes"))?;
         let mut c = Client::connect(url, &format!("{name}-0"), &spec).map_err(io)?;
@@ -93,21 +78,21 @@ impl NotesFloor for MqttFloor {
                 subscribe(&mut c, format!("{name}/pong"))?;
                 let ping = format!("{name}/ping");
                 let f = measure_round_trips(roles, stop, || {
-                    c.publish(&ping, qos, &data, WAIT).is_ok()
-                        && c.until(WAIT, |p| matches!(p, Packet::Publish(_)))
+                    c.publish(&ping, qos, &data, Notes::WAIT).is_ok()
+                        && c.until(Notes::WAIT, |p| matches!(p, Packet::Publish(_)))
                             .is_ok_and(
                                 |p| matches!(p, Packet::Publish(p) if p.payload.len() == size),
                             )
                 });
-                let _ = c.publish(&ping, qos, &[0u8], WAIT);
+                let _ = c.publish(&ping, qos, &[0u8], Notes::WAIT);
                 f?
             }
             FloorLoop::Stream => {
                 subscribe(&mut c, format!("{name}/data"))?;
-                notes.put(SUBSCRIBED, "yes")?;
+                notes.put(Notes::READY, "yes")?;
                 let mut window = ReadWindow::new(roles.warmup);
                 let deadline =
-                    crate::deadline::Deadline::after(Duration::from_nanos(loop_ns) + WAIT);
+                    crate::deadline::Deadline::after(Duration::from_nanos(loop_ns) + Notes::WAIT);
                 while !deadline.expired() && !stop.load(Ordering::Relaxed) {
                     match c.next(tick).map_err(io)? {
                         Some(Packet::Publish(p)) if p.payload.len() > 1 => {
@@ -120,7 +105,7 @@ impl NotesFloor for MqttFloor {
                 window.figure(size)
             }
         };
-        notes.put(DONE, "yes")?;
+        notes.put(Notes::DONE, "yes")?;
         Ok(Some(figure))
     }
 }

@@ -10,10 +10,10 @@ use super::broker::{self, Program};
 use super::runtime::{runtime, wait};
 use super::{
     as_it_is, reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor,
-    Need, Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport,
-    TransportError,
+    Need, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport, TransportError,
 };
 use crate::delivery::{Delivery, Reliability, Setting};
+use crate::transport::OpenResult;
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -132,12 +132,7 @@ impl Transport for Mqtt {
         broker::setup(self.name(), &SERVER, "mqtt", plan, spec, None)
     }
 
-    fn open(
-        &self,
-        at: &Rendezvous,
-        side: Side,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Opening>, TransportError> {
+    fn open(&self, at: &Rendezvous, side: Side, spec: &ChannelSpec) -> OpenResult {
         let (url, name) = broker::meeting(at)?;
         let (out, inbound) = broker::names(name, '/', side);
         let id = format!("{name}-{}", side.meeting().replace(' ', "-"))

@@ -12,24 +12,16 @@ use super::{
 use crate::sys;
 use crate::transport::broker;
 use crate::transport::floor::{
-    io, measure_round_trips, FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow,
+    io, measure_round_trips, FloorFigure, FloorLoop, FloorRun, Notes, NotesFloor, ReadWindow,
 };
 use async_nats::jetstream::{self, consumer::push};
 use async_nats::{Client, Subscriber};
 use bytes::Bytes;
 use futures_util::StreamExt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 pub struct NatsFloor;
-
-/// How long a side waits for the other (to start, to answer).
-const WAIT: Duration = Duration::from_secs(10);
-
-/// Lines of the shared notes: the server's URL, the reader's subscription, the loop's end.
-const URL: u64 = 0;
-const SUBSCRIBED: u64 = 1;
-const DONE: u64 = 2;
 
 /// What a side reads: a core subscription, or a JetStream consumer's messages.
 enum Reader {
@@ -85,16 +77,9 @@ async fn publish(
 }
 
 impl NotesFloor for NatsFloor {
-    fn run_with(
-        &self,
-        l: FloorLoop,
-        side: usize,
-        notes: Notes,
-        size: usize,
-        roles: &FloorRoles,
-        stop: &AtomicBool,
-    ) -> std::io::Result<Option<FloorFigure>> {
-        let spec = roles.spec(size, WAIT);
+    fn run_with(&self, run: FloorRun, notes: Notes) -> std::io::Result<Option<FloorFigure>> {
+        let (l, side, size, roles, stop) = (run.kind, run.side, run.size, run.roles, run.stop);
+        let spec = roles.spec(size, Notes::WAIT);
         let rt = runtime();
         let data = Bytes::from(vec![7u8; size]);
         let end_mark = Bytes::from_static(&[0]);
@@ -102,12 +87,12 @@ impl NotesFloor for NatsFloor {
         let storage = jetstream_of(&roles.options);
         let mut acks = Acks::of(&roles.options);
         if side == 1 {
-            let (url, broker) = broker::for_floor(&SERVER, "nats", roles, WAIT)?;
+            let (url, broker) = broker::for_floor(&SERVER, "nats", roles, Notes::WAIT)?;
             let client = connect(&url, &spec).map_err(io)?;
             let name = format!("msgperf-floor-{}", std::process::id());
             let js = storage.map(|_| jetstream_context(client.clone()));
             if let (Some(js), Some(storage)) = (&js, storage) {
-                create_stream(js, &name, storage, WAIT).map_err(io)?;
+                create_stream(js, &name, storage, Notes::WAIT).map_err(io)?;
             }
             let js = js.as_ref();
             match l {
@@ -119,8 +104,8 @@ impl NotesFloor for NatsFloor {
                             format!("{name}.ping"),
                         ))
                         .map_err(io)?;
-                    notes.put(URL, &format!("{url} {name}"))?;
-                    let end = sys::monotonic_ns() + loop_ns + WAIT.as_nanos() as u64;
+                    notes.put(Notes::URL, &format!("{url} {name}"))?;
+                    let end = sys::monotonic_ns() + loop_ns + Notes::WAIT.as_nanos() as u64;
                     while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
                         let got = rt.block_on(async {
                             tokio::time::timeout(Duration::from_millis(100), pings.next()).await
@@ -137,8 +122,8 @@ impl NotesFloor for NatsFloor {
                     }
                 }
                 FloorLoop::Stream => {
-                    notes.put(URL, &format!("{url} {name}"))?;
-                    notes.wait(SUBSCRIBED, WAIT)?;
+                    notes.put(Notes::URL, &format!("{url} {name}"))?;
+                    notes.wait(Notes::READY, Notes::WAIT)?;
                     let subject = format!("{name}.data");
                     let end = sys::monotonic_ns() + loop_ns;
                     // One async loop, as a program written for the client would run it.
@@ -156,7 +141,7 @@ impl NotesFloor for NatsFloor {
                 }
             }
             // The server stays until side 0 has all it will read.
-            let _ = notes.wait(DONE, WAIT);
+            let _ = notes.wait(Notes::DONE, Notes::WAIT);
             if let Some(js) = js {
                 let _ = rt.block_on(js.delete_stream(&name));
             }
@@ -164,7 +149,7 @@ impl NotesFloor for NatsFloor {
             drop(broker);
             return Ok(None);
         }
-        let at = notes.wait(URL, WAIT)?;
+        let at = notes.wait(Notes::URL, Notes::WAIT)?;
         let (url, name) = at.split_once(' ').ok_or_else(|| io("bad notes"))?;
         let client = connect(url, &spec).map_err(io)?;
         let js = storage.map(|_| jetstream_context(client.clone()));
@@ -188,7 +173,7 @@ impl NotesFloor for NatsFloor {
                         )
                         .await
                         .is_ok()
-                            && tokio::time::timeout(WAIT, pongs.next())
+                            && tokio::time::timeout(Notes::WAIT, pongs.next())
                                 .await
                                 .is_ok_and(|m| m.is_some_and(|m| m.len() == size))
                     })
@@ -200,11 +185,11 @@ impl NotesFloor for NatsFloor {
             }
             FloorLoop::Stream => {
                 let mut msgs = reader(format!("{name}.data"))?;
-                notes.put(SUBSCRIBED, "yes")?;
+                notes.put(Notes::READY, "yes")?;
                 let mut window = ReadWindow::new(roles.warmup);
                 // Core NATS may drop the end mark with other messages: the loop's length bounds it.
                 let deadline =
-                    crate::deadline::Deadline::after(Duration::from_nanos(loop_ns) + WAIT);
+                    crate::deadline::Deadline::after(Duration::from_nanos(loop_ns) + Notes::WAIT);
                 rt.block_on(async {
                     while !deadline.expired() && !stop.load(Ordering::Relaxed) {
                         // A queued message is taken before the timer is polled.
@@ -219,7 +204,7 @@ impl NotesFloor for NatsFloor {
                 window.figure(size)
             }
         };
-        notes.put(DONE, "yes")?;
+        notes.put(Notes::DONE, "yes")?;
         Ok(Some(figure))
     }
 }

@@ -18,10 +18,10 @@ use super::broker::{self, Program};
 use super::runtime::{runtime, wait};
 use super::{
     as_it_is, reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor,
-    Need, Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport,
-    TransportError,
+    Need, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport, TransportError,
 };
 use crate::delivery::{Delivery, Setting};
+use crate::transport::OpenResult;
 use async_nats::jetstream::{self, consumer::push, context::PublishAckFuture, stream::StorageType};
 use async_nats::{Client, Subject, Subscriber};
 use bytes::Bytes;
@@ -175,12 +175,7 @@ impl Transport for Nats {
         Ok(setup)
     }
 
-    fn open(
-        &self,
-        at: &Rendezvous,
-        side: Side,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Opening>, TransportError> {
+    fn open(&self, at: &Rendezvous, side: Side, spec: &ChannelSpec) -> OpenResult {
         let (url, name) = broker::meeting(at)?;
         let (out, inbound) = broker::names(name, '.', side);
         let out: Option<Subject> = out.map(Into::into);

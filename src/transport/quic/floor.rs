@@ -8,16 +8,12 @@
 use super::{endpoint, handshake_in, handshake_out, parse_bound, server_config, Driver};
 use crate::sys;
 use crate::transport::floor::{
-    measure_round_trips, FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow,
+    measure_round_trips, FloorFigure, FloorLoop, FloorRun, Notes, NotesFloor, ReadWindow,
 };
 use bytes::Bytes;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::Ordering;
 
 pub struct QuicFloor;
-
-/// How long a side waits for the other (to start, to answer).
-const WAIT: Duration = Duration::from_secs(10);
 
 /// One side's connection: its stream, or None for datagrams.
 struct Side {
@@ -32,16 +28,9 @@ fn io(what: &str, e: impl std::fmt::Display) -> std::io::Error {
 }
 
 impl NotesFloor for QuicFloor {
-    fn run_with(
-        &self,
-        l: FloorLoop,
-        side: usize,
-        notes: Notes,
-        size: usize,
-        roles: &FloorRoles,
-        stop: &AtomicBool,
-    ) -> std::io::Result<Option<FloorFigure>> {
-        let spec = roles.spec(size, WAIT);
+    fn run_with(&self, run: FloorRun, notes: Notes) -> std::io::Result<Option<FloorFigure>> {
+        let (l, side, size, roles, stop) = (run.kind, run.side, run.size, run.roles, run.stop);
+        let spec = roles.spec(size, Notes::WAIT);
         // Ping-pong: side 0 calls, side 1 echoes. A stream: side 1 writes, side 0 reads and
         // measures. The runtimes are the adapter's: the server's own, the shared one for the
         // client.
@@ -54,13 +43,13 @@ impl NotesFloor for QuicFloor {
             let endpoint = endpoint(&driver, Some(config), socket).map_err(|e| io("server", e))?;
             notes.put(0, &format!("{fingerprint}@{address}"))?;
             let incoming = driver
-                .run(Some(WAIT), endpoint.accept())
+                .run(Some(Notes::WAIT), endpoint.accept())
                 .map_err(|e| io("accepting", e))?
                 .ok_or_else(|| io("accepting", "no connection"))?;
             let joined = handshake_in(&driver, incoming, &spec).map_err(|e| io("accepting", e))?;
             (endpoint, joined)
         } else {
-            let bound = notes.wait(0, WAIT)?;
+            let bound = notes.wait(0, Notes::WAIT)?;
             let (server, fingerprint) = parse_bound(&bound).map_err(|e| io("address", e))?;
             let socket = std::net::UdpSocket::bind("127.0.0.1:0")?;
             let endpoint = endpoint(&driver, None, socket).map_err(|e| io("client", e))?;
@@ -74,7 +63,7 @@ impl NotesFloor for QuicFloor {
             stream,
             _endpoint: endpoint,
         };
-        let bound = Some(roles.warmup + roles.duration + WAIT);
+        let bound = Some(roles.warmup + roles.duration + Notes::WAIT);
         let mut buf = vec![7u8; size];
         let figure = match (l, side, me.stream.as_mut()) {
             (FloorLoop::PingPong, 0, Some((send, recv))) => {
@@ -162,12 +151,12 @@ impl NotesFloor for QuicFloor {
                 match stream {
                     Some((send, _)) => {
                         let _ = send.finish();
-                        let _ = me.driver.run(Some(WAIT), send.stopped());
+                        let _ = me.driver.run(Some(Notes::WAIT), send.stopped());
                     }
                     None => {
                         let _ = me
                             .driver
-                            .run(Some(WAIT), me.conn.send_datagram_wait(Bytes::new()));
+                            .run(Some(Notes::WAIT), me.conn.send_datagram_wait(Bytes::new()));
                     }
                 }
                 Ok(None)

@@ -22,6 +22,7 @@ use super::{
     Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::delivery::{Delivery, Reliability, Setting};
+use crate::transport::{EndpointResult, OpenResult};
 use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;
@@ -116,12 +117,7 @@ impl Transport for Quic {
         Ok(host_setup(self.name(), plan))
     }
 
-    fn open(
-        &self,
-        at: &Rendezvous,
-        side: Side,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Opening>, TransportError> {
+    fn open(&self, at: &Rendezvous, side: Side, spec: &ChannelSpec) -> OpenResult {
         let (_, accept) = channel_of(self.name(), side)?;
         // An accepting end that reads before it writes, and reads after it writes, runs its
         // connection itself. A connecting end cannot: what it writes last in its finish (the
@@ -384,12 +380,7 @@ fn write_error(e: quinn::WriteError, timeout: Duration) -> TransportError {
 }
 
 /// Connects to the accepting end that reported `bound`, from `host` (this role's address).
-fn connect(
-    driver: Driver,
-    bound: &str,
-    host: &str,
-    spec: &ChannelSpec,
-) -> Result<Box<dyn Endpoint>, TransportError> {
+fn connect(driver: Driver, bound: &str, host: &str, spec: &ChannelSpec) -> EndpointResult {
     let (server, fingerprint) = parse_bound(bound)?;
     let socket = std::net::UdpSocket::bind(super::local_towards(host, server))?;
     let endpoint = endpoint(&driver, None, socket)?;
@@ -482,11 +473,7 @@ impl Opening for QuicAccept {
         Some(self.address.clone())
     }
 
-    fn finish(
-        self: Box<Self>,
-        _: &Rendezvous,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
+    fn finish(self: Box<Self>, _: &Rendezvous, spec: &ChannelSpec) -> EndpointResult {
         let QuicAccept {
             driver, endpoint, ..
         } = *self;
@@ -506,7 +493,7 @@ fn accepted(
     endpoint: quinn::Endpoint,
     incoming: quinn::Incoming,
     spec: &ChannelSpec,
-) -> Result<Box<dyn Endpoint>, TransportError> {
+) -> EndpointResult {
     let (conn, stream) = handshake_in(&driver, incoming, spec)?;
     QuicEnd::boxed(driver, endpoint, conn, stream, spec)
 }
@@ -533,7 +520,7 @@ impl Listener for QuicListen {
         accepted(Driver::Shared, self.endpoint.clone(), incoming, spec).map(Some)
     }
 
-    fn connect(&self, spec: &ChannelSpec) -> Result<Box<dyn Endpoint>, TransportError> {
+    fn connect(&self, spec: &ChannelSpec) -> EndpointResult {
         connect(Driver::Shared, &self.bound, "127.0.0.1", spec)
     }
 }
@@ -562,7 +549,7 @@ impl QuicEnd {
         conn: quinn::Connection,
         stream: Option<(quinn::SendStream, quinn::RecvStream)>,
         spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
+    ) -> EndpointResult {
         Ok(Box::new(QuicEnd {
             driver,
             bound: (!spec.watched).then_some(spec.timeout),
@@ -780,7 +767,7 @@ mod pinning {
 
     /// A channel whose connecting end is told `fingerprint` (None: the one its accepting end
     /// reported): both ends' outcomes.
-    type Opened = Result<Box<dyn Endpoint>, TransportError>;
+    type Opened = EndpointResult;
 
     fn channel(fingerprint: Option<&str>) -> (Opened, Opened) {
         let spec = spec();

@@ -10,7 +10,7 @@ use super::{commands, subscribe, BATCH, SERVER};
 use crate::sys;
 use crate::transport::broker;
 use crate::transport::floor::{
-    io, measure_round_trips, FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow,
+    io, measure_round_trips, FloorFigure, FloorLoop, FloorRun, Notes, NotesFloor, ReadWindow,
 };
 use crate::transport::runtime::Local;
 use futures_util::{FutureExt, StreamExt};
@@ -18,18 +18,10 @@ use redis::aio::PubSubStream;
 use redis::streams::StreamReadReply;
 use redis::{Commands, Connection, Value};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 pub struct RedisFloor;
-
-/// How long a side waits for the other (to start, to answer).
-const WAIT: Duration = Duration::from_secs(10);
-
-/// Lines of the shared notes: the server's URL, the reader's subscription, the loop's end.
-const URL: u64 = 0;
-const SUBSCRIBED: u64 = 1;
-const DONE: u64 = 2;
 
 /// One side's way in: a subscription, or a stream key read from its start.
 enum Reader {
@@ -48,7 +40,9 @@ impl Reader {
         if streams {
             return Ok(Reader::Stream(name, "0".into(), VecDeque::new()));
         }
-        let messages = rt.wait(WAIT, subscribe(client, name.clone())).map_err(io)?;
+        let messages = rt
+            .wait(Notes::WAIT, subscribe(client, name.clone()))
+            .map_err(io)?;
         Ok(Reader::Channel(messages.map_err(io)?, client.clone(), name))
     }
 
@@ -79,7 +73,8 @@ impl Reader {
                     // The server dropped a subscriber that fell behind (as for the roles'
                     // ends): subscribe again rather than spin on an ended stream.
                     None => {
-                        if let Ok(Ok(again)) = rt.wait(WAIT, subscribe(client, name.clone())) {
+                        if let Ok(Ok(again)) = rt.wait(Notes::WAIT, subscribe(client, name.clone()))
+                        {
                             *s = again;
                         }
                         false
@@ -129,34 +124,27 @@ fn write(con: &mut Connection, to: &str, data: &[u8], streams: bool) -> redis::R
 
 fn connect(url: &str) -> redis::RedisResult<(redis::Client, Connection)> {
     let client = redis::Client::open(url)?;
-    let con = commands(&client, WAIT)?;
+    let con = commands(&client, Notes::WAIT)?;
     Ok((client, con))
 }
 
 impl NotesFloor for RedisFloor {
-    fn run_with(
-        &self,
-        l: FloorLoop,
-        side: usize,
-        notes: Notes,
-        size: usize,
-        roles: &FloorRoles,
-        stop: &AtomicBool,
-    ) -> std::io::Result<Option<FloorFigure>> {
+    fn run_with(&self, run: FloorRun, notes: Notes) -> std::io::Result<Option<FloorFigure>> {
+        let (l, side, size, roles, stop) = (run.kind, run.side, run.size, run.roles, run.stop);
         let streams = roles.options.get("mode").is_some_and(|m| m == "streams");
         let rt = Local::new()?;
         let data = vec![7u8; size];
         let loop_ns = (roles.warmup + roles.duration).as_nanos() as u64;
         let tick = Duration::from_millis(100);
         if side == 1 {
-            let (url, broker) = broker::for_floor(&SERVER, "redis", roles, WAIT)?;
+            let (url, broker) = broker::for_floor(&SERVER, "redis", roles, Notes::WAIT)?;
             let name = format!("msgperf-floor-{}", std::process::id());
             let (client, mut con) = connect(&url).map_err(io)?;
             match l {
                 FloorLoop::PingPong => {
                     let mut pings = Reader::open(&rt, &client, format!("{name}:ping"), streams)?;
-                    notes.put(URL, &format!("{url} {name}"))?;
-                    let end = sys::monotonic_ns() + loop_ns + WAIT.as_nanos() as u64;
+                    notes.put(Notes::URL, &format!("{url} {name}"))?;
+                    let end = sys::monotonic_ns() + loop_ns + Notes::WAIT.as_nanos() as u64;
                     let pong = format!("{name}:pong");
                     let mut p = Vec::new();
                     while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
@@ -174,8 +162,8 @@ impl NotesFloor for RedisFloor {
                     }
                 }
                 FloorLoop::Stream => {
-                    notes.put(URL, &format!("{url} {name}"))?;
-                    notes.wait(SUBSCRIBED, WAIT)?;
+                    notes.put(Notes::URL, &format!("{url} {name}"))?;
+                    notes.wait(Notes::READY, Notes::WAIT)?;
                     let to = format!("{name}:data");
                     let end = sys::monotonic_ns() + loop_ns;
                     while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
@@ -185,7 +173,7 @@ impl NotesFloor for RedisFloor {
                 }
             }
             // The server stays until side 0 has all it will read.
-            let _ = notes.wait(DONE, WAIT);
+            let _ = notes.wait(Notes::DONE, Notes::WAIT);
             if broker.is_none() {
                 let keys = [
                     format!("{name}:ping"),
@@ -197,7 +185,7 @@ impl NotesFloor for RedisFloor {
             drop(broker);
             return Ok(None);
         }
-        let at = notes.wait(URL, WAIT)?;
+        let at = notes.wait(Notes::URL, Notes::WAIT)?;
         let (url, name) = at.split_once(' ').ok_or_else(|| io("bad notes"))?;
         let (client, mut con) = connect(url).map_err(io)?;
         let figure = match l {
@@ -207,7 +195,7 @@ impl NotesFloor for RedisFloor {
                 let mut len = 0;
                 let f = measure_round_trips(roles, stop, || {
                     write(&mut con, &ping, &data, streams).is_ok()
-                        && pongs.next(&rt, &mut con, WAIT, &mut |m| len = m.len())
+                        && pongs.next(&rt, &mut con, Notes::WAIT, &mut |m| len = m.len())
                         && len == size
                 });
                 let _ = write(&mut con, &ping, &[0], streams);
@@ -215,10 +203,10 @@ impl NotesFloor for RedisFloor {
             }
             FloorLoop::Stream => {
                 let mut msgs = Reader::open(&rt, &client, format!("{name}:data"), streams)?;
-                notes.put(SUBSCRIBED, "yes")?;
+                notes.put(Notes::READY, "yes")?;
                 let mut window = ReadWindow::new(roles.warmup);
                 let deadline =
-                    crate::deadline::Deadline::after(Duration::from_nanos(loop_ns) + WAIT);
+                    crate::deadline::Deadline::after(Duration::from_nanos(loop_ns) + Notes::WAIT);
                 let mut len = 0;
                 while !deadline.expired() && !stop.load(Ordering::Relaxed) {
                     if msgs.next(&rt, &mut con, tick, &mut |m| len = m.len()) {
@@ -231,7 +219,7 @@ impl NotesFloor for RedisFloor {
                 window.figure(size)
             }
         };
-        notes.put(DONE, "yes")?;
+        notes.put(Notes::DONE, "yes")?;
         Ok(Some(figure))
     }
 }

@@ -17,10 +17,10 @@ use super::broker::{self, Program};
 use super::runtime::Local;
 use super::{
     as_it_is, reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor,
-    Need, Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport,
-    TransportError,
+    Need, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport, TransportError,
 };
 use crate::delivery::{Delivery, Setting};
+use crate::transport::OpenResult;
 use futures_util::{FutureExt, StreamExt};
 use redis::aio::PubSubStream;
 use redis::streams::StreamReadReply;
@@ -159,12 +159,7 @@ impl Transport for Redis {
         broker::setup(self.name(), &SERVER, "redis", plan, spec, remove)
     }
 
-    fn open(
-        &self,
-        at: &Rendezvous,
-        side: Side,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Opening>, TransportError> {
+    fn open(&self, at: &Rendezvous, side: Side, spec: &ChannelSpec) -> OpenResult {
         let (url, name) = broker::meeting(at)?;
         let streams = spec.options.get("mode").is_some_and(|m| m == "streams");
         let maxlen = spec

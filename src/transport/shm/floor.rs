@@ -9,8 +9,9 @@ use super::ring::{futex_wait, futex_wake, SharedMem};
 use crate::sys;
 use crate::transport::floor::{
     measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles,
+    FloorRun,
 };
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 pub struct ShmFloor;
@@ -102,15 +103,8 @@ impl Floor for ShmFloor {
         ])
     }
 
-    fn run(
-        &self,
-        l: FloorLoop,
-        side: usize,
-        ends: FloorEnds,
-        size: usize,
-        roles: &FloorRoles,
-        stop: &AtomicBool,
-    ) -> std::io::Result<Option<FloorFigure>> {
+    fn run(&self, run: FloorRun, ends: FloorEnds) -> std::io::Result<Option<FloorFigure>> {
+        let (l, side, size, roles, stop) = (run.kind, run.side, run.size, run.roles, run.stop);
         let FloorEnds::Fds(fds) = ends else {
             return Err(std::io::Error::other("the shm floor shares a memory file"));
         };

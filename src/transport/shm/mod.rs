@@ -19,11 +19,12 @@ pub mod ring;
 mod topic;
 
 use super::{
-    check_flag, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Floor, Opening, OptionSpec,
-    Options, Place, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
+    check_flag, Capabilities, ChannelSpec, DeliveryMap, Floor, Opening, OptionSpec, Options, Place,
+    Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::deadline::Deadline;
 use crate::delivery::{Delivery, History, Reliability, Setting};
+use crate::transport::{EndpointResult, OpenResult};
 use endpoint::{Peer, RingReader, RingWriter, ShmEndpoint};
 use memmap2::MmapRaw;
 use ring::{side_closed, Header, Ring, MAGIC, MAX_READERS, MODE_LATEST, MODE_QUEUE, VERSION};
@@ -163,12 +164,7 @@ impl Transport for Shm {
         ))
     }
 
-    fn open(
-        &self,
-        at: &Rendezvous,
-        side: Side,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Opening>, TransportError> {
+    fn open(&self, at: &Rendezvous, side: Side, spec: &ChannelSpec) -> OpenResult {
         let cfg = Config::from(spec)?;
         let Place::Segments(prefix) = &at.place else {
             return Err(TransportError::Unsupported(
@@ -275,11 +271,7 @@ struct Opened {
 }
 
 impl Opening for Opened {
-    fn finish(
-        self: Box<Self>,
-        _: &Rendezvous,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
+    fn finish(self: Box<Self>, _: &Rendezvous, spec: &ChannelSpec) -> EndpointResult {
         let Opened {
             map,
             path,

@@ -4,30 +4,19 @@
 //! file that both sides share; side 1 reads it and connects.
 
 use super::{config, copy_out, publisher, wait_matched, Inbox};
-use crate::sys;
 use crate::transport::floor::{
-    measure_round_trips, FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow,
+    measure_round_trips, FloorFigure, FloorLoop, FloorRun, Notes, NotesFloor,
 };
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use zenoh::Wait;
 
 pub struct ZenohFloor;
 
-/// How long a side waits for the other (to start, to answer).
-const WAIT: Duration = Duration::from_secs(10);
-
 impl NotesFloor for ZenohFloor {
-    fn run_with(
-        &self,
-        l: FloorLoop,
-        side: usize,
-        notes: Notes,
-        size: usize,
-        roles: &FloorRoles,
-        stop: &AtomicBool,
-    ) -> std::io::Result<Option<FloorFigure>> {
-        let spec = roles.spec(size, WAIT);
+    fn run_with(&self, run: FloorRun, notes: Notes) -> std::io::Result<Option<FloorFigure>> {
+        let (l, side, size, roles, stop) = (run.kind, run.side, run.size, run.roles, run.stop);
+        let spec = roles.spec(size, Notes::WAIT);
         let io = |e: crate::transport::TransportError| std::io::Error::other(e.to_string());
         // A unix socket's directory, removed when the loop ends.
         let dir =
@@ -55,7 +44,7 @@ impl NotesFloor for ZenohFloor {
             notes.put(0, &endpoint)?;
             s
         } else {
-            let at = notes.wait(0, WAIT)?;
+            let at = notes.wait(0, Notes::WAIT)?;
             zenoh::open(config(None, Some(&at), &spec).map_err(io)?)
                 .wait()
                 .map_err(|e| std::io::Error::other(format!("zenoh floor: {e}")))?
@@ -67,13 +56,13 @@ impl NotesFloor for ZenohFloor {
         };
         let inbox = Inbox::declare(&session, inn, &spec).map_err(io)?;
         let p = publisher(&session, out, &spec).map_err(io)?;
-        wait_matched(&p, WAIT).map_err(io)?;
+        wait_matched(&p, Notes::WAIT).map_err(io)?;
         let mut buf = vec![7u8; size.max(1)];
         // The next message's length, copied into `buf` for an echo and else read where it lies
         // (gathered into one piece if it came in several), as a case reads it (None: the peer
         // is gone or stop was raised).
         let next = |buf: Option<&mut [u8]>| -> Option<usize> {
-            let deadline = crate::deadline::Deadline::after(WAIT);
+            let deadline = crate::deadline::Deadline::after(Notes::WAIT);
             loop {
                 match inbox.recv(Duration::from_millis(100)) {
                     Ok(Some(s)) => {
@@ -112,23 +101,10 @@ impl NotesFloor for ZenohFloor {
                 Ok(None)
             }
             (FloorLoop::Stream, 0) => {
-                let mut window = ReadWindow::new(roles.warmup);
-                while !stop.load(Ordering::Relaxed) {
-                    match next(None) {
-                        Some(n) if n > 1 => {}
-                        _ => break,
-                    }
-                    window.read();
-                }
-                Ok(Some(window.figure(size)))
+                Ok(Some(run.read_stream(|| next(None).is_some_and(|n| n > 1))))
             }
             (FloorLoop::Stream, _) => {
-                let end = sys::monotonic_ns() + (roles.warmup + roles.duration).as_nanos() as u64;
-                while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
-                    if p.put(buf.clone()).wait().is_err() {
-                        break;
-                    }
-                }
+                run.write_stream(|| p.put(buf.clone()).wait().is_ok());
                 send_end();
                 Ok(None)
             }

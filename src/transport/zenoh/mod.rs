@@ -20,6 +20,7 @@ use super::{
 };
 use crate::deadline::Deadline;
 use crate::delivery::{Delivery, History, Reliability, Setting};
+use crate::transport::{EndpointResult, OpenResult};
 use std::time::{Duration, Instant};
 use zenoh::handlers::{FifoChannel, FifoChannelHandler, RingChannel, RingChannelHandler};
 use zenoh::pubsub::{Publisher, Subscriber};
@@ -120,12 +121,7 @@ impl Transport for Zenoh {
         Ok(Setup::new(rendezvous, (setup, ShmSweep)))
     }
 
-    fn open(
-        &self,
-        at: &Rendezvous,
-        side: Side,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Opening>, TransportError> {
+    fn open(&self, at: &Rendezvous, side: Side, spec: &ChannelSpec) -> OpenResult {
         let binds = matches!(side, Side::Accept(_) | Side::Publish { .. });
         if !binds {
             return Ok(Box::new(ZenohOpening {
@@ -409,11 +405,7 @@ impl Opening for ZenohOpening {
         self.address.clone()
     }
 
-    fn finish(
-        self: Box<Self>,
-        at: &Rendezvous,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
+    fn finish(self: Box<Self>, at: &Rendezvous, spec: &ChannelSpec) -> EndpointResult {
         let ZenohOpening { session, side, .. } = *self;
         let session = match session {
             Some(s) => s,

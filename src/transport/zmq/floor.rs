@@ -4,29 +4,16 @@
 //! sides share; side 1 reads it and connects.
 
 use super::socket;
-use crate::sys;
 use crate::transport::floor::{
-    measure_round_trips, FloorFigure, FloorLoop, FloorRoles, Notes, NotesFloor, ReadWindow,
+    measure_round_trips, FloorFigure, FloorLoop, FloorRun, Notes, NotesFloor,
 };
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 pub struct ZmqFloor;
 
-/// How long a side waits for the other (to start, to answer).
-const WAIT: Duration = Duration::from_secs(10);
-
 impl NotesFloor for ZmqFloor {
-    fn run_with(
-        &self,
-        l: FloorLoop,
-        side: usize,
-        notes: Notes,
-        size: usize,
-        roles: &FloorRoles,
-        stop: &AtomicBool,
-    ) -> std::io::Result<Option<FloorFigure>> {
-        let spec = roles.spec(size, WAIT);
+    fn run_with(&self, run: FloorRun, notes: Notes) -> std::io::Result<Option<FloorFigure>> {
+        let (l, side, size, roles, stop) = (run.kind, run.side, run.size, run.roles, run.stop);
+        let spec = roles.spec(size, Notes::WAIT);
         let pattern = roles.options.get("pattern").map_or("pair", String::as_str);
         let kind = match (l, pattern, side) {
             (FloorLoop::PingPong, "req-rep", 0) => zmq::REQ,
@@ -51,7 +38,7 @@ impl NotesFloor for ZmqFloor {
                 .map_err(|_| std::io::Error::other("a bound address that is not text"))?;
             notes.put(0, &bound)?;
         } else {
-            s.connect(&notes.wait(0, WAIT)?).map_err(io)?;
+            s.connect(&notes.wait(0, Notes::WAIT)?).map_err(io)?;
         }
         let mut buf = vec![7u8; size];
         // A message of no bytes ends a loop.
@@ -73,23 +60,12 @@ impl NotesFloor for ZmqFloor {
                 Ok(None)
             }
             (FloorLoop::Stream, 0) => {
-                let mut window = ReadWindow::new(roles.warmup);
-                while !stop.load(Ordering::Relaxed) {
-                    match s.recv_into(&mut buf, 0) {
-                        Ok(n) if !done(&buf, n) => {}
-                        _ => break,
-                    }
-                    window.read();
-                }
-                Ok(Some(window.figure(size)))
+                Ok(Some(run.read_stream(|| {
+                    s.recv_into(&mut buf, 0).is_ok_and(|n| !done(&buf, n))
+                })))
             }
             (FloorLoop::Stream, _) => {
-                let end = sys::monotonic_ns() + (roles.warmup + roles.duration).as_nanos() as u64;
-                while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
-                    if s.send(&buf[..], 0).is_err() {
-                        break;
-                    }
-                }
+                run.write_stream(|| s.send(&buf[..], 0).is_ok());
                 let _ = s.send(&[][..], 0);
                 Ok(None)
             }

@@ -23,6 +23,7 @@ use super::{
 };
 use crate::deadline::Deadline;
 use crate::delivery::{Delivery, Reliability, Setting};
+use crate::transport::{EndpointResult, OpenResult};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -109,12 +110,7 @@ impl Transport for Zmq {
         }
     }
 
-    fn open(
-        &self,
-        at: &Rendezvous,
-        side: Side,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Opening>, TransportError> {
+    fn open(&self, at: &Rendezvous, side: Side, spec: &ChannelSpec) -> OpenResult {
         let pattern = spec.option("pattern").unwrap_or("pair");
         let kind = match (side, pattern) {
             (Side::Accept(_), "push-pull") => zmq::PULL,
@@ -246,11 +242,7 @@ impl Opening for ZmqOpening {
         self.address.clone()
     }
 
-    fn finish(
-        self: Box<Self>,
-        at: &Rendezvous,
-        spec: &ChannelSpec,
-    ) -> Result<Box<dyn Endpoint>, TransportError> {
+    fn finish(self: Box<Self>, at: &Rendezvous, spec: &ChannelSpec) -> EndpointResult {
         let ZmqOpening {
             socket,
             side,
