@@ -252,6 +252,42 @@ fn killed_peer_ends_the_case(transport: &str, extra: &[&str]) {
 }
 
 /// A command line the middleware cannot carry out: exit 2, naming what it lacks.
+/// A command line written as one string: its words (no argument here holds a space).
+fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
+/// A killed peer, a killed and a stopped broker (`program`) each end the case within the
+/// timeout, and the broker dies with msgperf.
+#[cfg(feature = "_broker")]
+fn peer_and_broker_faults_end_the_case(transport: &str, program: &str) {
+    killed_peer_ends_the_case(transport, &[]);
+    broker_fault_ends_the_case(transport, program, libc::SIGKILL);
+    broker_fault_ends_the_case(transport, program, libc::SIGSTOP);
+    broker_dies_with_msgperf(transport, program);
+}
+
+/// A broker URL where nobody listens fails the case in one line that asks `question`.
+fn names_an_absent_broker(transport: &str, url: &str, question: &str) {
+    let out = run(
+        &[
+            "run",
+            "pingpong",
+            "-t",
+            transport,
+            "--opt",
+            &format!("broker={url}"),
+            "--timeout",
+            "2s",
+            "--no-floor",
+        ],
+        Duration::from_secs(60),
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(question), "{err}");
+}
+
 fn refused(args: &[&str], says: &str) {
     let out = run(args, Duration::from_secs(30));
     let err = text(&out.stderr);

@@ -12,7 +12,7 @@ use crate::sys;
 use crate::transport::{
     self, ChannelSpec, Endpoint, FloorEnds, FloorRun, Opening, Rendezvous, Side, TransportError,
 };
-use crate::workload::{self, message, RoleControl, RoleError, RoleSpec, Sent};
+use crate::workload::{self, message, RoleControl, RoleError, RoleRun, RoleSpec, Sent};
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -270,16 +270,17 @@ fn serve_case(
         return Ok(None);
     }
 
-    let run = w.run(
-        &role,
-        &mut ends,
-        &case,
-        &mut rec,
-        &RoleControl {
-            stop: env.stop,
-            clock_shifts_ns,
-        },
-    );
+    let ctl = RoleControl {
+        stop: env.stop,
+        clock_shifts_ns,
+    };
+    let run = w.run(RoleRun {
+        role: &role,
+        ends: &mut ends,
+        case: &case,
+        rec: &mut rec,
+        ctl: &ctl,
+    });
     let (sent, error) = match run {
         Ok(sent) => (sent, None),
         Err(RoleError::Ended { sent, cause }) => (Some(sent), Some(cause.to_string())),

@@ -51,6 +51,7 @@ pub type Env = Vec<(&'static str, String)>;
 pub struct Bind<'a> {
     pub host: &'a str,
     pub port: u16,
+    #[allow(dead_code)] // Only a broker with a helper (AMQP's port mapper) reads it.
     pub helper: Option<u16>,
     pub dir: &'a Path,
 }

@@ -7,8 +7,8 @@
 use super::message::{self, Outgoing, ACK, END, HEADER, MEASURED};
 use super::{
     check_common, check_exchange, check_two_roles, only_end, param, phases, receive,
-    receive_buffer, two_roles, Param, ParamKind, RoleControl, RoleError, RoleSpec, Sent, StopRule,
-    Topology, Workload,
+    receive_buffer, two_roles, Param, ParamKind, RoleError, RoleRun, Sent, StopRule, Topology,
+    Workload,
 };
 use crate::measure::integrity::{Arrival, SeqTracker};
 use crate::measure::{clock, Metric, Recorder};
@@ -85,14 +85,8 @@ impl Workload for Burst {
     fn topology(&self, case: &CaseConfig, _: &Capabilities) -> Topology {
         two_roles(case, SENDER, RECEIVER)
     }
-    fn run(
-        &self,
-        role: &RoleSpec,
-        ends: &mut [Box<dyn Endpoint>],
-        case: &CaseConfig,
-        rec: &mut Recorder,
-        ctl: &RoleControl,
-    ) -> Result<Option<Sent>, RoleError> {
+    fn run(&self, r: RoleRun) -> Result<Option<Sent>, RoleError> {
+        let (role, ends, case, rec, ctl) = (r.role, r.ends, r.case, r.rec, r.ctl);
         let ep = only_end(ends)?;
         let burst = param::count(case, BURST.key).unwrap_or(1).max(1);
         if role.drives {

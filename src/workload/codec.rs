@@ -5,13 +5,11 @@
 
 use super::payload::{self, PAYLOAD};
 use super::runtime::one_role;
-use super::{
-    phases, Param, Params, RoleControl, RoleError, RoleSpec, Sent, StopRule, Topology, Workload,
-};
+use super::{phases, Param, Params, RoleError, RoleRun, Sent, StopRule, Topology, Workload};
 use crate::codec::Marshal;
 use crate::measure::{clock::IntervalClock, Metric, Recorder};
 use crate::result::{CaseConfig, LatencyKind, RoleKind};
-use crate::transport::{Capabilities, Endpoint};
+use crate::transport::Capabilities;
 use std::sync::atomic::AtomicBool;
 
 pub struct Codec;
@@ -78,14 +76,8 @@ impl Workload for Codec {
     fn topology(&self, case: &CaseConfig, _: &Capabilities) -> Topology {
         one_role(case, CODER)
     }
-    fn run(
-        &self,
-        _: &RoleSpec,
-        _: &mut [Box<dyn Endpoint>],
-        case: &CaseConfig,
-        rec: &mut Recorder,
-        ctl: &RoleControl,
-    ) -> Result<Option<Sent>, RoleError> {
+    fn run(&self, r: RoleRun) -> Result<Option<Sent>, RoleError> {
+        let (case, rec, ctl) = (r.case, r.rec, r.ctl);
         let p = payload::of(&case.effective_params)
             .ok_or_else(|| RoleError::Work("codec without a typed payload".into()))?;
         let mut m = Marshal::new(&p).map_err(RoleError::Work)?;

@@ -8,8 +8,8 @@
 
 use super::runtime::check_fixed;
 use super::{
-    check_common, message, param, Param, ParamKind, RoleControl, RoleError, RoleSpec, Sent,
-    StopRule, Topology, Workload, N,
+    check_common, message, param, Param, ParamKind, RoleError, RoleRun, RoleSpec, Sent, StopRule,
+    Topology, Workload, N,
 };
 use crate::measure::{clock, Metric, Recorder};
 use crate::result::{CaseConfig, LatencyKind, RoleId, RoleKind};
@@ -149,14 +149,8 @@ impl Workload for Connect {
             fan_out: None,
         }
     }
-    fn run(
-        &self,
-        _: &RoleSpec,
-        _: &mut [Box<dyn Endpoint>],
-        case: &CaseConfig,
-        rec: &mut Recorder,
-        ctl: &RoleControl,
-    ) -> Result<Option<Sent>, RoleError> {
+    fn run(&self, r: RoleRun) -> Result<Option<Sent>, RoleError> {
+        let (case, rec, ctl) = (r.case, r.rec, r.ctl);
         let backlog = match param::count(case, BACKLOG.key) {
             Some(b) => b.min(u32::MAX as u64) as u32,
             None => sys::somaxconn().unwrap_or(4096),

@@ -114,16 +114,8 @@ pub trait Workload: Sync {
     fn exchange(&self, _case: &CaseConfig) -> Exchange {
         Exchange::Both
     }
-    /// Runs one role over its opened ends (in the order of `role.ends`). A driving role
-    /// returns what it sent.
-    fn run(
-        &self,
-        role: &RoleSpec,
-        ends: &mut [Box<dyn Endpoint>],
-        case: &CaseConfig,
-        rec: &mut Recorder,
-        ctl: &RoleControl,
-    ) -> Result<Option<Sent>, RoleError>;
+    /// Runs one role over its opened ends. A driving role returns what it sent.
+    fn run(&self, r: RoleRun) -> Result<Option<Sent>, RoleError>;
 }
 
 /// A case's parameter values by key.
@@ -298,6 +290,16 @@ pub struct RoleSpec {
     pub cpu: Option<usize>,
     /// It decides when the case ends and sends END on its ends.
     pub drives: bool,
+}
+
+/// One role's run: what it is, its ends, its case, where it records, and its control.
+pub struct RoleRun<'a> {
+    pub role: &'a RoleSpec,
+    /// Its opened ends, in the order of `role.ends`.
+    pub ends: &'a mut [Box<dyn Endpoint>],
+    pub case: &'a CaseConfig,
+    pub rec: &'a mut Recorder,
+    pub ctl: &'a RoleControl<'a>,
 }
 
 /// What a running role gets from its runner besides its ends.

@@ -6,8 +6,8 @@
 use super::message::{self, Outgoing, END, MEASURED};
 use super::runtime::{check_fixed, one_role, tokio_runtime, Gate, Runtime, RUNTIME, STACK};
 use super::{
-    check_common, check_exchange, param, receive, Param, Params, RoleControl, RoleError, RoleSpec,
-    Sent, Topology, Workload, N,
+    check_common, check_exchange, param, receive, Param, Params, RoleError, RoleRun, Sent,
+    Topology, Workload, N,
 };
 use crate::measure::integrity::{Arrival, SeqTracker};
 use crate::measure::{clock, Metric, Recorder};
@@ -122,14 +122,8 @@ impl Workload for Pairs {
     fn exchange(&self, _: &CaseConfig) -> Exchange {
         Exchange::OneWay
     }
-    fn run(
-        &self,
-        role: &RoleSpec,
-        ends: &mut [Box<dyn Endpoint>],
-        case: &CaseConfig,
-        rec: &mut Recorder,
-        ctl: &RoleControl,
-    ) -> Result<Option<Sent>, RoleError> {
+    fn run(&self, r: RoleRun) -> Result<Option<Sent>, RoleError> {
+        let (role, ends, case, rec, ctl) = (r.role, r.ends, r.case, r.rec, r.ctl);
         if Runtime::of(case) != Runtime::Threads {
             rec.reset();
             return run_tasks(case, rec, ctl.stop).map(|_| None);

@@ -6,7 +6,7 @@ use super::oneway::one_way;
 use super::payload::{self, Typed, PAYLOAD};
 use super::{
     check_common, check_exchange, check_two_roles, only_end, phases, receive, receive_buffer,
-    receive_in_place, two_roles, Param, Params, RoleControl, RoleError, RoleSpec, Sent, StopRule,
+    receive_in_place, two_roles, Param, Params, RoleControl, RoleError, RoleRun, Sent, StopRule,
     Topology, Workload,
 };
 use crate::measure::{clock as mono, clock::IntervalClock, Metric, Recorder};
@@ -67,14 +67,8 @@ impl Workload for PingPong {
     fn exchange(&self, _: &CaseConfig) -> Exchange {
         Exchange::Alternate
     }
-    fn run(
-        &self,
-        role: &RoleSpec,
-        ends: &mut [Box<dyn Endpoint>],
-        case: &CaseConfig,
-        rec: &mut Recorder,
-        ctl: &RoleControl,
-    ) -> Result<Option<Sent>, RoleError> {
+    fn run(&self, r: RoleRun) -> Result<Option<Sent>, RoleError> {
+        let (role, ends, case, rec, ctl) = (r.role, r.ends, r.case, r.rec, r.ctl);
         let ep = only_end(ends)?;
         if role.drives {
             initiate(ep, case, rec, ctl).map(Some)

@@ -8,12 +8,12 @@
 use super::oneway::{read_stream, write_stream, Flow, SLOW_SUBSCRIBER};
 use super::payload::PAYLOAD;
 use super::{
-    check_common, check_exchange, param, Param, RoleControl, RoleError, RoleSpec, Sent, Topology,
+    check_common, check_exchange, param, Param, RoleError, RoleRun, RoleSpec, Sent, Topology,
     Workload,
 };
 use crate::measure::{Metric, Recorder};
 use crate::result::{CaseConfig, FanOut, FloorKind, LatencyKind, RoleId, RoleKind};
-use crate::transport::{Capabilities, CopyFanOut, Endpoint, Exchange, SetupPlan, Side};
+use crate::transport::{Capabilities, CopyFanOut, Exchange, SetupPlan, Side};
 
 pub struct PubSub;
 
@@ -129,14 +129,8 @@ impl Workload for PubSub {
         }
     }
 
-    fn run(
-        &self,
-        role: &RoleSpec,
-        ends: &mut [Box<dyn Endpoint>],
-        case: &CaseConfig,
-        rec: &mut Recorder,
-        ctl: &RoleControl,
-    ) -> Result<Option<Sent>, RoleError> {
+    fn run(&self, r: RoleRun) -> Result<Option<Sent>, RoleError> {
+        let (role, ends, case, rec, ctl) = (r.role, r.ends, r.case, r.rec, r.ctl);
         let flow = Flow {
             confirm: false,
             // Only the first subscriber is the slow one.

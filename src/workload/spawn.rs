@@ -5,11 +5,11 @@
 use super::runtime::{
     check_fixed, check_no_transport, one_role, tokio_runtime, Gate, Runtime, RUNTIME, STACK,
 };
-use super::{param, Param, Params, RoleControl, RoleError, RoleSpec, Sent, Topology, Workload, N};
+use super::{param, Param, Params, RoleError, RoleRun, Sent, Topology, Workload, N};
 use crate::measure::{clock, Metric, Recorder};
 use crate::result::{CaseConfig, LatencyKind, RoleKind};
 use crate::sys;
-use crate::transport::{Capabilities, Endpoint};
+use crate::transport::Capabilities;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -57,14 +57,8 @@ impl Workload for Spawn {
     fn topology(&self, case: &CaseConfig, _: &Capabilities) -> Topology {
         one_role(case, SPAWNER)
     }
-    fn run(
-        &self,
-        _: &RoleSpec,
-        _: &mut [Box<dyn Endpoint>],
-        case: &CaseConfig,
-        rec: &mut Recorder,
-        _: &RoleControl,
-    ) -> Result<Option<Sent>, RoleError> {
+    fn run(&self, r: RoleRun) -> Result<Option<Sent>, RoleError> {
+        let (case, rec) = (r.case, r.rec);
         let n = param::count(case, N.key).unwrap_or(1) as usize;
         let before = sys::resident_bytes().unwrap_or(0);
         rec.reset();

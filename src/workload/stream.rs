@@ -6,11 +6,11 @@ use super::oneway::{read_stream, write_stream, Flow, SLOW_SUBSCRIBER};
 use super::payload::PAYLOAD;
 use super::{
     check_common, check_exchange, check_two_roles, only_end, param, two_roles, Param, ParamKind,
-    RoleControl, RoleError, RoleSpec, Sent, Topology, Workload,
+    RoleError, RoleRun, Sent, Topology, Workload,
 };
-use crate::measure::{Metric, Recorder};
+use crate::measure::Metric;
 use crate::result::{CaseConfig, FloorKind, LatencyKind, RoleKind};
-use crate::transport::{Capabilities, Endpoint, Exchange};
+use crate::transport::{Capabilities, Exchange};
 
 pub struct Stream;
 
@@ -93,14 +93,8 @@ impl Workload for Stream {
             Exchange::OneWay
         }
     }
-    fn run(
-        &self,
-        role: &RoleSpec,
-        ends: &mut [Box<dyn Endpoint>],
-        case: &CaseConfig,
-        rec: &mut Recorder,
-        ctl: &RoleControl,
-    ) -> Result<Option<Sent>, RoleError> {
+    fn run(&self, r: RoleRun) -> Result<Option<Sent>, RoleError> {
+        let (role, ends, case, rec, ctl) = (r.role, r.ends, r.case, r.rec, r.ctl);
         let ep = only_end(ends)?;
         let flow = Flow {
             confirm: confirm(case),

@@ -5,10 +5,10 @@
 use super::runtime::{
     check_fixed, check_no_transport, one_role, tokio_runtime, Gate, Runtime, RUNTIME, STACK,
 };
-use super::{param, Param, Params, RoleControl, RoleError, RoleSpec, Sent, Topology, Workload, N};
+use super::{param, Param, Params, RoleError, RoleRun, Sent, Topology, Workload, N};
 use crate::measure::{clock, Metric, Recorder};
 use crate::result::{CaseConfig, LatencyKind, RoleKind};
-use crate::transport::{Capabilities, Endpoint};
+use crate::transport::Capabilities;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,14 +56,8 @@ impl Workload for Timers {
     fn topology(&self, case: &CaseConfig, _: &Capabilities) -> Topology {
         one_role(case, TIMEKEEPER)
     }
-    fn run(
-        &self,
-        _: &RoleSpec,
-        _: &mut [Box<dyn Endpoint>],
-        case: &CaseConfig,
-        rec: &mut Recorder,
-        _: &RoleControl,
-    ) -> Result<Option<Sent>, RoleError> {
+    fn run(&self, r: RoleRun) -> Result<Option<Sent>, RoleError> {
+        let (case, rec) = (r.case, r.rec);
         let n = param::count(case, N.key).unwrap_or(1) as usize;
         rec.reset();
         let mut woke = 0;

@@ -10,16 +10,7 @@ fn amqp_counts_every_message_plain_and_with_confirms_acks_and_quorum_queues() {
     exact_counts("amqp", &[]);
     exact_counts(
         "amqp",
-        &[
-            "--opt",
-            "confirm=true",
-            "--opt",
-            "ack=manual",
-            "--opt",
-            "prefetch=50",
-            "--opt",
-            "queue=quorum",
-        ],
+        &words("--opt confirm=true --opt ack=manual --opt prefetch=50 --opt queue=quorum"),
     );
 }
 
@@ -28,24 +19,7 @@ fn amqp_persistent_messages_are_counted_and_their_mapping_printed() {
     let dir = temp_dir();
     let json = dir.path().join("persistent.json");
     let (out, r) = output_and_result(
-        &[
-            "run",
-            "stream",
-            "-t",
-            "amqp",
-            "--size",
-            "64k",
-            "--count",
-            "1000",
-            "--warmup",
-            "20ms",
-            "--checksum",
-            "--no-floor",
-            "--opt",
-            "persistent=true",
-            "--opt",
-            "confirm=true",
-        ],
+        &words("run stream -t amqp --size 64k --count 1000 --warmup 20ms --checksum --no-floor --opt persistent=true --opt confirm=true"),
         &json,
     );
     let said = text(&out.stdout);
@@ -74,23 +48,7 @@ fn amqp_streams_count_every_message_share_one_log_and_refuse_what_they_cannot_do
     pubsub_loses_nothing("amqp", &["--opt", "queue=stream"]);
     let dir = temp_dir();
     let r = result_of(
-        &[
-            "run",
-            "pubsub",
-            "-t",
-            "amqp",
-            "--subs",
-            "2",
-            "--count",
-            "200",
-            "--rate",
-            "1khz",
-            "--warmup",
-            "0s",
-            "--no-floor",
-            "--opt",
-            "queue=stream",
-        ],
+        &words("run pubsub -t amqp --subs 2 --count 200 --rate 1khz --warmup 0s --no-floor --opt queue=stream"),
         &dir.path().join("mapping.json"),
     );
     let c = &r.cases[0];
@@ -125,36 +83,18 @@ fn amqp_pubsub_fans_out_without_loss_measures_the_broker_and_counts_a_bounded_qu
         "amqp",
         "1000",
         "500ms",
-        &[
-            "--opt",
-            "ack=manual",
-            "--opt",
-            "prefetch=1",
-            "--opt",
-            "max-length=10",
-        ],
+        &words("--opt ack=manual --opt prefetch=1 --opt max-length=10"),
     );
 }
 
 #[test]
 fn amqp_a_killed_peer_or_broker_ends_the_case_within_the_timeout() {
-    killed_peer_ends_the_case("amqp", &[]);
-    broker_fault_ends_the_case("amqp", "beam.smp", libc::SIGKILL);
-    broker_fault_ends_the_case("amqp", "beam.smp", libc::SIGSTOP);
-    broker_dies_with_msgperf("amqp", "beam.smp");
+    peer_and_broker_faults_end_the_case("amqp", "beam.smp");
 }
 
 #[test]
 fn amqps_port_mapper_goes_with_its_broker() {
-    let mut child = spawn(&[
-        "run",
-        "pingpong",
-        "-t",
-        "amqp",
-        "--duration",
-        "60s",
-        "--no-floor",
-    ]);
+    let mut child = spawn(&words("run pingpong -t amqp --duration 60s --no-floor"));
     let pid = child.id();
     let epmd = broker_of(&mut child, "epmd");
     wait_for_role(&mut child, "responder");
@@ -172,38 +112,17 @@ fn amqps_port_mapper_goes_with_its_broker() {
 
 #[test]
 fn amqp_names_a_broker_that_is_not_there_and_refuses_conflicting_delivery() {
-    let out = run(
-        &[
-            "run",
-            "pingpong",
-            "-t",
-            "amqp",
-            "--opt",
-            "broker=amqp://127.0.0.1:1",
-            "--timeout",
-            "2s",
-            "--no-floor",
-        ],
-        Duration::from_secs(60),
+    names_an_absent_broker(
+        "amqp",
+        "amqp://127.0.0.1:1",
+        "is rabbitmq-server running there?",
     );
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("is rabbitmq-server running there?"), "{err}");
     refused(
         &["run", "stream", "-t", "amqp", "--delivery", "best-effort"],
         "bound it with --history latest",
     );
     refused(
-        &[
-            "run",
-            "stream",
-            "-t",
-            "amqp",
-            "--delivery",
-            "reliable",
-            "--history",
-            "latest",
-        ],
+        &words("run stream -t amqp --delivery reliable --history latest"),
         "drop one of them",
     );
     refused(

@@ -19,17 +19,7 @@ fn dds_batching_writers_lose_nothing_and_say_so() {
     pubsub_loses_nothing("dds", &["--opt", "batching=true"]);
     let dir = temp_dir();
     let r = result_of(
-        &[
-            "run",
-            "stream",
-            "-t",
-            "dds",
-            "--count",
-            "100",
-            "--no-floor",
-            "--opt",
-            "batching=true",
-        ],
+        &words("run stream -t dds --count 100 --no-floor --opt batching=true"),
         &dir.path().join("mapping.json"),
     );
     let c = &r.cases[0];
@@ -64,29 +54,11 @@ fn dds_a_killed_peer_ends_the_case_within_the_timeout() {
 #[test]
 fn dds_refuses_what_its_qos_cannot_promise() {
     refused(
-        &[
-            "run",
-            "stream",
-            "-t",
-            "dds",
-            "--delivery",
-            "reliable",
-            "--history",
-            "latest",
-        ],
+        &words("run stream -t dds --delivery reliable --history latest"),
         "overwrites unread samples",
     );
     refused(
-        &[
-            "run",
-            "stream",
-            "-t",
-            "dds",
-            "--delivery",
-            "reliable",
-            "--opt",
-            "reliability=best-effort",
-        ],
+        &words("run stream -t dds --delivery reliable --opt reliability=best-effort"),
         "drop one of them",
     );
     refused(

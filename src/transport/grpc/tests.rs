@@ -11,19 +11,7 @@ fn grpc_counts_every_message_in_unary_calls_and_client_streams() {
     // A stream with acknowledgements runs on a bidirectional stream.
     let dir = temp_dir();
     let r = result_of(
-        &[
-            "run",
-            "stream",
-            "-t",
-            "grpc",
-            "--confirm",
-            "--count",
-            "2000",
-            "--warmup",
-            "20ms",
-            "--checksum",
-            "--no-floor",
-        ],
+        &words("run stream -t grpc --confirm --count 2000 --warmup 20ms --checksum --no-floor"),
         &dir.path().join("confirm.json"),
     );
     let c = &r.cases[0];
@@ -45,17 +33,7 @@ fn grpc_a_killed_peer_ends_the_case_within_the_timeout() {
 fn grpc_says_it_never_drops_and_refuses_a_latest_value() {
     let dir = temp_dir();
     let r = result_of(
-        &[
-            "run",
-            "stream",
-            "-t",
-            "grpc",
-            "--delivery",
-            "best-effort",
-            "--count",
-            "500",
-            "--no-floor",
-        ],
+        &words("run stream -t grpc --delivery best-effort --count 500 --no-floor"),
         &dir.path().join("best-effort.json"),
     );
     let c = &r.cases[0];

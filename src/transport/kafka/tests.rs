@@ -10,14 +10,7 @@ fn kafka_counts_every_message_async_and_acknowledged_one_by_one() {
     exact_counts("kafka", &[]);
     exact_counts(
         "kafka",
-        &[
-            "--opt",
-            "sync=true",
-            "--opt",
-            "idempotence=false",
-            "--opt",
-            "linger=1",
-        ],
+        &words("--opt sync=true --opt idempotence=false --opt linger=1"),
     );
 }
 
@@ -27,20 +20,7 @@ fn kafka_a_writer_ahead_of_the_broker_waits_for_room_and_loses_nothing() {
     // and waits for delivery reports to make room.
     let dir = temp_dir();
     let r = result_of(
-        &[
-            "run",
-            "stream",
-            "-t",
-            "kafka",
-            "--size",
-            "64",
-            "--count",
-            "300000",
-            "--warmup",
-            "0s",
-            "--checksum",
-            "--no-floor",
-        ],
+        &words("run stream -t kafka --size 64 --count 300000 --warmup 0s --checksum --no-floor"),
         &dir.path().join("full.json"),
     );
     let c = &r.cases[0];
@@ -61,21 +41,7 @@ fn kafka_a_writer_ahead_of_the_broker_waits_for_room_and_loses_nothing() {
     // still ends its stream, so its reader ends on that, not on its own timeout.
     let json = dir.path().join("too-large.json");
     let (out, r) = output_and_result(
-        &[
-            "run",
-            "stream",
-            "-t",
-            "kafka",
-            "--size",
-            "2m",
-            "--opt",
-            "queue=1",
-            "--count",
-            "3",
-            "--no-floor",
-            "--timeout",
-            "60s",
-        ],
+        &words("run stream -t kafka --size 2m --opt queue=1 --count 3 --no-floor --timeout 60s"),
         &json,
     );
     let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
@@ -107,23 +73,7 @@ fn kafka_a_reader_behind_its_topic_s_retention_fails_naming_it_with_results_kept
     let dir = temp_dir();
     let json = dir.path().join("behind.json");
     let (out, r) = output_and_result(
-        &[
-            "run",
-            "stream",
-            "-t",
-            "kafka",
-            "--size",
-            "64k",
-            "--count",
-            "6000",
-            "--warmup",
-            "0s",
-            "--slow-subscriber",
-            "20ms",
-            "--opt",
-            "retention=4",
-            "--no-floor",
-        ],
+        &words("run stream -t kafka --size 64k --count 6000 --warmup 0s --slow-subscriber 20ms --opt retention=4 --no-floor"),
         &json,
     );
     let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
@@ -175,32 +125,17 @@ fn kafka_pubsub_fans_out_without_loss_measures_the_broker_and_counts_best_effort
 
 #[test]
 fn kafka_a_killed_peer_or_broker_ends_the_case_within_the_timeout() {
-    killed_peer_ends_the_case("kafka", &[]);
-    broker_fault_ends_the_case("kafka", "kafka.Kafka", libc::SIGKILL);
-    broker_fault_ends_the_case("kafka", "kafka.Kafka", libc::SIGSTOP);
-    broker_dies_with_msgperf("kafka", "kafka.Kafka");
+    peer_and_broker_faults_end_the_case("kafka", "kafka.Kafka");
     stopped_while_the_broker_starts("kafka", "kafka.Kafka");
 }
 
 #[test]
 fn kafka_names_what_is_missing_and_refuses_what_its_log_cannot_do() {
-    let out = run(
-        &[
-            "run",
-            "pingpong",
-            "-t",
-            "kafka",
-            "--opt",
-            "broker=kafka://127.0.0.1:1",
-            "--timeout",
-            "2s",
-            "--no-floor",
-        ],
-        Duration::from_secs(60),
+    names_an_absent_broker(
+        "kafka",
+        "kafka://127.0.0.1:1",
+        "is a Kafka broker running there?",
     );
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("is a Kafka broker running there?"), "{err}");
     // Without its jars, the broker is not started, and the error says how to get them.
     let out = msgperf(&["run", "pingpong", "-t", "kafka", "--no-floor"])
         .env("MSGPERF_KAFKA", "/nonexistent/kafka")
@@ -217,29 +152,11 @@ fn kafka_names_what_is_missing_and_refuses_what_its_log_cannot_do() {
         "it has no keep-last",
     );
     refused(
-        &[
-            "run",
-            "stream",
-            "-t",
-            "kafka",
-            "--delivery",
-            "best-effort",
-            "--opt",
-            "acks=1",
-        ],
+        &words("run stream -t kafka --delivery best-effort --opt acks=1"),
         "drop one of them",
     );
     refused(
-        &[
-            "run",
-            "stream",
-            "-t",
-            "kafka",
-            "--opt",
-            "idempotence=true",
-            "--opt",
-            "acks=1",
-        ],
+        &words("run stream -t kafka --opt idempotence=true --opt acks=1"),
         "needs acks=all",
     );
     refused(

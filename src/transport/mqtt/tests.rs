@@ -18,18 +18,7 @@ fn mqtt_counts_every_message_at_qos_2_and_measures_its_floor() {
     // stalled until its side timed out when the disconnect went first.
     let dir = temp_dir();
     let r = result_of(
-        &[
-            "run",
-            "pingpong",
-            "-t",
-            "mqtt",
-            "--opt",
-            "qos=2",
-            "--duration",
-            "300ms",
-            "--warmup",
-            "0s",
-        ],
+        &words("run pingpong -t mqtt --opt qos=2 --duration 300ms --warmup 0s"),
         &dir.path().join("floor.json"),
     );
     let c = &r.cases[0];
@@ -47,42 +36,14 @@ fn mqtt_pubsub_fans_out_without_loss_and_measures_the_broker() {
 
 #[test]
 fn mqtt_a_killed_peer_or_broker_ends_the_case_within_the_timeout() {
-    killed_peer_ends_the_case("mqtt", &[]);
-    broker_fault_ends_the_case("mqtt", "mosquitto", libc::SIGKILL);
-    broker_fault_ends_the_case("mqtt", "mosquitto", libc::SIGSTOP);
-    broker_dies_with_msgperf("mqtt", "mosquitto");
+    peer_and_broker_faults_end_the_case("mqtt", "mosquitto");
 }
 
 #[test]
 fn mqtt_names_a_broker_that_is_not_there_and_refuses_conflicting_qos() {
-    let out = run(
-        &[
-            "run",
-            "pingpong",
-            "-t",
-            "mqtt",
-            "--opt",
-            "broker=mqtt://127.0.0.1:1",
-            "--timeout",
-            "2s",
-            "--no-floor",
-        ],
-        Duration::from_secs(60),
-    );
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("is mosquitto running there?"), "{err}");
+    names_an_absent_broker("mqtt", "mqtt://127.0.0.1:1", "is mosquitto running there?");
     refused(
-        &[
-            "run",
-            "pingpong",
-            "-t",
-            "mqtt",
-            "--delivery",
-            "reliable",
-            "--opt",
-            "qos=0",
-        ],
+        &words("run pingpong -t mqtt --delivery reliable --opt qos=0"),
         "needs QoS 1 or 2",
     );
     refused(

@@ -37,20 +37,9 @@ fn nats_jetstream_counts_every_message_acknowledged_and_fans_out_to_every_consum
     // Reliable: a loss would fail the case, and the stream is gone with the case.
     let dir = temp_dir();
     let r = result_of(
-        &[
-            "run",
-            "pingpong",
-            "-t",
-            "nats",
-            "--opt",
-            "jetstream=file",
-            "--delivery",
-            "reliable",
-            "--count",
-            "200",
-            "--warmup",
-            "0s",
-        ],
+        &words(
+            "run pingpong -t nats --opt jetstream=file --delivery reliable --count 200 --warmup 0s",
+        ),
         &dir.path().join("js.json"),
     );
     let c = &r.cases[0];
@@ -123,31 +112,16 @@ fn nats_pubsub_fans_out_without_loss_measures_the_broker_and_counts_slow_consume
 
 #[test]
 fn nats_a_killed_peer_or_broker_ends_the_case_within_the_timeout() {
-    killed_peer_ends_the_case("nats", &[]);
-    broker_fault_ends_the_case("nats", "nats-server", libc::SIGKILL);
-    broker_fault_ends_the_case("nats", "nats-server", libc::SIGSTOP);
-    broker_dies_with_msgperf("nats", "nats-server");
+    peer_and_broker_faults_end_the_case("nats", "nats-server");
 }
 
 #[test]
 fn nats_names_a_server_that_is_not_there() {
-    let out = run(
-        &[
-            "run",
-            "pingpong",
-            "-t",
-            "nats",
-            "--opt",
-            "broker=nats://127.0.0.1:1",
-            "--timeout",
-            "2s",
-            "--no-floor",
-        ],
-        Duration::from_secs(60),
+    names_an_absent_broker(
+        "nats",
+        "nats://127.0.0.1:1",
+        "is nats-server running there?",
     );
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("is nats-server running there?"), "{err}");
     refused(
         &["run", "pingpong", "-t", "nats", "--opt", "broker=localhost"],
         "nats://",

@@ -58,29 +58,11 @@ fn quic_a_killed_peer_ends_the_case_within_the_timeout() {
 #[test]
 fn quic_refuses_what_its_datagrams_cannot_carry() {
     refused(
-        &[
-            "run",
-            "stream",
-            "-t",
-            "quic",
-            "--opt",
-            "datagrams=true",
-            "--delivery",
-            "reliable",
-        ],
+        &words("run stream -t quic --opt datagrams=true --delivery reliable"),
         "needs quic's stream",
     );
     refused(
-        &[
-            "run",
-            "stream",
-            "-t",
-            "quic",
-            "--delivery",
-            "best-effort",
-            "--size",
-            "4k",
-        ],
+        &words("run stream -t quic --delivery best-effort --size 4k"),
         "carries in one message",
     );
     refused(

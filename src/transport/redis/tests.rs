@@ -28,10 +28,7 @@ fn redis_pubsub_fans_out_without_loss_measures_the_broker_and_counts_trimmed_ent
 
 #[test]
 fn redis_a_killed_peer_or_broker_ends_the_case_within_the_timeout() {
-    killed_peer_ends_the_case("redis", &[]);
-    broker_fault_ends_the_case("redis", "redis-server", libc::SIGKILL);
-    broker_fault_ends_the_case("redis", "redis-server", libc::SIGSTOP);
-    broker_dies_with_msgperf("redis", "redis-server");
+    peer_and_broker_faults_end_the_case("redis", "redis-server");
 }
 
 /// `redis-cli` with `args` against the redis-server at `port`.
@@ -211,32 +208,13 @@ fn redis_a_killed_runs_keys_on_a_shared_server_are_removed_by_the_next_case() {
 
 #[test]
 fn redis_names_a_server_that_is_not_there() {
-    let out = run(
-        &[
-            "run",
-            "pingpong",
-            "-t",
-            "redis",
-            "--opt",
-            "broker=redis://127.0.0.1:1",
-            "--timeout",
-            "2s",
-            "--no-floor",
-        ],
-        Duration::from_secs(60),
+    names_an_absent_broker(
+        "redis",
+        "redis://127.0.0.1:1",
+        "is redis-server running there?",
     );
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("is redis-server running there?"), "{err}");
     refused(
-        &[
-            "run",
-            "pingpong",
-            "-t",
-            "redis",
-            "--opt",
-            "broker=localhost",
-        ],
+        &words("run pingpong -t redis --opt broker=localhost"),
         "redis://",
     );
     refused(

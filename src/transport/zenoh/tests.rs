@@ -47,29 +47,11 @@ fn zenoh_a_killed_peer_ends_the_case_and_leaves_no_segment() {
 #[test]
 fn zenoh_refuses_what_it_cannot_promise() {
     refused(
-        &[
-            "run",
-            "stream",
-            "-t",
-            "zenoh",
-            "--delivery",
-            "reliable",
-            "--history",
-            "latest",
-        ],
+        &words("run stream -t zenoh --delivery reliable --history latest"),
         "cannot be --delivery reliable",
     );
     refused(
-        &[
-            "run",
-            "stream",
-            "-t",
-            "zenoh",
-            "--delivery",
-            "reliable",
-            "--opt",
-            "congestion=drop",
-        ],
+        &words("run stream -t zenoh --delivery reliable --opt congestion=drop"),
         "drop one of them",
     );
     refused(

@@ -60,16 +60,7 @@ fn zmq_refuses_what_a_pattern_cannot_carry() {
         "strictly in turn",
     );
     refused(
-        &[
-            "run",
-            "pubsub",
-            "-t",
-            "zmq",
-            "--delivery",
-            "reliable",
-            "--opt",
-            "full=drop",
-        ],
+        &words("run pubsub -t zmq --delivery reliable --opt full=drop"),
         "drop one of them",
     );
     refused(
