@@ -596,9 +596,59 @@ pub fn fd_limit() -> io::Result<(u64, u64)> {
     Ok((r.rlim_cur, r.rlim_max))
 }
 
+/// This process's pids cgroup (v1 or v2) if it has a limit: its path, `pids.max` and
+/// `pids.current`.
+pub fn pids_cgroup() -> Option<(String, u64, u64)> {
+    let groups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    groups.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let roots: &[&str] = match controllers {
+            "" => &["/sys/fs/cgroup", "/sys/fs/cgroup/unified"],
+            c if c.split(',').any(|c| c == "pids") => &["/sys/fs/cgroup/pids"],
+            _ => return None,
+        };
+        roots.iter().find_map(|root| {
+            let dir = format!("{root}{path}");
+            let read = |f: &str| std::fs::read_to_string(format!("{dir}/{f}")).ok();
+            let max: u64 = read("pids.max")?.trim().parse().ok()?;
+            let current: u64 = read("pids.current")?.trim().parse().ok()?;
+            Some((path.to_string(), max, current))
+        })
+    })
+}
+
+/// The limits on how many tasks this process may start, for an error to name: its pids
+/// cgroup's, RLIMIT_NPROC (which root is exempt from), the kernel's.
+pub fn task_limits() -> String {
+    let mut said = Vec::new();
+    if let Some((path, max, current)) = pids_cgroup() {
+        said.push(format!(
+            "pids.max {max} of the pids cgroup {path}, {current} in use"
+        ));
+    }
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: r is a valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut r) } == 0 {
+        if r.rlim_cur == libc::RLIM_INFINITY {
+            said.push("ulimit -u unlimited".into());
+        } else {
+            said.push(format!("ulimit -u {}", r.rlim_cur));
+        }
+    }
+    if let Ok(t) = std::fs::read_to_string("/proc/sys/kernel/threads-max") {
+        said.push(format!("kernel.threads-max {}", t.trim()));
+    }
+    said.join("; ")
+}
+
 /// Tasks (processes and threads) this machine can still start: the least of the kernel's
-/// `threads-max` and `pid_max` and, for a user other than root, RLIMIT_NPROC, less the tasks
-/// that run now (/proc/loadavg). None where it cannot be read.
+/// `threads-max` and `pid_max`, for a user other than root RLIMIT_NPROC, less the tasks that
+/// run now (/proc/loadavg), and what this process's pids cgroup has left. None where it cannot
+/// be read.
 pub fn tasks_free() -> Option<u64> {
     let read = |p: &str| -> Option<u64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
     let mut most = read("/proc/sys/kernel/threads-max")?.min(read("/proc/sys/kernel/pid_max")?);
@@ -621,7 +671,11 @@ pub fn tasks_free() -> Option<u64> {
         .1
         .parse()
         .ok()?;
-    Some(most.saturating_sub(running))
+    let free = most.saturating_sub(running);
+    Some(match pids_cgroup() {
+        Some((_, max, current)) => free.min(max.saturating_sub(current)),
+        None => free,
+    })
 }
 
 /// Memory the kernel can give without swapping (MemAvailable), in bytes.

@@ -335,6 +335,86 @@ fn a_run_that_would_run_out_of_descriptors_is_refused_and_leaves_nothing() {
     );
 }
 
+/// A pids cgroup of the test's own with `pids.max` set, removed when dropped; None where this
+/// machine has no pids controller the test may use (not root, no cgroup).
+struct PidsCgroup(std::path::PathBuf);
+
+impl PidsCgroup {
+    fn new(max: u32) -> Option<PidsCgroup> {
+        let name = format!("msgperf-test-{}-{max}", std::process::id());
+        ["/sys/fs/cgroup/pids", "/sys/fs/cgroup"]
+            .iter()
+            .find_map(|root| {
+                let dir = std::path::Path::new(root).join(&name);
+                std::fs::create_dir(&dir).ok()?;
+                let g = PidsCgroup(dir);
+                std::fs::write(g.0.join("pids.max"), max.to_string()).ok()?;
+                Some(g)
+            })
+    }
+    fn current(&self) -> u64 {
+        std::fs::read_to_string(self.0.join("pids.current"))
+            .ok()
+            .and_then(|c| c.trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for PidsCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// Under a limit on tasks (a pids cgroup's `pids.max`, as a container has), a run either runs
+/// or ends in one line naming the limit (refused before its roles start, exit 2, or stopped
+/// when a thread or process cannot start, exit 1): never a panic or a hang, and it leaves no
+/// process or directory behind.
+#[test]
+fn a_limit_on_tasks_is_named_and_nothing_is_left() {
+    let _pace = sharing();
+    for max in [8, 14, 18, 22, 40] {
+        let Some(group) = PidsCgroup::new(max) else {
+            eprintln!("skipped: no pids cgroup to make here (needs root and a pids controller)");
+            return;
+        };
+        let script = format!(
+            "echo $$ > {}/cgroup.procs && exec {MSGPERF} run pubsub -t uds --subs 4 --count 100 --warmup 0s --no-floor --timeout 3s",
+            group.0.display()
+        );
+        let child = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .env("MSGPERF_EXE", MSGPERF)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let out = wait_output(child, Duration::from_secs(60));
+        let err = text(&out.stderr);
+        let last = err.trim().lines().last().unwrap_or("");
+        match out.status.code() {
+            Some(0) => {}
+            Some(1 | 2) => assert!(
+                last.contains(&format!("pids.max {max} of the pids cgroup"))
+                    && last.contains("raise it or run fewer roles")
+                        | last.contains("raise the limit, or run fewer roles"),
+                "pids.max {max}: {err}"
+            ),
+            code => panic!("pids.max {max}: exit {code:?}: {err}"),
+        }
+        let end = Instant::now() + Duration::from_secs(10);
+        while group.current() > 0 {
+            assert!(
+                Instant::now() < end,
+                "pids.max {max}: processes left in the cgroup"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(leftovers_of(pid).is_empty(), "pids.max {max}");
+    }
+}
+
 #[test]
 fn bad_values_and_names_are_refused_before_any_process_starts() {
     for (args, says) in [

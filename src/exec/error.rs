@@ -14,6 +14,14 @@ pub enum ExecError {
         #[source]
         cause: std::io::Error,
     },
+    /// A thread or process could not start at `what`: the limit on tasks was reached.
+    #[error("{what}: {cause}; the limit on processes and threads is reached ({limit}): raise it or run fewer roles")]
+    TaskLimit {
+        what: String,
+        limit: String,
+        #[source]
+        cause: std::io::Error,
+    },
     /// A control channel failed at `what`.
     #[error("{what}: {cause}")]
     Control {
@@ -47,6 +55,19 @@ impl ExecError {
     pub fn os(what: impl Into<String>, cause: std::io::Error) -> Self {
         ExecError::Os {
             what: what.into(),
+            cause,
+        }
+    }
+
+    /// Starting a thread or process at `what` failed: where the kernel said the task limit is
+    /// reached (EAGAIN), the error names the limits that apply, which the fix raises.
+    pub fn start(what: impl Into<String>, cause: std::io::Error) -> Self {
+        if cause.raw_os_error() != Some(libc::EAGAIN) {
+            return ExecError::os(what, cause);
+        }
+        ExecError::TaskLimit {
+            what: what.into(),
+            limit: crate::sys::task_limits(),
             cause,
         }
     }

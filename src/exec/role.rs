@@ -461,5 +461,5 @@ fn stop_on_silence(
         .name("msgperf silence".into())
         .spawn(watch)
         .map(|_| ())
-        .map_err(|e| ExecError::os("could not start a watch on the runner", e))
+        .map_err(|e| ExecError::start("could not start a watch on the runner", e))
 }

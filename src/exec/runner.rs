@@ -131,7 +131,7 @@ fn spawn(name: &str, body: impl FnOnce() + Send + 'static) -> Result<(), ExecErr
         .name(name.into())
         .spawn(body)
         .map(drop)
-        .map_err(|e| ExecError::os("could not start a thread of the runner", e))
+        .map_err(|e| ExecError::start("could not start a thread of the runner", e))
 }
 
 /// A role in a process of its own: `msgperf role KIND ...`, its control socket at fd 3.
@@ -170,7 +170,7 @@ impl ProcessRole {
         sys::role_command(&mut cmd, &fds);
         let mut child = cmd
             .spawn()
-            .map_err(|e| ExecError::os("could not start a role process", e))?;
+            .map_err(|e| ExecError::start("could not start a role process", e))?;
         // The child holds its copies now.
         drop(theirs);
         drop(floor_fds);
@@ -305,7 +305,7 @@ impl ThreadRole {
                 .unwrap_or_else(|_| Err(ExecError::Reported("the role's thread panicked".into())));
                 let _ = done_tx.send(r);
             })
-            .map_err(|e| ExecError::os("could not start a role thread", e))?;
+            .map_err(|e| ExecError::start("could not start a role thread", e))?;
         let conn = Conn::Unix(ours);
         pump(
             index,

@@ -207,7 +207,7 @@ impl StreamLink {
                     }
                     let _ = ended_tx.send(());
                 })
-                .map_err(|e| ExecError::os("could not start a control thread", e))?;
+                .map_err(|e| ExecError::start("could not start a control thread", e))?;
         }
         {
             let (writer, done) = (writer.clone(), done.clone());
@@ -224,7 +224,7 @@ impl StreamLink {
                         }
                     }
                 })
-                .map_err(|e| ExecError::os("could not start a heartbeat thread", e))?;
+                .map_err(|e| ExecError::start("could not start a heartbeat thread", e))?;
         }
         Ok(StreamLink {
             writer,

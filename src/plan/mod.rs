@@ -603,7 +603,8 @@ fn check_machine(
     let tasks = if case.threads { n } else { 3 * n } as u64;
     if let Some(free) = m.tasks.filter(|&free| tasks > free) {
         return Err(PlanError::Machine(format!(
-            "{n} roles need about {tasks} tasks, over the {free} this machine can still start (kernel.threads-max, kernel.pid_max, ulimit -u): run fewer roles"
+            "{n} roles need about {tasks} tasks, over the {free} this machine can still start ({}): raise the limit, or run fewer roles",
+            sys::task_limits()
         )));
     }
     if let (false, Some(avail), Some(each)) = (case.threads, m.memory, m.role_memory) {
