@@ -62,4 +62,10 @@ impl Setting {
             because: because.into(),
         }
     }
+
+    /// A setting that is on or off, with what each means.
+    pub fn on_off(setting: &str, on: bool, if_on: &str, if_off: &str) -> Self {
+        let (value, because) = if on { ("on", if_on) } else { ("off", if_off) };
+        Setting::new(setting, value, because)
+    }
 }

@@ -263,27 +263,29 @@ impl Driver {
     /// From Go to the last result.
     fn run(&mut self, roles: &mut [Started], events: &Receiver<Event>, bounds: &Bounds) {
         let deadline = bounds.run.map(Deadline::after);
+        // Once roles are told to stop, each has the timeout (a write in flight, its END) and a
+        // second to report; one blocked in its library past that is ended.
+        let mut stop_deadline: Option<Deadline> = None;
         while self.outcomes.iter().any(Option::is_none) {
             if super::stop_requested() && !self.stopped {
                 self.interrupted = true;
                 self.stop_drivers(roles);
             }
+            if self.stopped && stop_deadline.is_none() {
+                stop_deadline = Some(Deadline::after(bounds.phase + Duration::from_secs(1)));
+            }
+            if deadline.is_some_and(|d| d.expired()) {
+                let bound = bounds.run.unwrap_or_default().as_secs_f64();
+                self.end_the_rest(roles, |label| {
+                    format!("{label} was still running {bound:.1} s after the start, past the case's length and 3x --timeout; msgperf ended it")
+                });
+            } else if stop_deadline.is_some_and(|d| d.expired()) {
+                let bound = (bounds.phase + Duration::from_secs(1)).as_secs_f64();
+                self.end_the_rest(roles, |label| {
+                    format!("{label} did not stop within {bound:.1} s of being told to; msgperf ended it")
+                });
+            }
             let Ok(ev) = events.recv_timeout(Duration::from_millis(50)) else {
-                if deadline.is_some_and(|d| d.expired()) {
-                    let bound = bounds.run.unwrap_or_default();
-                    for (i, r) in roles.iter_mut().enumerate() {
-                        if self.outcomes[i].is_none() {
-                            r.handle.kill();
-                            let why = format!(
-                                "{} was still running {:.1} s after the start, past the case's length and 3x --timeout; msgperf ended it",
-                                r.label,
-                                bound.as_secs_f64()
-                            );
-                            self.died.get_or_insert(why.clone());
-                            self.outcomes[i] = Some(Outcome::Failed(why));
-                        }
-                    }
-                }
                 continue;
             };
             match ev {
@@ -325,6 +327,18 @@ impl Driver {
                     let why = self.why_gone(roles, i, bad);
                     self.gone(roles, i, why);
                 }
+            }
+        }
+    }
+
+    /// Ends every role that has not reported, saying why (`why` of its label).
+    fn end_the_rest(&mut self, roles: &mut [Started], why: impl Fn(&str) -> String) {
+        for (i, r) in roles.iter_mut().enumerate() {
+            if self.outcomes[i].is_none() {
+                r.handle.kill();
+                let why = why(&r.label);
+                self.died.get_or_insert(why.clone());
+                self.outcomes[i] = Some(Outcome::Failed(why));
             }
         }
     }

@@ -939,6 +939,31 @@ pub(crate) fn in_place<'a>(
     }
 }
 
+/// Waits at most `timeout` for what `next` gives (it waits at most the slice it is handed), in
+/// slices of 100 ms: a role its runner told to stop gives up at once (`Stopped`) instead of
+/// waiting out its timeout, however long its library would block.
+#[allow(dead_code)]
+pub(crate) fn next_within<T>(
+    timeout: Duration,
+    mut next: impl FnMut(Duration) -> Result<Option<T>, TransportError>,
+) -> Result<T, TransportError> {
+    let deadline = crate::deadline::Deadline::after(timeout);
+    loop {
+        // A slice that passes empty is no timeout of the read's, however `next` says it.
+        match next(deadline.remaining().min(Duration::from_millis(100))) {
+            Ok(Some(got)) => return Ok(got),
+            Ok(None) | Err(TransportError::Timeout(_)) => {}
+            Err(e) => return Err(e),
+        }
+        if deadline.expired() {
+            return Err(TransportError::Timeout(timeout));
+        }
+        if crate::deadline::role_told_to_stop() {
+            return Err(TransportError::Stopped);
+        }
+    }
+}
+
 /// `recv`, `try_recv` and `recv_with` of an end that reads in place
 /// ([`Capabilities::reads_in_place`]), written once: its own
 /// `next(&mut self, take: &mut Take, timeout: Duration) -> Result<Option<usize>, TransportError>`
@@ -946,7 +971,9 @@ pub(crate) fn in_place<'a>(
 /// only what is there now), and its field `timeout` bounds a blocking read.
 #[allow(unused_macros)]
 macro_rules! reads_in_place {
-    () => {
+    // A `next` that watches the role's stop flag itself, and tells a wait it gave up on from
+    // one it finished: handed the whole timeout.
+    (unsliced) => {
         fn recv(&mut self, buf: &mut [u8]) -> Result<usize, $crate::transport::TransportError> {
             let t = self.timeout;
             self.next(&mut $crate::transport::into_buffer(buf), t)?
@@ -970,6 +997,32 @@ macro_rules! reads_in_place {
             let t = self.timeout;
             self.next(&mut $crate::transport::in_place(read), t)?
                 .ok_or($crate::transport::TransportError::Timeout(t))
+        }
+    };
+    () => {
+        fn recv(&mut self, buf: &mut [u8]) -> Result<usize, $crate::transport::TransportError> {
+            $crate::transport::next_within(self.timeout, |slice| {
+                self.next(&mut $crate::transport::into_buffer(&mut *buf), slice)
+            })
+        }
+
+        fn try_recv(
+            &mut self,
+            buf: &mut [u8],
+        ) -> Result<Option<usize>, $crate::transport::TransportError> {
+            self.next(
+                &mut $crate::transport::into_buffer(buf),
+                std::time::Duration::ZERO,
+            )
+        }
+
+        fn recv_with(
+            &mut self,
+            read: &mut dyn FnMut(&[u8]),
+        ) -> Result<usize, $crate::transport::TransportError> {
+            $crate::transport::next_within(self.timeout, |slice| {
+                self.next(&mut $crate::transport::in_place(&mut *read), slice)
+            })
         }
     };
 }

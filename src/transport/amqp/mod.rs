@@ -352,14 +352,11 @@ impl Transport for Amqp {
                     (false, Kind::Classic) => "transient messages (delivery_mode 1) in queues that are not durable",
                 },
             ),
-            Setting::new(
+            Setting::on_off(
                 "confirms",
-                if s.confirm { "on" } else { "off" },
-                if s.confirm {
-                    "each publish waits for the broker's confirmation"
-                } else {
-                    "a publish returns once the client has it"
-                },
+                s.confirm,
+                "each publish waits for the broker's confirmation",
+                "a publish returns once the client has it",
             ),
             Setting::new(
                 "acks",

@@ -567,14 +567,11 @@ impl Transport for Kafka {
                     "a send returns once the client has queued it; delivery reports are served on later sends"
                 },
             ),
-            Setting::new(
+            Setting::on_off(
                 "idempotence",
-                if s.idempotence { "on" } else { "off" },
-                if s.idempotence {
-                    "the broker drops a retried write it already has, and keeps the order"
-                } else {
-                    "a retried write may be duplicated or reordered (counted)"
-                },
+                s.idempotence,
+                "the broker drops a retried write it already has, and keeps the order",
+                "a retried write may be duplicated or reordered (counted)",
             ),
             Setting::new(
                 "durability",
@@ -922,7 +919,9 @@ impl Endpoint for KafkaEnd {
         }
     }
 
-    reads_in_place!();
+    // Its reader polls in slices and watches the stop flag itself; a wait it gives up on
+    // purges the producer, one that only sliced the wait must not.
+    reads_in_place!(unsliced);
 }
 
 impl KafkaEnd {
