@@ -84,6 +84,20 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>, hosts: &Hosts) -> C
             address: h.address.clone().unwrap_or_else(|| "127.0.0.1".into()),
         });
     }
+    // A broker here that roles on namespace hosts reach listens on this host's end of their
+    // links, not on loopback.
+    if plan.service_at.is_none() {
+        if let Some(address) = placed
+            .iter()
+            .flatten()
+            .find_map(|h| h.local_address.clone())
+        {
+            plan.service_at = Some(transport::ServiceHost {
+                prefix: Vec::new(),
+                address,
+            });
+        }
+    }
     let setup = match t.setup(&plan, &spec) {
         Ok(s) => s,
         Err(e) => {

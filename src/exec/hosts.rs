@@ -280,7 +280,12 @@ impl Bed {
 
 impl Drop for Bed {
     fn drop(&mut self) {
-        // A namespace's end of its veth pair goes with it, and the other end with that.
+        // Deleting one end of a veth pair deletes both. A namespace's own end would go with the
+        // namespace, but a namespace outlives its name while anything holds it (a socket that
+        // could not close over a link that went down retries for minutes): the pair goes now.
+        for outer in &self.outer {
+            let _ = ip(&["link", "del", outer]);
+        }
         for (ns, _) in &self.namespaces {
             let _ = ip(&["netns", "del", ns]);
         }
@@ -370,6 +375,16 @@ fn sweep_stale() {
                 if !alive(pid) {
                     let _ = ip(&["link", "del", link]);
                 }
+            }
+        }
+    }
+    // The host ends of veth pairs (`mpPIDhN@ifM`) whose run was killed.
+    if let Ok(links) = ip(&["-o", "link", "show", "type", "veth"]) {
+        for link in links.lines().filter_map(|l| l.split(": ").nth(1)) {
+            let name = link.split('@').next().unwrap_or(link);
+            let pid = name.strip_prefix("mp").and_then(|r| r.split_once('h'));
+            if pid.is_some_and(|(pid, _)| !alive(pid)) {
+                let _ = ip(&["link", "del", name]);
             }
         }
     }
