@@ -964,6 +964,15 @@ pub(crate) fn next_within<T>(
     }
 }
 
+/// As [`next_within`], handing `next` the whole timeout at once.
+#[allow(dead_code)]
+pub(crate) fn next_whole<T>(
+    timeout: Duration,
+    mut next: impl FnMut(Duration) -> Result<Option<T>, TransportError>,
+) -> Result<T, TransportError> {
+    next(timeout)?.ok_or(TransportError::Timeout(timeout))
+}
+
 /// `recv`, `try_recv` and `recv_with` of an end that reads in place
 /// ([`Capabilities::reads_in_place`]), written once: its own
 /// `next(&mut self, take: &mut Take, timeout: Duration) -> Result<Option<usize>, TransportError>`
@@ -971,38 +980,18 @@ pub(crate) fn next_within<T>(
 /// only what is there now), and its field `timeout` bounds a blocking read.
 #[allow(unused_macros)]
 macro_rules! reads_in_place {
+    () => {
+        $crate::transport::reads_in_place!(@waiting $crate::transport::next_within);
+    };
     // A `next` that watches the role's stop flag itself, and tells a wait it gave up on from
     // one it finished: handed the whole timeout.
     (unsliced) => {
-        fn recv(&mut self, buf: &mut [u8]) -> Result<usize, $crate::transport::TransportError> {
-            let t = self.timeout;
-            self.next(&mut $crate::transport::into_buffer(buf), t)?
-                .ok_or($crate::transport::TransportError::Timeout(t))
-        }
-
-        fn try_recv(
-            &mut self,
-            buf: &mut [u8],
-        ) -> Result<Option<usize>, $crate::transport::TransportError> {
-            self.next(
-                &mut $crate::transport::into_buffer(buf),
-                std::time::Duration::ZERO,
-            )
-        }
-
-        fn recv_with(
-            &mut self,
-            read: &mut dyn FnMut(&[u8]),
-        ) -> Result<usize, $crate::transport::TransportError> {
-            let t = self.timeout;
-            self.next(&mut $crate::transport::in_place(read), t)?
-                .ok_or($crate::transport::TransportError::Timeout(t))
-        }
+        $crate::transport::reads_in_place!(@waiting $crate::transport::next_whole);
     };
-    () => {
+    (@waiting $wait:path) => {
         fn recv(&mut self, buf: &mut [u8]) -> Result<usize, $crate::transport::TransportError> {
-            $crate::transport::next_within(self.timeout, |slice| {
-                self.next(&mut $crate::transport::into_buffer(&mut *buf), slice)
+            $wait(self.timeout, |t| {
+                self.next(&mut $crate::transport::into_buffer(&mut *buf), t)
             })
         }
 
@@ -1020,8 +1009,8 @@ macro_rules! reads_in_place {
             &mut self,
             read: &mut dyn FnMut(&[u8]),
         ) -> Result<usize, $crate::transport::TransportError> {
-            $crate::transport::next_within(self.timeout, |slice| {
-                self.next(&mut $crate::transport::in_place(&mut *read), slice)
+            $wait(self.timeout, |t| {
+                self.next(&mut $crate::transport::in_place(&mut *read), t)
             })
         }
     };
