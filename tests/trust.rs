@@ -305,19 +305,24 @@ fn a_named_server_killed_leaves_its_name_free() {
     );
 }
 
+/// `script` run by sh (a limit set, then msgperf exec'd), its output piped.
+fn in_shell(script: &str) -> std::process::Child {
+    std::process::Command::new("sh")
+        .args(["-c", script])
+        .env("MSGPERF_EXE", MSGPERF)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 fn a_run_that_would_run_out_of_descriptors_is_refused_and_leaves_nothing() {
     // 16 channels and 8 role processes do not fit in 20 descriptors: refused before any starts.
     let script = format!(
         "ulimit -n 20; exec {MSGPERF} run pubsub -t uds --pubs 4 --subs 4 --count 50 --warmup 0s --no-floor --timeout 3s"
     );
-    let child = std::process::Command::new("sh")
-        .args(["-c", &script])
-        .env("MSGPERF_EXE", MSGPERF)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = in_shell(&script);
     let pid = child.id();
     let out = wait_output(child, Duration::from_secs(60));
     let err = text(&out.stderr);
@@ -382,13 +387,7 @@ fn a_limit_on_tasks_is_named_and_nothing_is_left() {
             "echo $$ > {}/cgroup.procs && exec {MSGPERF} run pubsub -t uds --subs 4 --count 100 --warmup 0s --no-floor --timeout 3s",
             group.0.display()
         );
-        let child = std::process::Command::new("sh")
-            .args(["-c", &script])
-            .env("MSGPERF_EXE", MSGPERF)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let child = in_shell(&script);
         let pid = child.id();
         let out = wait_output(child, Duration::from_secs(60));
         let err = text(&out.stderr);
