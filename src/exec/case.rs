@@ -128,12 +128,12 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>, hosts: &Hosts) -> C
         Watchdog::arm(watchable.then_some(stall), move |i, seen| {
             let _ = tx.send(match (services.get(i.wrapping_sub(n)), seen) {
                 (Some(s), Seen::Hung(why)) if i >= n => {
-                    Event::ServiceDown(format!("{} {why}", services::name(s)))
+                    Event::ServiceDown(s.pid, format!("{} {why}", services::name(s)))
                 }
-                (Some(s), Seen::Killed(signal)) if i >= n => Event::ServiceDown(format!(
-                    "{} was killed by signal {signal}",
-                    services::name(s)
-                )),
+                (Some(s), Seen::Killed(signal)) if i >= n => Event::ServiceDown(
+                    s.pid,
+                    format!("{} was killed by signal {signal}", services::name(s)),
+                ),
                 (_, seen) => Event::of(i, seen),
             });
         })
@@ -259,7 +259,7 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>, hosts: &Hosts) -> C
         &mut || at_go = services::sample(&services),
     );
     let at_end = services::sample(&services);
-    let faults = services::faults(&services);
+    let faults = services::faults(&services, &events);
     let pids: Vec<u32> = started.iter().map(|s| s.handle.pid()).collect();
     let mut far_hosts: Vec<_> = started.iter().map(|s| s.handle.host()).collect();
     drop(monitor);
@@ -307,9 +307,9 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>, hosts: &Hosts) -> C
     // A dead broker is the cause of what the roles saw (they may notice before the runner).
     let error = match (faults.first(), driven.error) {
         (Some((s, f)), Some(e)) if !e.contains(&services::name(s)) => {
-            Some(format!("{} {f} (the {e})", services::name(s)))
+            Some(format!("{f} (the {e})"))
         }
-        (Some((s, f)), None) => Some(format!("{} {f}", services::name(s))),
+        (Some((_, f)), None) => Some(f.clone()),
         (_, e) => e,
     };
     CaseRun {

@@ -246,7 +246,7 @@ impl Driver {
                     self.failed = Some(killed(roles, i, signal));
                     return None;
                 }
-                Event::ServiceDown(why) => {
+                Event::ServiceDown(_, why) => {
                     self.died = Some(why);
                     return None;
                 }
@@ -313,7 +313,7 @@ impl Driver {
                 // connection may stay open while the kernel tears it down.
                 Event::Hung(i, why) => self.gone(roles, i, format!("{} {why}", whose(roles, i))),
                 Event::Killed(i, signal) => self.gone(roles, i, killed(roles, i, signal)),
-                Event::ServiceDown(why) => {
+                Event::ServiceDown(_, why) => {
                     // No END can reach a reader through a broker that is gone: every role
                     // stops (a client that retries a dead broker in silence, as Kafka's
                     // does, would wait out its timeout) and reports what it measured.

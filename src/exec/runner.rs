@@ -36,8 +36,9 @@ pub enum Event {
     /// Its process is dying from this signal: it is gone, though its connection may stay
     /// open for seconds while the kernel tears it down.
     Killed(usize, i32),
-    /// A process the case's set-up started (a broker) died, or was stopped and killed: why.
-    ServiceDown(String),
+    /// A process the case's set-up started (a broker), by pid, died, or was stopped and
+    /// killed: why, naming it.
+    ServiceDown(u32, String),
 }
 
 impl Event {

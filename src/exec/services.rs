@@ -6,7 +6,7 @@ use super::runner::Event;
 use crate::result::{Counters, CpuUsage, RoleId, RoleKind, RoleResult};
 use crate::sys;
 use crate::transport::Service;
-use crossbeam_channel::{bounded, RecvTimeoutError, Sender};
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 /// How a service's death is noticed: its state, read ten times a second (a dead child stays a
@@ -32,10 +32,7 @@ impl Monitor {
                     if sys::process_alive(s.pid) {
                         return true;
                     }
-                    let _ = events.send(Event::ServiceDown(format!(
-                        "{} exited during the case",
-                        name(s)
-                    )));
+                    let _ = events.send(Event::ServiceDown(s.pid, format!("{} died", name(s))));
                     false
                 });
             }
@@ -76,19 +73,37 @@ pub fn sample(services: &[Service]) -> Vec<Sample> {
         .collect()
 }
 
-/// What is wrong with each service that is not running at the end: died, or stopped.
-pub fn faults(services: &[Service]) -> Vec<(Service, String)> {
+/// What went wrong with each service, in a sentence naming it: what the watchdog or the
+/// monitor said of it in `events` not yet read, else whether it is dead or stopped now. Read
+/// after its state: one that the watchdog kills for being stopped is for a moment neither dead
+/// nor stopped (woken, not yet exiting), but its word is sent before the kill.
+pub fn faults(services: &[Service], events: &Receiver<Event>) -> Vec<(Service, String)> {
+    let now: Vec<Option<String>> = services
+        .iter()
+        .map(|s| {
+            if !sys::process_alive(s.pid) {
+                Some(format!("{} died", name(s)))
+            } else if matches!(sys::process_state(s.pid), Some('T' | 't')) {
+                Some(format!("{} was stopped (SIGSTOP or a debugger)", name(s)))
+            } else {
+                None
+            }
+        })
+        .collect();
+    let said: Vec<(u32, String)> = events
+        .try_iter()
+        .filter_map(|e| match e {
+            Event::ServiceDown(pid, why) => Some((pid, why)),
+            _ => None,
+        })
+        .collect();
     services
         .iter()
-        .filter_map(|s| {
-            let fault = if !sys::process_alive(s.pid) {
-                "died"
-            } else if matches!(sys::process_state(s.pid), Some('T' | 't')) {
-                "was stopped (SIGSTOP or a debugger)"
-            } else {
-                return None;
-            };
-            Some((s.clone(), fault.to_string()))
+        .zip(now)
+        .filter_map(|(s, now)| {
+            let said = said.iter().find(|(pid, _)| *pid == s.pid);
+            let why = said.map(|(_, why)| why.clone()).or(now)?;
+            Some((s.clone(), why))
         })
         .collect()
 }
@@ -135,8 +150,7 @@ pub fn results(
                 (_, None) => r.error = Some(format!("{} was gone before the end", name(s))),
             }
             if let Some((_, f)) = faults.iter().find(|(f, _)| f.pid == s.pid) {
-                r.error
-                    .get_or_insert(format!("{} {f} during the case", name(s)));
+                r.error.get_or_insert(format!("{f} during the case"));
             }
             r
         })
@@ -154,5 +168,66 @@ pub fn on_host(h: &super::hosts::Host) -> crate::result::RoleHost {
         environment: super::environment::probe(),
         // This machine's own clock.
         clock: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn service(pid: u32) -> Service {
+        Service {
+            label: "broker".into(),
+            program: "sleep".into(),
+            pid,
+        }
+    }
+
+    /// The watchdog's word on a service counts though the process looks well (as one it has
+    /// just killed does for a moment); a running one it said nothing of has no fault; a stopped
+    /// one is named as stopped, and one that is gone as dead.
+    #[test]
+    fn a_service_is_named_by_what_was_said_or_what_it_is() {
+        let mut running = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let mut stopped = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        sys::kill(stopped.id(), libc::SIGSTOP);
+        let end = Instant::now() + Duration::from_secs(10);
+        while sys::process_state(stopped.id()) != Some('T') && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let all = [
+            service(running.id()),
+            service(stopped.id()),
+            service(u32::MAX),
+        ];
+        let (tx, rx) = crossbeam_channel::unbounded();
+        assert!(
+            faults(&all[..1], &rx).is_empty(),
+            "a running service it said nothing of"
+        );
+        let said = format!("{} was stopped for 3.0 s: hung", name(&all[0]));
+        tx.send(Event::ServiceDown(all[0].pid, said.clone()))
+            .unwrap();
+        let found = faults(&all, &rx);
+        let _ = (
+            running.kill(),
+            stopped.kill(),
+            running.wait(),
+            stopped.wait(),
+        );
+        let whys: Vec<&str> = found.iter().map(|(_, w)| w.as_str()).collect();
+        assert_eq!(whys.len(), 3, "{whys:?}");
+        assert_eq!(whys[0], said);
+        assert!(
+            whys[1].ends_with("was stopped (SIGSTOP or a debugger)"),
+            "{whys:?}"
+        );
+        assert!(whys[2].ends_with("died"), "{whys:?}");
     }
 }

@@ -192,7 +192,7 @@ impl Broker {
         })?;
         b.pid = child.id();
         b.child = Some(child);
-        b.wait_up(timeout.max(p.boots_within), p.greeting)?;
+        b.wait_up(timeout, p.boots_within, p.greeting)?;
         Ok(b)
     }
 
@@ -205,12 +205,16 @@ impl Broker {
         }
     }
 
+    /// Waits for the broker to answer: the case's `timeout`, or longer if it `boots_within`
+    /// longer; but one stopped (SIGSTOP, a debugger) for the timeout is named then.
     fn wait_up(
         &mut self,
         timeout: Duration,
+        boots_within: Duration,
         greeting: Option<&[u8]>,
     ) -> Result<(), TransportError> {
         let start = Instant::now();
+        let mut stopped_since: Option<Instant> = None;
         let ip: Ipv4Addr = self.host.parse().unwrap_or(Ipv4Addr::LOCALHOST);
         let at = SocketAddr::from((ip, self.port));
         let answers = |mut c: TcpStream, hello: &[u8]| -> bool {
@@ -236,8 +240,32 @@ impl Broker {
                     ),
                 ));
             }
-            if start.elapsed() >= timeout {
-                return Err(TransportError::Timeout(timeout));
+            if matches!(sys::process_state(self.pid), Some('T' | 't')) {
+                let since = *stopped_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= timeout {
+                    return Err(TransportError::broker(
+                        self.program,
+                        format!(
+                            "the broker `{}` (pid {}) was stopped for {:.1} s as it started (SIGSTOP or a debugger)",
+                            self.program,
+                            self.pid,
+                            since.elapsed().as_secs_f64()
+                        ),
+                    ));
+                }
+            } else {
+                stopped_since = None;
+            }
+            let bound = timeout.max(boots_within);
+            if start.elapsed() >= bound {
+                return Err(TransportError::broker(
+                    self.program,
+                    format!(
+                        "the broker `{}` did not answer on {at} within {bound:?} of its start (its log says: {}): raise --timeout if it is only slow",
+                        self.program,
+                        self.last_words()
+                    ),
+                ));
             }
             // Ctrl-C acts now, not once a JVM has booted (its process goes with `self`).
             if crate::deadline::stop_requested() {
@@ -740,6 +768,51 @@ mod tests {
             .expect("refused")
             .to_string();
         assert!(e.contains("`false` exited at start"), "{e}");
+        assert_eq!(leftovers(), before);
+    }
+
+    /// A broker that stops itself as it starts (as SIGSTOP or a debugger would), and one that
+    /// never answers: each is named within the case's timeout though it could boot for longer,
+    /// and leaves no process or directory.
+    #[test]
+    fn a_broker_stopped_or_silent_at_start_is_named_within_the_timeout() {
+        static STOPS: Program = Program {
+            boots_within: Duration::from_secs(60),
+            ..Program::plain(
+                "sh",
+                "dash",
+                |_| vec!["-c".into(), "kill -STOP $$".into()],
+                None,
+            )
+        };
+        static SILENT: Program = Program::plain("sleep", "coreutils", |_| vec!["30".into()], None);
+        let _alone = STARTS.lock().unwrap_or_else(|p| p.into_inner());
+        let before = leftovers();
+        let start = Instant::now();
+        let e = Broker::start(&STOPS, None, Duration::from_secs(1), None)
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(e.contains("`sh` (pid"), "{e}");
+        assert!(e.contains("was stopped for"), "{e}");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{:?}",
+            start.elapsed()
+        );
+        let pid: u32 = e
+            .split("(pid ")
+            .nth(1)
+            .and_then(|r| r.split(')').next())
+            .and_then(|p| p.parse().ok())
+            .expect("its pid");
+        assert!(!sys::process_alive(pid), "{pid} was left");
+        let e = Broker::start(&SILENT, None, Duration::from_secs(1), None)
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(e.contains("`sleep` did not answer on 127.0.0.1:"), "{e}");
+        assert!(e.contains("raise --timeout"), "{e}");
         assert_eq!(leftovers(), before);
     }
 
