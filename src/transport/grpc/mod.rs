@@ -536,13 +536,28 @@ impl Endpoint for GrpcEndpoint {
                     Err(_) => Err(TransportError::PeerClosed),
                 };
             }
-            // A topic: the same bytes into every subscriber's stream.
+            // A topic: the same bytes into every subscriber's stream. One whose stream closed
+            // (its subscriber died) is left out from then on, as a copied fan-out does: the
+            // others keep getting every message, and the END (the runner reports the death).
+            let mut delivered = 0;
+            let mut gone = Vec::new();
             for s in &subscribers {
-                if wait(timeout, s.send(Ok(Frame { data: data.clone() })))?.is_err() {
-                    return Err(TransportError::PeerClosed);
+                match wait(timeout, s.send(Ok(Frame { data: data.clone() })))? {
+                    Ok(()) => delivered += 1,
+                    Err(_) => gone.push(s.clone()),
                 }
             }
-            return Ok(());
+            if !gone.is_empty() {
+                server
+                    .subscribers
+                    .lock()
+                    .unwrap()
+                    .retain(|s| !gone.iter().any(|g| g.same_channel(s)));
+            }
+            return match delivered {
+                0 => Err(TransportError::PeerClosed),
+                _ => Ok(()),
+            };
         }
         match self.client.as_mut() {
             Some(ClientEnd::Unary { client, pending }) => {
