@@ -231,23 +231,18 @@ impl Broker {
             }
             if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
                 self.child = None;
-                return Err(TransportError::broker(
+                return Err(broker_says(
                     self.program,
-                    format!(
-                        "the broker `{}` exited at start ({status}): {}",
-                        self.program,
-                        self.last_words()
-                    ),
+                    format!("exited at start ({status}): {}", self.last_words()),
                 ));
             }
             if matches!(sys::process_state(self.pid), Some('T' | 't')) {
                 let since = *stopped_since.get_or_insert_with(Instant::now);
                 if since.elapsed() >= timeout {
-                    return Err(TransportError::broker(
+                    return Err(broker_says(
                         self.program,
                         format!(
-                            "the broker `{}` (pid {}) was stopped for {:.1} s as it started (SIGSTOP or a debugger)",
-                            self.program,
+                            "(pid {}) was stopped for {:.1} s as it started (SIGSTOP or a debugger)",
                             self.pid,
                             since.elapsed().as_secs_f64()
                         ),
@@ -258,11 +253,10 @@ impl Broker {
             }
             let bound = timeout.max(boots_within);
             if start.elapsed() >= bound {
-                return Err(TransportError::broker(
+                return Err(broker_says(
                     self.program,
                     format!(
-                        "the broker `{}` did not answer on {at} within {bound:?} of its start (its log says: {}): raise --timeout if it is only slow",
-                        self.program,
+                        "did not answer on {at} within {bound:?} of its start (its log says: {}): raise --timeout if it is only slow",
                         self.last_words()
                     ),
                 ));
@@ -285,6 +279,11 @@ impl Broker {
             .and_then(|mut f| f.read_to_string(&mut s));
         said(&s)
     }
+}
+
+/// The error of a broker that failed to start: `the broker `PROGRAM` WHAT`.
+fn broker_says(program: &'static str, what: String) -> TransportError {
+    TransportError::broker(program, format!("the broker `{program}` {what}"))
 }
 
 /// What a program said as it failed, from its log: for a Java stack trace, the exception and
