@@ -346,8 +346,21 @@ fn leaves_nothing(t: &'static dyn Transport) -> Result<(), Failed> {
     drop(eps);
     drop(setup);
     match &rdv.place {
-        Place::Dir(d) if std::path::Path::new(d).exists() => {
-            return Err(fail(format!("its directory {d} is still there")))
+        Place::Dir(d) => {
+            if std::path::Path::new(d).exists() {
+                return Err(fail(format!("its directory {d} is still there")));
+            }
+            // What a library makes in /dev/shm for the case is named after its directory.
+            let name = d.rsplit_once('/').map_or(d.as_str(), |(_, n)| n);
+            let left: Vec<String> = std::fs::read_dir("/dev/shm")
+                .map_err(fail)?
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .filter(|n| n.starts_with(&format!("{name}-")))
+                .collect();
+            if !left.is_empty() {
+                return Err(fail(format!("files left in /dev/shm: {left:?}")));
+            }
         }
         Place::Segments(prefix) => {
             let (dir, name) = prefix.rsplit_once('/').unwrap_or(("/dev/shm", prefix));

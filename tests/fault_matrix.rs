@@ -189,7 +189,6 @@ fn try_fault(
     caps: &Capabilities,
 ) -> Result<(), Failed> {
     let what = format!("{transport} {} {}", w.name, fault.name());
-    let shm_before = shm_files();
     let dir = temp_dir();
     let json = dir.path().join("r.json");
     let mut args = vec![
@@ -297,10 +296,7 @@ fn try_fault(
     if !left.is_empty() {
         return Err(fail(format!("{what}: left in the temp dir: {left:?}")));
     }
-    let shm_left: Vec<String> = shm_files()
-        .into_iter()
-        .filter(|f| !shm_before.contains(f))
-        .collect();
+    let shm_left = shm_files_of(pid, &roles);
     if !shm_left.is_empty() {
         return Err(fail(format!("{what}: left in /dev/shm: {shm_left:?}")));
     }
@@ -390,12 +386,18 @@ fn started_at(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-fn shm_files() -> Vec<String> {
+/// The files in /dev/shm named after msgperf `pid` or one of its roles (`msgperf-PID-...`):
+/// the other trials that run beside this one have their own.
+fn shm_files_of(pid: u32, roles: &[u32]) -> Vec<String> {
+    let ours: Vec<String> = std::iter::once(pid)
+        .chain(roles.iter().copied())
+        .map(|p| format!("msgperf-{p}-"))
+        .collect();
     std::fs::read_dir("/dev/shm")
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().to_string())
-                .filter(|n| n.starts_with("msgperf-"))
+                .filter(|n| ours.iter().any(|o| n.starts_with(o)))
                 .collect()
         })
         .unwrap_or_default()

@@ -13,8 +13,8 @@
 #![allow(unsafe_code)]
 
 use super::{
-    channel_of, copy_out, Capabilities, ChannelSpec, Deferred, Endpoint, Opening, OptionSpec,
-    Options, Place, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
+    channel_of, copy_out, dir_of, dir_setup, Capabilities, ChannelSpec, Deferred, Endpoint,
+    Opening, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::deadline::Deadline;
 use crate::transport::{EndpointResult, OpenResult};
@@ -24,7 +24,6 @@ use ::iceoryx2::port::publisher::Publisher;
 use ::iceoryx2::port::subscriber::Subscriber;
 use ::iceoryx2::prelude::*;
 use ::iceoryx2::service::port_factory::publish_subscribe::PortFactory as PubSubFactory;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 pub struct Iceoryx2;
@@ -73,31 +72,23 @@ impl Transport for Iceoryx2 {
     }
 
     fn setup(&self, _: &SetupPlan, _: &ChannelSpec) -> Result<Setup, TransportError> {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let prefix = format!(
-            "msgperf/{}/{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        );
-        // The services live as long as the nodes of the sides that open them.
-        Ok(Setup::new(
-            Rendezvous::new(self.name(), Place::Key(prefix)),
-            (),
-        ))
+        // A private iceoryx2 domain per case (its own root directory and file prefix
+        // `msgperf-PID-N-`): iceoryx2 keeps a domain's files after its last node, and a killed
+        // role's until another node sweeps them; the case's end and msgperf's stale sweep
+        // remove these, and nothing else of anyone's iceoryx2.
+        let setup = dir_setup(self.name())?;
+        let dir = dir_of(&setup.rendezvous)?;
+        Ok(setup.with_guard(ShmFiles(format!("{}-", name_of(&dir)))))
     }
 
     fn open(&self, at: &Rendezvous, side: Side, spec: &ChannelSpec) -> OpenResult {
         let (n, accept) = channel_of(self.name(), side)?;
-        let Place::Key(prefix) = &at.place else {
-            return Err(TransportError::Unsupported(
-                "iceoryx2 meets by service name".into(),
-            ));
-        };
-        let prefix = format!("{prefix}/{n}");
+        let config = domain(&dir_of(at)?)?;
+        let prefix = format!("msgperf/{n}");
         if !accept {
             return Ok(Box::new(Deferred(
                 move |_: &Rendezvous, spec: &ChannelSpec| {
-                    let mut side = IoxSide::open(&prefix, "c2l", "l2c", spec, false)?;
+                    let mut side = IoxSide::open(&config, &prefix, "c2l", "l2c", spec, false)?;
                     // Hello: our process id; the accepting side answers with its own.
                     side.send_raw(&std::process::id().to_le_bytes())?;
                     side.peer_pid = side.recv_hello(spec.timeout)?;
@@ -106,8 +97,49 @@ impl Transport for Iceoryx2 {
             )));
         }
         // Made now, so that the connecting side finds the services when it finishes.
-        let side = IoxSide::open(&prefix, "l2c", "c2l", spec, true)?;
+        let side = IoxSide::open(&config, &prefix, "l2c", "c2l", spec, true)?;
         Ok(Box::new(IoxAccept { side }))
+    }
+}
+
+fn name_of(dir: &std::path::Path) -> String {
+    dir.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The case's iceoryx2 domain: files under its private directory and in /dev/shm named after it.
+fn domain(dir: &std::path::Path) -> Result<Config, TransportError> {
+    // Checked first: iceoryx2 makes a domain's files in /dev/shm before it finds its directory
+    // missing.
+    if !dir.is_dir() {
+        return Err(TransportError::Unsupported(format!(
+            "iceoryx2's domain {} is gone: its case has ended",
+            dir.display()
+        )));
+    }
+    let mut config = Config::default();
+    config.global.prefix = FileName::new(format!("{}-", name_of(dir)).as_bytes())
+        .map_err(|e| err("domain prefix", e))?;
+    let root = Path::new(format!("{}/", dir.display()).as_bytes())
+        .map_err(|e| err("domain directory (a shorter TMPDIR helps)", e))?;
+    config.global.set_root_path(&root);
+    Ok(config)
+}
+
+/// Removes the case's iceoryx2 files in /dev/shm (those starting with this prefix) when dropped.
+struct ShmFiles(String);
+
+impl Drop for ShmFiles {
+    fn drop(&mut self) {
+        let Ok(entries) = std::fs::read_dir("/dev/shm") else {
+            return;
+        };
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&self.0) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
     }
 }
 
@@ -166,6 +198,7 @@ struct IoxSide {
 
 impl IoxSide {
     fn open(
+        config: &Config,
         prefix: &str,
         tx: &str,
         rx: &str,
@@ -174,10 +207,9 @@ impl IoxSide {
     ) -> Result<Self, TransportError> {
         set_log_level(LogLevel::Error);
         let node = NodeBuilder::new()
+            .config(config)
             .create::<Svc>()
             .map_err(|e| err("node", e))?;
-        // A msgperf killed earlier may have left its services behind.
-        let _ = node.try_cleanup_dead_nodes();
         let max = spec.max_message;
         let depth = match spec.option("buffer") {
             None | Some("auto") => ((16usize << 20) / max.max(1)).clamp(4, 1024),
