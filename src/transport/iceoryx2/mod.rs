@@ -22,6 +22,7 @@ use ::iceoryx2::port::listener::Listener as EventListener;
 use ::iceoryx2::port::notifier::Notifier;
 use ::iceoryx2::port::publisher::Publisher;
 use ::iceoryx2::port::subscriber::Subscriber;
+use ::iceoryx2::port::{BackpressureAction, BackpressureInfo, SendError};
 use ::iceoryx2::prelude::*;
 use ::iceoryx2::service::port_factory::publish_subscribe::PortFactory as PubSubFactory;
 use std::time::{Duration, Instant};
@@ -125,6 +126,17 @@ fn domain(dir: &std::path::Path) -> Result<Config, TransportError> {
         .map_err(|e| err("domain directory (a shorter TMPDIR helps)", e))?;
     config.global.set_root_path(&root);
     Ok(config)
+}
+
+/// A publisher's backpressure handler: retry while the reader's queue is full, for `timeout`.
+fn give_up_after(timeout: Duration) -> impl Fn(&BackpressureInfo) -> BackpressureAction + Send {
+    move |info| {
+        if info.elapsed_time < timeout {
+            BackpressureAction::Retry
+        } else {
+            BackpressureAction::DiscardDataAndFail
+        }
+    }
 }
 
 /// Removes the case's iceoryx2 files in /dev/shm (those starting with this prefix) when dropped.
@@ -257,6 +269,9 @@ impl IoxSide {
             .publisher_builder()
             .initial_max_slice_len(max.max(64))
             .backpressure_strategy(BackpressureStrategy::RetryUntilDelivered)
+            // A reader that stops reading (stopped, hung) would hold the writer in send without
+            // bound: it gives up after the case's timeout, keeping its counts.
+            .set_backpressure_handler(give_up_after(spec.timeout))
             .create()
             .map_err(|e| err("publisher", e))?;
         let wait = match spec.option("wait") {
@@ -325,6 +340,16 @@ impl IoxSide {
         }
     }
 
+    /// A send's outcome: one the backpressure handler gave up on waited out the timeout.
+    fn sent(&self, r: Result<usize, SendError>) -> Result<(), TransportError> {
+        match r {
+            Ok(_) => Ok(()),
+            Err(SendError::UnableToDeliver) if self.peer_gone() => Err(TransportError::PeerClosed),
+            Err(SendError::UnableToDeliver) => Err(TransportError::Timeout(self.timeout)),
+            Err(e) => Err(err("send", e)),
+        }
+    }
+
     fn peer_gone(&self) -> bool {
         self.rx_service.dynamic_config().number_of_publishers() == 0
             || (self.peer_pid != 0 && !crate::sys::process_alive(self.peer_pid))
@@ -374,10 +399,8 @@ impl Endpoint for IoxSide {
             .publisher
             .loan_slice_uninit(msg.len())
             .map_err(|e| err("loan", e))?;
-        sample
-            .write_from_slice(msg)
-            .send()
-            .map_err(|e| err("send", e))?;
+        let sent = sample.write_from_slice(msg).send();
+        self.sent(sent)?;
         if let Some(n) = &self.notifier {
             n.notify().map_err(|e| err("notify", e))?;
         }
@@ -398,7 +421,7 @@ impl Endpoint for IoxSide {
         // writes all of them before anything reads them (see the module comment).
         build(unsafe { std::slice::from_raw_parts_mut(payload.as_mut_ptr().cast::<u8>(), len) });
         let sample = unsafe { sample.assume_init() };
-        sample.send().map_err(|e| err("send", e))?;
+        self.sent(sample.send())?;
         if let Some(n) = &self.notifier {
             n.notify().map_err(|e| err("notify", e))?;
         }
