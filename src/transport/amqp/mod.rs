@@ -64,11 +64,13 @@ pub(super) static SERVER: Program = Program {
 
 fn configure(b: &broker::Bind) -> std::io::Result<()> {
     let (port, dir, host) = (b.port, b.dir, b.host);
-    // Its host's address only (loopback unless placed), no plugins, the log on the broker's own output.
+    // Its host's address only (loopback unless placed), no plugins, the log on the broker's own
+    // output; the default user `guest` may log in from roles on other hosts (RabbitMQ allows it
+    // from loopback only), as the broker lives only for the case.
     std::fs::write(
         dir.join("rabbitmq.conf"),
         format!(
-            "listeners.tcp.1 = {host}:{port}\ntcp_listen_options.nodelay = true\nlog.console = true\nlog.console.level = warning\nlog.file = false\n"
+            "listeners.tcp.1 = {host}:{port}\ntcp_listen_options.nodelay = true\nloopback_users = none\nlog.console = true\nlog.console.level = warning\nlog.file = false\n"
         ),
     )?;
     std::fs::write(dir.join("enabled_plugins"), "[].\n")
@@ -536,12 +538,26 @@ fn failed(e: impl std::fmt::Display) -> TransportError {
 pub(super) struct Client {
     connection: Connection,
     pub channel: Channel,
+    /// A call timed out or found the broker gone: closing politely would wait out its bound
+    /// again (a link that went down), so the connection is just dropped.
+    broken: bool,
 }
 
 impl Client {
     /// Connects to the broker at `url` and opens a channel, within the timeout.
     pub fn connect(url: &str, timeout: Duration) -> Result<Client, TransportError> {
-        let refused = |e: String| broker::not_there(url, e, "rabbitmq-server");
+        let refused = |e: String| {
+            // It answered, and refused the login: no question of whether it runs.
+            if e.contains("ACCESS_REFUSED") || e.contains("ACCESS-REFUSED") {
+                TransportError::middleware(
+                    "amqp",
+                    format!("the broker at {url} refused the login (give a user it accepts from this host: amqp://USER:PASSWORD@HOST:PORT)"),
+                    e,
+                )
+            } else {
+                broker::not_there(url, e, "rabbitmq-server")
+            }
+        };
         let connection = wait(
             timeout,
             Connection::connect(url, ConnectionProperties::default()),
@@ -552,6 +568,7 @@ impl Client {
         Ok(Client {
             connection,
             channel,
+            broken: false,
         })
     }
 
@@ -648,6 +665,9 @@ impl Client {
 
 impl Drop for Client {
     fn drop(&mut self) {
+        if self.broken {
+            return;
+        }
         // What was published leaves before the connection goes.
         let _ = wait(
             Duration::from_secs(1),
@@ -684,24 +704,41 @@ impl AmqpEnd {
         let next = match c.next().now_or_never() {
             Some(n) => n,
             None if timeout.is_zero() => return Ok(None),
-            None => wait(timeout, c.next())?,
+            None => match wait(timeout, c.next()) {
+                Ok(n) => n,
+                Err(e) => return Err(self.broke(e)),
+            },
         };
         let d = match next {
             Some(Ok(d)) => d,
-            Some(Err(_)) | None => return Err(TransportError::PeerClosed),
+            Some(Err(_)) | None => return Err(self.broke(TransportError::PeerClosed)),
         };
         let n = take(&d.data);
         if self.settings.manual_ack {
-            wait(self.timeout, d.ack(BasicAckOptions::default()))?
-                .map_err(|_| TransportError::PeerClosed)?;
+            let acked = wait(self.timeout, d.ack(BasicAckOptions::default()))
+                .and_then(|r| r.map_err(|_| TransportError::PeerClosed));
+            if let Err(e) = acked {
+                return Err(self.broke(e));
+            }
         }
         n.map(Some)
+    }
+
+    /// Notes a call that timed out or lost the broker, so that dropping this end does not wait
+    /// on the broker again.
+    fn broke(&mut self, e: TransportError) -> TransportError {
+        if matches!(e, TransportError::Timeout(_) | TransportError::PeerClosed) {
+            self.client.broken = true;
+        }
+        e
     }
 }
 
 impl Drop for AmqpEnd {
     fn drop(&mut self) {
-        if let Some(q) = &self.delete {
+        // A queue left by a broken end goes with its private broker, or with the ledger's sweep
+        // of a user's broker.
+        if let Some(q) = self.delete.as_ref().filter(|_| !self.client.broken) {
             self.client.delete(&[q]);
         }
     }
@@ -714,10 +751,12 @@ impl Endpoint for AmqpEnd {
                 "amqp: a subscriber only reads".into(),
             ));
         };
-        wait(
+        let sent = wait(
             self.timeout,
             self.client.publish(exchange, key, msg, &self.settings),
-        )?
+        )
+        .and_then(|r| r);
+        sent.map_err(|e| self.broke(e))
     }
 
     reads_in_place!();
