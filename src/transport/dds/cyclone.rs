@@ -118,7 +118,12 @@ fn check(rc: i32, what: impl FnOnce() -> String) -> Result<i32, DdsError> {
 /// tag that only this case's peers share (participants with another tag, other cases or
 /// programs, are never matched). On one host: loopback only, the participants of this host.
 /// Across hosts: the interface of this host's address, and every host's address as a peer.
-pub fn config(tag: &str, hosts: Option<&HostAddresses>) -> String {
+/// A participant that stops answering (a stopped or killed role) is dropped after `lease`, so
+/// that a reliable writer no longer waits for its acknowledgements: half the case's timeout
+/// (1 s to DDS's default 10 s), announced five times a lease.
+pub fn config(tag: &str, hosts: Option<&HostAddresses>, timeout: Duration) -> String {
+    let lease = (timeout / 2).clamp(Duration::from_secs(1), Duration::from_secs(10));
+    let (lease_ms, spdp_ms) = (lease.as_millis(), lease.as_millis() / 5);
     let (interface, peers) = match hosts {
         None => ("name=\"lo\"".to_string(), vec!["127.0.0.1".to_string()]),
         Some(h) => (format!("address=\"{}\"", h.own), h.all.clone()),
@@ -131,7 +136,8 @@ pub fn config(tag: &str, hosts: Option<&HostAddresses>) -> String {
         "<CycloneDDS><Domain id=\"any\"><General><Interfaces><NetworkInterface {interface}/></Interfaces>\
          <AllowMulticast>false</AllowMulticast></General><Discovery><Tag>{tag}</Tag>\
          <ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>60</MaxAutoParticipantIndex>\
-         <Peers>{peers}</Peers></Discovery>\
+         <Peers>{peers}</Peers><LeaseDuration>{lease_ms} ms</LeaseDuration>\
+         <SPDPInterval>{spdp_ms} ms</SPDPInterval></Discovery>\
          <Tracing><Verbosity>none</Verbosity></Tracing></Domain></CycloneDDS>"
     )
 }

@@ -37,7 +37,8 @@ impl Floor for DdsFloor {
             exchange: crate::transport::Exchange::Both,
         };
         let io = |e: cyclone::DdsError| std::io::Error::other(e.to_string());
-        let participant = Participant::join(id, &cyclone::config(&tag, None)).map_err(io)?;
+        let participant =
+            Participant::join(id, &cyclone::config(&tag, None, spec.timeout)).map_err(io)?;
         let qos = super::qos_of(&spec);
         let wake = super::wake_of(&spec);
         // Side 0 writes "forth" and reads "back"; side 1 the other way round.

@@ -142,8 +142,9 @@ impl Transport for Dds {
                     "dds: a rendezvous key {key:?} that is not DOMAIN/TAG"
                 ))
             })?;
-        let participant = Participant::join(id, &cyclone::config(tag, at.hosts.as_ref()))
-            .map_err(|e| dds_error(e, spec))?;
+        let participant =
+            Participant::join(id, &cyclone::config(tag, at.hosts.as_ref(), spec.timeout))
+                .map_err(|e| dds_error(e, spec))?;
         let qos = qos_of(spec);
         let wake = wake_of(spec);
         let topic = |what: String| format!("{tag}/{what}");
