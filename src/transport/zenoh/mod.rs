@@ -483,10 +483,18 @@ struct ZenohEndpoint {
 
 impl Drop for ZenohEndpoint {
     fn drop(&mut self) {
-        // Undeclared and closed now, not in the background after the role returned.
+        // Undeclared and closed now, not in the background after the role returned; but a
+        // session to a peer out of reach (a link down) takes Zenoh's own 10 s to close, so the
+        // close is waited for at most a second, then left to the role's exit.
         self.publisher.take();
         self.inbox.take();
-        let _ = self.session.close().wait();
+        let session = self.session.clone();
+        let (closed, done) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = session.close().wait();
+            let _ = closed.send(());
+        });
+        let _ = done.recv_timeout(self.timeout.min(Duration::from_secs(1)));
     }
 }
 
