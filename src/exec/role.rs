@@ -286,18 +286,20 @@ fn serve_case(
         Err(RoleError::Ended { sent, cause }) => (Some(sent), Some(cause.to_string())),
         Err(e) => (None, Some(e.to_string())),
     };
+    let mut result = rec.finish(role.id, error);
+    result.sent_total = sent.map_or(0, |s: Sent| s.next);
+    result.pinned_cpu = role.cpu;
+    // Reported before END goes out: an END that waits out its timeout on a peer out of reach
+    // (a link down) would otherwise hold the counts until the runner gave up on this role.
+    send(
+        link,
+        &FromRole::Result(Box::new(Report::Case(result.clone()))),
+    )?;
     let mut end = [0u8; message::HEADER];
     let end = sent.map(|s| message::end(&mut end, s.next, s.first_measured).to_vec());
     if let Some(end) = &end {
         send_end(&mut ends, end, case.timeout);
     }
-    let mut result = rec.finish(role.id, error);
-    result.sent_total = sent.map_or(0, |s: Sent| s.next);
-    result.pinned_cpu = role.cpu;
-    send(
-        link,
-        &FromRole::Result(Box::new(Report::Case(result.clone()))),
-    )?;
     // END may be lost where the transport drops: repeat it until every result is in.
     let reliable = t.capabilities(&case.effective_options).reliable;
     linger(link, bound, &mut || {

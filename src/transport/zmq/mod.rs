@@ -331,6 +331,10 @@ impl ZmqEndpoint {
                 Ok(n) => return Ok(Some(n)),
                 Err(zmq::Error::EAGAIN) if flags == zmq::DONTWAIT => return Ok(None),
                 Err(zmq::Error::EAGAIN) => return Err(TransportError::Timeout(self.timeout)),
+                // The runner's stop (SIGUSR1) ends a wait for a peer that may never come.
+                Err(zmq::Error::EINTR) if crate::deadline::role_told_to_stop() => {
+                    return Err(TransportError::Stopped)
+                }
                 Err(zmq::Error::EINTR) => {}
                 Err(e) => return Err(zmq_error("a receive", e)),
             }
@@ -350,6 +354,9 @@ impl Endpoint for ZmqEndpoint {
                 Ok(()) => return Ok(()),
                 Err(zmq::Error::EAGAIN) if self.drop_when_full => return Err(TransportError::Full),
                 Err(zmq::Error::EAGAIN) => return Err(TransportError::Timeout(self.timeout)),
+                Err(zmq::Error::EINTR) if crate::deadline::role_told_to_stop() => {
+                    return Err(TransportError::Stopped)
+                }
                 Err(zmq::Error::EINTR) => {}
                 Err(zmq::Error::EFSM) => {
                     return Err(TransportError::Unsupported(
