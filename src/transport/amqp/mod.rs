@@ -23,6 +23,7 @@ use lapin::options::{
     ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
     QueueDeleteOptions,
 };
+use lapin::protocol::{AMQPErrorKind, AMQPSoftError};
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, Consumer, ExchangeKind};
 use std::time::Duration;
@@ -530,6 +531,11 @@ fn delete_streams(url: &str, name: &str, plan: &SetupPlan, timeout: Duration) {
     }
 }
 
+fn login_refused(e: &lapin::Error) -> bool {
+    matches!(e.kind(), lapin::ErrorKind::ProtocolError(a)
+        if *a.kind() == AMQPErrorKind::Soft(AMQPSoftError::ACCESSREFUSED))
+}
+
 fn failed(e: impl std::fmt::Display) -> TransportError {
     TransportError::middleware("lapin", "an AMQP call", e.to_string())
 }
@@ -546,24 +552,23 @@ pub(super) struct Client {
 impl Client {
     /// Connects to the broker at `url` and opens a channel, within the timeout.
     pub fn connect(url: &str, timeout: Duration) -> Result<Client, TransportError> {
-        let refused = |e: String| {
-            // It answered, and refused the login: no question of whether it runs.
-            if e.contains("ACCESS_REFUSED") || e.contains("ACCESS-REFUSED") {
-                TransportError::middleware(
-                    "amqp",
-                    format!("the broker at {url} refused the login (give a user it accepts from this host: amqp://USER:PASSWORD@HOST:PORT)"),
-                    e,
-                )
-            } else {
-                broker::not_there(url, e, "rabbitmq-server")
-            }
-        };
         let connection = wait(
             timeout,
             Connection::connect(url, ConnectionProperties::default()),
         )
-        .map_err(|e| refused(e.to_string()))?
-        .map_err(|e| refused(e.to_string()))?;
+        .map_err(|e| broker::not_there(url, e, "rabbitmq-server"))?
+        .map_err(|e| {
+            // It answered, and refused the login: no question of whether it runs.
+            if login_refused(&e) {
+                TransportError::middleware(
+                    "amqp",
+                    format!("the broker at {url} refused the login (give a user it accepts from this host: amqp://USER:PASSWORD@HOST:PORT)"),
+                    e.to_string(),
+                )
+            } else {
+                broker::not_there(url, e, "rabbitmq-server")
+            }
+        })?;
         let channel = wait(timeout, connection.create_channel())?.map_err(failed)?;
         Ok(Client {
             connection,
