@@ -59,12 +59,13 @@ pub(super) fn wait(
     }
 }
 
-/// The writing side of one ring: where the next message goes, and the slowest reader's
-/// position as last seen.
+/// The writing side of one ring: where the next message goes, the slowest reader's
+/// position as last seen, and the cells cleared ahead.
 pub(super) struct RingWriter {
     pub ring: Ring,
     w: u64,
     min_reader: u64,
+    clearance: ring::Clearance,
 }
 
 impl RingWriter {
@@ -73,6 +74,7 @@ impl RingWriter {
             ring,
             w: 0,
             min_reader: 0,
+            clearance: ring::Clearance::new(0),
         }
     }
 
@@ -127,7 +129,8 @@ impl RingWriter {
                 self.min_reader = self.ring.min_reader(w);
             }
         }
-        self.ring.put(w, start, end, len, to, body);
+        self.clearance
+            .publish(&self.ring, (w, start, end), len, to, body, self.min_reader);
         if block {
             self.ring.wake_readers();
         }

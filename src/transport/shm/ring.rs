@@ -131,6 +131,55 @@ pub enum Record<'a> {
     Other(u64),
 }
 
+/// Cells cleared ahead of the writer, a writer's state: the head of the cell after a record
+/// must be 0 before the record is published (readers wait there next), and a cell's old head
+/// is a stale record from the ring's last lap. Clearing that one cell as each record is
+/// written puts a second cache line on the message's path (under x86's store order the
+/// record's head becomes visible only after it, and that line is the reader's from the last
+/// lap); so the writer clears the free cells ahead in batches, after a publish, while the
+/// reader is busy with the message, and the next record's line is the only one that crosses.
+pub struct Clearance {
+    /// Every cell from the write position up to this one has a head of 0.
+    cleared: u64,
+}
+
+/// Cells cleared in one batch: 32 lines, a few microseconds of a stream's writes apart.
+const CLEAR_AHEAD: u64 = 32;
+
+impl Clearance {
+    /// A fresh ring is all zeros, but a reused one is not: nothing is taken as cleared.
+    pub fn new(w: u64) -> Self {
+        Clearance { cleared: w }
+    }
+
+    /// Queue mode: publishes a record as `Ring::put` does, first clearing the cell after it if
+    /// no batch did; then clears the next batch if the cleared cells run low. `min_reader` is
+    /// a position every active reader has passed (the cells up to a ring beyond it are free).
+    #[allow(clippy::too_many_arguments)]
+    pub fn publish(
+        &mut self,
+        ring: &Ring,
+        (w, start, end): (u64, u64, u64),
+        len: usize,
+        to: Option<usize>,
+        body: Body,
+        min_reader: u64,
+    ) {
+        if self.cleared <= end {
+            ring.clear_heads(end, end + 1);
+            self.cleared = end + 1;
+        }
+        ring.put(w, start, len, to, body);
+        if self.cleared <= end + CLEAR_AHEAD / 2 {
+            let to = (end + CLEAR_AHEAD).min(min_reader + ring.cap);
+            if to > self.cleared {
+                ring.clear_heads(self.cleared, to);
+                self.cleared = to;
+            }
+        }
+    }
+}
+
 /// A view of one ring in a mapped segment. The mapping outlives it (the endpoint owns both).
 pub struct Ring {
     ctl: *const RingCtl,
@@ -223,17 +272,17 @@ impl Ring {
     }
 
     /// Queue mode: writes a record placed by `place` at `start` (after `w`) and publishes it.
-    /// The caller has space up to `end` + 1.
+    /// The caller has space for it and the cell after it, whose head is 0 (see `Clearance`).
     ///
     /// A reader waits on the head (first word) of the cell at its position, which is 0 until
-    /// the record there is whole: the writer writes everything else first, clears the head of
-    /// the cell after the record (where readers go next), and stores the head last with
-    /// release order. So a reader learns of a message from the message's own cache line, not
-    /// from a position on another line: one line crosses between the CPUs, not two. The head
-    /// is the message's own length (its first four bytes), or PAD (the rest of the ring is
-    /// skipped), or a prefix cell's TO_ONE (for one reader) or BUILT (a message built in place,
-    /// whose builder writes its first bytes in an order the ring does not control).
-    pub fn put(&self, w: u64, start: u64, end: u64, len: usize, to: Option<usize>, body: Body) {
+    /// the record there is whole: the writer writes everything else first and stores the head
+    /// last with release order; the cell after the record (where readers go next) was cleared
+    /// before. So a reader learns of a message from the message's own cache line, not from a
+    /// position on another line: one line crosses between the CPUs, not two. The head is the
+    /// message's own length (its first four bytes), or PAD (the rest of the ring is skipped),
+    /// or a prefix cell's TO_ONE (for one reader) or BUILT (a message built in place, whose
+    /// builder writes its first bytes in an order the ring does not control).
+    pub fn put(&self, w: u64, start: u64, len: usize, to: Option<usize>, body: Body) {
         let prefix = to.is_some() || matches!(body, Body::Build(_));
         let at = start + u64::from(prefix);
         // SAFETY: every active reader released these cells (the caller checked the space),
@@ -244,7 +293,6 @@ impl Ring {
                 Body::Copy(m) => msg[4..].copy_from_slice(&m[4..len]),
                 Body::Build(build) => build(msg),
             }
-            self.head(end).store(0, Ordering::Relaxed);
             let own = if prefix {
                 // The message's length, whatever a builder wrote there.
                 (msg.as_mut_ptr() as *mut u32).write(len as u32);
@@ -267,6 +315,14 @@ impl Ring {
             } else {
                 self.head(start).store(own, Ordering::Release);
             }
+        }
+    }
+
+    /// Queue mode: zeroes the heads of the cells from `from` to `to`, which every reader has
+    /// released.
+    pub fn clear_heads(&self, from: u64, to: u64) {
+        for p in from..to {
+            self.head(p).store(0, Ordering::Relaxed);
         }
     }
 
@@ -582,13 +638,18 @@ mod tests {
             .collect();
         let w = unsafe { Ring::new(base as *mut u8, 0, RING) };
         let mut pos = 0;
+        let mut clearance = Clearance::new(pos);
         for seq in 0..N {
             // Copied, or built in place (every third one).
             let built = seq % 3 == 1;
             let (start, end) = w.place(pos, size(seq), to(seq), built);
-            while !w.has_space(end, w.min_reader(pos)) {
+            let min_reader = loop {
+                let m = w.min_reader(pos);
+                if w.has_space(end, m) {
+                    break m;
+                }
                 std::thread::yield_now();
-            }
+            };
             let mut msg = vec![0u8; size(seq)];
             pattern(seq, &mut msg);
             let body = if built {
@@ -596,7 +657,8 @@ mod tests {
             } else {
                 Body::Copy(&msg)
             };
-            w.put(pos, start, end, size(seq), to(seq), body);
+            let len = size(seq);
+            clearance.publish(&w, (pos, start, end), len, to(seq), body, min_reader);
             pos = end;
         }
         let addressed = N / 5;
