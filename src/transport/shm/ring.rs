@@ -155,7 +155,6 @@ impl Clearance {
     /// Queue mode: publishes a record as `Ring::put` does, first clearing the cell after it if
     /// no batch did; then clears the next batch if the cleared cells run low. `min_reader` is
     /// a position every active reader has passed (the cells up to a ring beyond it are free).
-    #[allow(clippy::too_many_arguments)]
     pub fn publish(
         &mut self,
         ring: &Ring,
@@ -657,8 +656,7 @@ mod tests {
             } else {
                 Body::Copy(&msg)
             };
-            let len = size(seq);
-            clearance.publish(&w, (pos, start, end), len, to(seq), body, min_reader);
+            clearance.publish(&w, (pos, start, end), size(seq), to(seq), body, min_reader);
             pos = end;
         }
         let addressed = N / 5;
