@@ -82,6 +82,30 @@ fn pump(
     pump_with(index, conn, events, silence, |_| false)
 }
 
+/// `conn`, its frames pumped (by a copy) to `events` as [`pump`] does.
+fn pumped(
+    index: usize,
+    conn: Conn,
+    events: Sender<Event>,
+    silence: Option<Duration>,
+) -> Result<Conn, ExecError> {
+    let copy = conn
+        .try_clone()
+        .map_err(|e| ExecError::os("could not share a control socket", e))?;
+    pump(index, copy, events, silence)?;
+    Ok(conn)
+}
+
+/// A control socket's two ends: ours and the role's.
+fn control_pair() -> Result<(UnixStream, UnixStream), ExecError> {
+    UnixStream::pair().map_err(|e| ExecError::os("could not make a control socket", e))
+}
+
+/// Sends `msg` on `conn`, a failure naming `whom`.
+fn send_on(conn: &mut Conn, msg: &ToRole, whom: impl Into<String>) -> Result<(), ExecError> {
+    conn.send(msg).map_err(|e| ExecError::control(whom, e))
+}
+
 /// As [`pump`]; `keep` takes the frames it returns true for (a far role's probes) instead of
 /// passing them on.
 fn pump_with(
@@ -151,8 +175,7 @@ impl ProcessRole {
         ends: Option<FloorEnds>,
         events: Sender<Event>,
     ) -> Result<Self, ExecError> {
-        let (ours, theirs) =
-            UnixStream::pair().map_err(|e| ExecError::os("could not make a control socket", e))?;
+        let (ours, theirs) = control_pair()?;
         let floor_fds = match ends {
             Some(FloorEnds::Fds(f)) => f,
             Some(FloorEnds::Local(_)) => {
@@ -183,14 +206,7 @@ impl ProcessRole {
             let _ = stderr.read_to_string(&mut s);
             let _ = err_tx.send(s);
         })?;
-        let conn = Conn::Unix(ours);
-        pump(
-            index,
-            conn.try_clone()
-                .map_err(|e| ExecError::os("could not share a control socket", e))?,
-            events,
-            None,
-        )?;
+        let conn = pumped(index, Conn::Unix(ours), events, None)?;
         // Reaped with a bound (`finish`), not by std's unbounded wait.
         drop(child);
         Ok(ProcessRole {
@@ -204,9 +220,7 @@ impl ProcessRole {
 
 impl RoleHandle for ProcessRole {
     fn send(&mut self, msg: &ToRole) -> Result<(), ExecError> {
-        self.conn
-            .send(msg)
-            .map_err(|e| ExecError::control("its control channel", e))
+        send_on(&mut self.conn, msg, "its control channel")
     }
     fn stop(&mut self) {
         sys::kill(self.pid, libc::SIGUSR1);
@@ -292,8 +306,7 @@ impl ThreadRole {
         events: Sender<Event>,
         body: impl FnOnce(Conn, Arc<AtomicBool>) -> Result<(), ExecError> + Send + 'static,
     ) -> Result<Self, ExecError> {
-        let (ours, theirs) =
-            UnixStream::pair().map_err(|e| ExecError::os("could not make a control socket", e))?;
+        let (ours, theirs) = control_pair()?;
         let stop = Arc::new(AtomicBool::new(false));
         let (done_tx, done) = bounded(1);
         let flag = stop.clone();
@@ -307,14 +320,7 @@ impl ThreadRole {
                 let _ = done_tx.send(r);
             })
             .map_err(|e| ExecError::start("could not start a role thread", e))?;
-        let conn = Conn::Unix(ours);
-        pump(
-            index,
-            conn.try_clone()
-                .map_err(|e| ExecError::os("could not share a control socket", e))?,
-            events,
-            None,
-        )?;
+        let conn = pumped(index, Conn::Unix(ours), events, None)?;
         Ok(ThreadRole {
             conn,
             stop,
@@ -326,9 +332,7 @@ impl ThreadRole {
 
 impl RoleHandle for ThreadRole {
     fn send(&mut self, msg: &ToRole) -> Result<(), ExecError> {
-        self.conn
-            .send(msg)
-            .map_err(|e| ExecError::control("its control channel", e))
+        send_on(&mut self.conn, msg, "its control channel")
     }
     fn stop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
@@ -375,13 +379,7 @@ impl RemoteRole {
         let conn = at.connect(timeout)?;
         // Silence longer than the timeout (and a few heartbeats) is a hung server.
         let silence = timeout.max(HEARTBEAT * 3);
-        pump(
-            index,
-            conn.try_clone()
-                .map_err(|e| ExecError::os("could not share a control socket", e))?,
-            events,
-            Some(silence),
-        )?;
+        let conn = pumped(index, conn, events, Some(silence))?;
         Ok(RemoteRole {
             conn,
             at: at.clone(),
@@ -391,9 +389,11 @@ impl RemoteRole {
 
 impl RoleHandle for RemoteRole {
     fn send(&mut self, msg: &ToRole) -> Result<(), ExecError> {
-        self.conn
-            .send(msg)
-            .map_err(|e| ExecError::control(format!("`msgperf serve` at {}", self.at), e))
+        send_on(
+            &mut self.conn,
+            msg,
+            format!("`msgperf serve` at {}", self.at),
+        )
     }
     fn stop(&mut self) {
         // The server raises its role's flag when the Stop frame comes.

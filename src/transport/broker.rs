@@ -23,9 +23,11 @@ pub struct Program {
     pub name: &'static str,
     /// The Debian package that has it (and its helper).
     pub package: &'static str,
-    /// Its command line (its data directory may hold a configuration `configure` wrote).
+    /// Its command line, run in its data directory (which holds its `config`).
     pub args: fn(&Bind) -> Vec<String>,
-    /// Writes what the program reads at start (a configuration file) into its directory.
+    /// The configuration file it reads at start, written into its directory.
+    pub config: Option<Config>,
+    /// Prepares what else it needs in its directory (files, a formatted store), after `config`.
     pub configure: Option<fn(&Bind) -> std::io::Result<()>>,
     /// Its environment.
     pub env: Option<fn(&Bind) -> Env>,
@@ -41,6 +43,13 @@ pub struct Program {
     /// What it needs besides its executable (Kafka's jars), checked before it starts: the
     /// error names what is missing and how to get it.
     pub needs: Option<fn() -> Result<(), String>>,
+}
+
+/// A configuration file: its name in the broker's directory, and its text for where the broker
+/// listens.
+pub struct Config {
+    pub file: &'static str,
+    pub text: fn(&Bind) -> String,
 }
 
 /// Environment variables, by name.
@@ -144,6 +153,9 @@ impl Broker {
             helper: helper_port,
             dir: &dir.0,
         };
+        if let Some(c) = &p.config {
+            std::fs::write(bind.dir.join(c.file), (c.text)(&bind))?;
+        }
         if let Some(configure) = p.configure {
             configure(&bind)?;
         }
@@ -582,19 +594,20 @@ fn find(name: &str) -> Option<PathBuf> {
 }
 
 impl Program {
-    /// A program that needs only its command line and, if `configure` is given, the file that
-    /// writes: no environment, no helper, up once its port answers.
+    /// A program that needs only its command line and, if given, its configuration file: no
+    /// environment, no helper, up once its port answers.
     pub const fn plain(
         name: &'static str,
         package: &'static str,
         args: fn(&Bind) -> Vec<String>,
-        configure: Option<fn(&Bind) -> std::io::Result<()>>,
+        config: Option<Config>,
     ) -> Program {
         Program {
             name,
             package,
             args,
-            configure,
+            config,
+            configure: None,
             env: None,
             helper: None,
             boots_within: Duration::ZERO,
@@ -834,6 +847,7 @@ mod tests {
                 format!("echo start >> {}; {say}", tally().display()),
             ]
         },
+        config: None,
         configure: None,
         env: None,
         helper: None,

@@ -43,6 +43,7 @@ pub(super) static SERVER: Program = Program {
     name: "/usr/lib/rabbitmq/bin/rabbitmq-server",
     package: "rabbitmq-server",
     args: |_| vec![],
+    config: None,
     configure: Some(configure),
     env: Some(env),
     helper: Some(Helper {

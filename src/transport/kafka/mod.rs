@@ -84,6 +84,7 @@ pub(super) static SERVER: Program = Program {
         a.push(b.dir.join("server.properties").display().to_string());
         a
     },
+    config: None,
     configure: Some(configure),
     env: None,
     helper: None,

@@ -6,7 +6,7 @@
 
 mod floor;
 
-use super::broker::{self, Program};
+use super::broker::{self, Config, Program};
 use super::runtime::{runtime, wait};
 use super::{
     as_it_is, reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor,
@@ -36,23 +36,20 @@ pub(super) static SERVER: Program = Program::plain(
     "mosquitto",
     "mosquitto",
     |_| vec!["-c".into(), "mosquitto.conf".into()],
-    Some(configure),
+    Some(Config {
+        file: "mosquitto.conf",
+        text: config,
+    }),
 );
 
-fn configure(b: &broker::Bind) -> std::io::Result<()> {
-    // Its host's address only (loopback unless placed), TCP_NODELAY, nothing persisted, no limit on what it queues for a slow
-    // subscriber. Started as root, mosquitto switches to the user named here: it must stay
-    // the user it was started as, since a change of user clears the signal that kills it with
-    // msgperf (PR_SET_PDEATHSIG), and an orphan would outlive the run.
-    std::fs::write(
-        b.dir.join("mosquitto.conf"),
-        format!(
-            "listener {} {}\nset_tcp_nodelay true\nallow_anonymous true\npersistence false\nmax_queued_messages 0\nmax_queued_bytes 0\nuser {}\n",
-            b.port,
-            b.host,
-            crate::sys::user_name().unwrap_or_else(|| "root".into())
-        ),
-    )
+/// Its host's address only (loopback unless placed), TCP_NODELAY, nothing persisted, no limit on
+/// what it queues for a slow subscriber. Started as root, mosquitto switches to the user named
+/// here: it must stay the user it was started as, since a change of user clears the signal that
+/// kills it with msgperf (PR_SET_PDEATHSIG), and an orphan would outlive the run.
+fn config(b: &broker::Bind) -> String {
+    let (host, port) = (b.host, b.port);
+    let user = crate::sys::user_name().unwrap_or_else(|| "root".into());
+    format!("listener {port} {host}\nset_tcp_nodelay true\nallow_anonymous true\npersistence false\nmax_queued_messages 0\nmax_queued_bytes 0\nuser {user}\n")
 }
 
 fn check_broker(v: &str) -> Result<(), String> {

@@ -14,7 +14,7 @@
 
 mod floor;
 
-use super::broker::{self, Program};
+use super::broker::{self, Config, Program};
 use super::runtime::{runtime, wait};
 use super::{
     as_it_is, reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor,
@@ -38,21 +38,19 @@ pub(super) static SERVER: Program = Program::plain(
     "nats-server",
     "nats-server",
     |_| vec!["-c".into(), "nats.conf".into()],
-    Some(configure),
+    Some(Config {
+        file: "nats.conf",
+        text: config,
+    }),
 );
 
-fn configure(b: &broker::Bind) -> std::io::Result<()> {
-    // Its host's address only (loopback unless placed); payloads as large as msgperf's largest, and room to queue them; JetStream
-    // on, storing in the case's directory (idle unless a case asks for a stream).
-    std::fs::write(
-        b.dir.join("nats.conf"),
-        format!(
-            "listen: {}:{}\nmax_payload: {MAX_PAYLOAD}\nmax_pending: 256MB\njetstream {{\n  store_dir: \"{}\"\n}}\n",
-            b.host,
-            b.port,
-            b.dir.join("jetstream").display()
-        ),
-    )
+/// Its host's address only (loopback unless placed); payloads as large as msgperf's largest, and
+/// room to queue them; JetStream on, storing in the case's directory (idle unless a case asks for
+/// a stream).
+fn config(b: &broker::Bind) -> String {
+    let (host, port, store) = (b.host, b.port, b.dir.join("jetstream"));
+    let store = store.display();
+    format!("listen: {host}:{port}\nmax_payload: {MAX_PAYLOAD}\nmax_pending: 256MB\njetstream {{\n  store_dir: \"{store}\"\n}}\n")
 }
 
 /// The JetStream storage a case asks for, if it does.

@@ -13,7 +13,7 @@
 
 mod floor;
 
-use super::broker::{self, Program};
+use super::broker::{self, Config, Program};
 use super::runtime::Local;
 use super::{
     as_it_is, reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor,
@@ -40,21 +40,17 @@ pub(super) static SERVER: Program = Program::plain(
     "redis-server",
     "redis-server",
     |_| vec!["redis.conf".into()],
-    Some(configure),
+    Some(Config {
+        file: "redis.conf",
+        text: config,
+    }),
 );
 
-fn configure(b: &broker::Bind) -> std::io::Result<()> {
-    // Its host's address only (loopback unless placed), nothing saved; a subscriber may fall 256 MB behind before the server
-    // drops it.
-    std::fs::write(
-        b.dir.join("redis.conf"),
-        format!(
-            "port {}\nbind {}\nprotected-mode no\nsave \"\"\nappendonly no\ndir {}\nclient-output-buffer-limit pubsub 256mb 256mb 0\n",
-            b.port,
-            b.host,
-            b.dir.display()
-        ),
-    )
+/// Its host's address only (loopback unless placed), nothing saved; a subscriber may fall 256 MB
+/// behind before the server drops it.
+fn config(b: &broker::Bind) -> String {
+    let (host, port, dir) = (b.host, b.port, b.dir.display());
+    format!("port {port}\nbind {host}\nprotected-mode no\nsave \"\"\nappendonly no\ndir {dir}\nclient-output-buffer-limit pubsub 256mb 256mb 0\n")
 }
 
 fn check_broker(v: &str) -> Result<(), String> {
