@@ -369,7 +369,7 @@ struct Sshd {
     child: std::process::Child,
     key: std::path::PathBuf,
     _dir: tempfile::TempDir,
-    _ns: Netns,
+    ns: Netns,
 }
 
 impl Sshd {
@@ -383,7 +383,7 @@ impl Sshd {
             eprintln!("skipped: no sshd (apt-get install openssh-server)");
             return None;
         }
-        let ns = Netns::make("s", net);
+        let ns = Netns::make(&format!("s{net}"), net);
         let dir = temp_dir();
         let d = dir.path();
         for (file, what) in [("host", "host key"), ("user", "user key")] {
@@ -426,8 +426,38 @@ impl Sshd {
             child,
             key: d.join("user"),
             _dir: dir,
-            _ns: ns,
+            ns,
         })
+    }
+}
+
+impl Sshd {
+    /// The root namespace's end of its link.
+    fn link(&self) -> String {
+        format!("{}a", self.ns.name)
+    }
+
+    /// Waits (bounded) until no far role (`msgperf role --stdio`) runs under this sshd.
+    fn waits_for_its_roles_to_end(&self, what: &str) {
+        let far_roles = || {
+            let mut all = vec![self.child.id()];
+            let mut i = 0;
+            while i < all.len() {
+                all.extend(children(all[i]));
+                i += 1;
+            }
+            all.iter()
+                .filter(|p| {
+                    std::fs::read(format!("/proc/{p}/cmdline"))
+                        .is_ok_and(|l| l.windows(7).any(|w| w == b"--stdio"))
+                })
+                .count()
+        };
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while far_roles() > 0 {
+            assert!(Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 }
 
@@ -699,29 +729,57 @@ fn a_killed_ssh_launcher_ends_the_case_and_its_far_role() {
         "{local}"
     );
     // The far role, under this test's sshd, sees its stdin end and goes.
-    let sshd_pid = sshd.child.id();
-    let far_roles = || {
-        let mut all = vec![sshd_pid];
-        let mut i = 0;
-        while i < all.len() {
-            all.extend(children(all[i]));
-            i += 1;
-        }
-        all.iter()
-            .filter(|p| {
-                std::fs::read(format!("/proc/{p}/cmdline"))
-                    .is_ok_and(|l| l.windows(7).any(|w| w == b"--stdio"))
-            })
-            .count()
-    };
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while far_roles() > 0 {
-        assert!(
-            Instant::now() < deadline,
-            "a far role outlived its launcher"
-        );
-        std::thread::sleep(Duration::from_millis(100));
+    sshd.waits_for_its_roles_to_end("a far role outlived its launcher");
+}
+
+/// The link to a host reached through ssh goes down mid-run: ssh notices nothing (its TCP
+/// connection just goes quiet), so the runner finds the host lost by its silence, ends the case
+/// within the timeout naming the role and host, keeps the local subscriber's figures, and stops
+/// its ssh; the far role, hearing nothing from its runner, stops itself.
+#[test]
+fn a_link_to_an_ssh_host_that_goes_down_ends_the_case_and_its_far_role() {
+    if !namespaces_work() {
+        return;
     }
+    let Some(sshd) = Sshd::start(67) else {
+        return;
+    };
+    let launcher = format!(
+        "b=ssh -T -i {} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR root@10.251.67.2",
+        sshd.key.display()
+    );
+    let dir = temp_dir();
+    let out_file = dir.path().join("r.json");
+    let mut child = pubsub_with_subscriber_on_b(&launcher, &out_file);
+    let pid = child.id();
+    let ssh = wait_for_role(&mut child, "--stdio subscriber 2");
+    measuring(&mut child);
+    let down = Command::new("ip")
+        .args(["link", "set", &sshd.link(), "down"])
+        .status()
+        .unwrap();
+    assert!(down.success(), "ip link set {} down", sshd.link());
+    let at = Instant::now();
+    let out = wait_output(child, Duration::from_secs(60));
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(at.elapsed() < Duration::from_secs(20), "{all}");
+    assert!(all.contains("subscriber 2 on host b"), "{all}");
+    let run = json(&out_file);
+    let case = &run["cases"][0];
+    assert!(
+        case["error"].as_str().is_some_and(|e| e.contains("host b")),
+        "{case}"
+    );
+    let local = &case["roles"][1];
+    assert_eq!(local["role"]["number"], 1);
+    assert!(
+        local["counters"]["messages_received"].as_u64().unwrap() > 100,
+        "{local}"
+    );
+    assert!(!alive(ssh), "the ssh launcher outlived the run");
+    assert_eq!(children(pid), Vec::<u32>::new());
+    sshd.waits_for_its_roles_to_end("a far role outlived its lost link");
 }
 
 #[test]
