@@ -9,7 +9,10 @@ bandwidth for streams) and shm's own plain loop with the same wait strategy (a f
 round trips, the futex ping-pong for `block`; for streams four slots with one copy in and one out).
 shm against its peer among the adapters is `bench/middlewares.py --transports` with that
 adapter's name, which runs the adapter's own benchmark part.
-Usage: bench/shm_options.py [--duration 1] [--rounds 12]
+The "vs hardware" column of round trips divides by one cache line measured at the start, while a
+VM's vCPUs move between sitting near each other and apart every few seconds: shm's ratio to the
+cache line measured just before and after it, in pairs, is bench/ratios.py's.
+Usage: bench/shm_options.py [--duration 1]
 """
 import argparse, json, os, re, subprocess, sys, tempfile
 
@@ -20,10 +23,10 @@ root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def sh(args):
     return subprocess.run(args, check=True, capture_output=True, text=True).stdout
 
-def run(msgperf, workload, size, placement, opts, duration, transport="shm", extra=()):
+def run(msgperf, workload, size, placement, opts, duration, transport="shm"):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         args = [msgperf, "run", workload, "-t", transport, "--size", str(size), "--duration", duration + "s",
-                "--placement", placement, "--json", f.name, *extra]
+                "--placement", placement, "--json", f.name]
         for o in opts:
             args += ["--opt", o]
         sh(args)
@@ -32,12 +35,11 @@ def run(msgperf, workload, size, placement, opts, duration, transport="shm", ext
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", default="1")
-    ap.add_argument("--rounds", type=int, default=12)
     a = ap.parse_args()
     sh(["cargo", "build", "--release", "--quiet", "--manifest-path", os.path.join(root, "Cargo.toml")])
     msgperf = os.path.join(root, "target", "release", "msgperf")
     floor = sh([msgperf, "floor", "-t", "shm", "--placement", "cross-cpu", "--duration", a.duration + "s"])
-    cache_line_us = cache_line_of(floor)
+    cache_line_us = float(re.search(r"cache-line ping-pong\s+8 B\s+\S+\s+\S+\s+\d+\s+\S+\s+(\S+)", floor).group(1))
     memcpy_mb = float(re.search(r"memcpy\s+64 KiB\s+.*?(\d+\.\d)\s*$", floor, re.M).group(1))
     print(f"hardware floor: cache-line ping-pong p50 {cache_line_us:.2f} us (cross-cpu), memcpy {memcpy_mb:.0f} MB/s (one CPU)\n")
     print("| case | cpus | p50 [us] | p99 [us] | msgs/s | MiB/s | CPU [us/msg, both roles] | vs shm floor | vs hardware |")
@@ -50,46 +52,8 @@ def main():
         for c in run(msgperf, "stream", size, "cross-cpu", ["zero-copy=false,true"], a.duration):
             row(c, None, memcpy_mb)
     print("\nround trips: p50 / floor p50 (lower is better), the hardware's being the cache-line ping-pong"
-          " measured once, at the start (the vCPUs may have moved since: the paired rounds below are the ratio);"
+          " measured once, at the start (the vCPUs may have moved since: bench/ratios.py pairs them);"
           " streams: MB/s / floor MB/s (higher is better), the hardware's being one CPU's memcpy.")
-    paired(msgperf, a.rounds)
-
-def cache_line_of(floor_output):
-    return float(re.search(r"cache-line ping-pong\s+8 B\s+\S+\s+\S+\s+\d+\s+\S+\s+(\S+)", floor_output).group(1))
-
-def paired(msgperf, rounds):
-    """shm's 64 B ping-pong (wait=spin, two CPUs) over the cache line measured around it."""
-    def cache_line():
-        return cache_line_of(sh([msgperf, "floor", "--placement", "cross-cpu", "--duration", "0.3s"]))
-    print(f"\n### shm ping-pong 64 B (wait=spin, cpus 0/1) against the cache line, paired ({rounds} rounds)\n")
-    print("| round | cache line before [us] | shm p50 [us] | cache line after [us] | shm / cache line |")
-    print("| --- | --- | --- | --- | --- |")
-    kept = []
-    for i in range(1, rounds + 1):
-        before = cache_line()
-        c = run(msgperf, "pingpong", 64, "cross-cpu", ["wait=spin"], "0.3", extra=["--no-floor", "--warmup", "100ms"])[0]
-        after = cache_line()
-        shm = c["summary"]["latency"]["p50_ns"] / 1e3
-        line = (before + after) / 2
-        if max(before, after) <= 1.25 * min(before, after):
-            kept.append((line, shm / line))
-            ratio = f"{shm / line:.2f}x"
-        else:
-            ratio = "- (the vCPUs moved)"
-        print(f"| {i} | {before:.2f} | {shm:.3f} | {after:.2f} | {ratio} |")
-    if not kept:
-        return
-    # Two groups where the cache lines differ by more than twice: the vCPUs near and apart.
-    lo, hi = min(l for l, _ in kept), max(l for l, _ in kept)
-    split = (lo * hi) ** 0.5 if hi > 2 * lo else hi
-    print()
-    for name, group in (("near (sharing a core's caches)", [k for k in kept if k[0] <= split]),
-                        ("apart", [k for k in kept if k[0] > split])):
-        if group:
-            ratios = sorted(r for _, r in group)
-            lines = sorted(l for l, _ in group)
-            print(f"- vCPUs {name}: {len(group)} rounds, cache line p50 {lines[0]:.2f}-{lines[-1]:.2f} us,"
-                  f" shm / cache line median {ratios[len(ratios) // 2]:.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f}x)")
 
 def row(c, cache_line_us, memcpy_mb):
     s = c["summary"]
