@@ -367,6 +367,7 @@ fn placements_that_cannot_run_are_refused_before_anything_starts() {
 /// An sshd of the test's own, in a namespace of its own, taking a key the test made.
 struct Sshd {
     child: std::process::Child,
+    net: u8,
     key: std::path::PathBuf,
     _dir: tempfile::TempDir,
     ns: Netns,
@@ -424,6 +425,7 @@ impl Sshd {
         }
         Some(Sshd {
             child,
+            net,
             key: d.join("user"),
             _dir: dir,
             ns,
@@ -432,6 +434,15 @@ impl Sshd {
 }
 
 impl Sshd {
+    /// `--host b=...`: host b reached through ssh to this sshd, with the test's key.
+    fn launcher(&self) -> String {
+        format!(
+            "b=ssh -T -i {} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR root@10.251.{}.2",
+            self.key.display(),
+            self.net
+        )
+    }
+
     /// The root namespace's end of its link.
     fn link(&self) -> String {
         format!("{}a", self.ns.name)
@@ -476,10 +487,7 @@ fn pubsub_through_ssh_to_an_sshd_in_a_namespace() {
     let Some(sshd) = Sshd::start(62) else {
         return;
     };
-    let launcher = format!(
-        "b=ssh -T -i {} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR root@10.251.62.2",
-        sshd.key.display()
-    );
+    let launcher = sshd.launcher();
     let dir = temp_dir();
     let out_file = dir.path().join("r.json");
     let out = run(
@@ -705,10 +713,7 @@ fn a_killed_ssh_launcher_ends_the_case_and_its_far_role() {
     let Some(sshd) = Sshd::start(64) else {
         return;
     };
-    let launcher = format!(
-        "b=ssh -T -i {} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR root@10.251.64.2",
-        sshd.key.display()
-    );
+    let launcher = sshd.launcher();
     let dir = temp_dir();
     let out_file = dir.path().join("r.json");
     let mut child = pubsub_with_subscriber_on_b(&launcher, &out_file);
@@ -744,10 +749,7 @@ fn a_link_to_an_ssh_host_that_goes_down_ends_the_case_and_its_far_role() {
     let Some(sshd) = Sshd::start(67) else {
         return;
     };
-    let launcher = format!(
-        "b=ssh -T -i {} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR root@10.251.67.2",
-        sshd.key.display()
-    );
+    let launcher = sshd.launcher();
     let dir = temp_dir();
     let out_file = dir.path().join("r.json");
     let mut child = pubsub_with_subscriber_on_b(&launcher, &out_file);
