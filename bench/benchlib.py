@@ -26,11 +26,16 @@ def cpus_of(placement):
     return ("0", "0") if placement == "same-cpu" else ("0", "1")
 
 
-def msgperf_cases(msgperf, workload, transport, args):
-    """msgperf's cases for `msgperf run WORKLOAD -t TRANSPORT ARGS...`, from its JSON."""
+def msgperf_run(msgperf, workload, transport, args):
+    """The JSON of `msgperf run WORKLOAD -t TRANSPORT ARGS...`: its cases and environment."""
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         sh([msgperf, "run", workload, "-t", transport, "--json", f.name, *args])
-        return json.load(open(f.name))["cases"]
+        return json.load(open(f.name))
+
+
+def msgperf_cases(msgperf, workload, transport, args):
+    """msgperf's cases for `msgperf run WORKLOAD -t TRANSPORT ARGS...`, from its JSON."""
+    return msgperf_run(msgperf, workload, transport, args)["cases"]
 
 
 def adapters():

@@ -20,7 +20,7 @@ Usage: bench/middlewares.py [--transports NAME,...] [--duration 2] [--placement 
 import argparse, statistics, sys
 
 import benchlib
-from benchlib import adapters, bench_part, build_msgperf, has_floor, msgperf_cases
+from benchlib import adapters, bench_part, build_msgperf, has_floor, msgperf_run
 
 
 def main():
@@ -72,6 +72,31 @@ def main():
     print("\nping-pong: p50 / floor p50 (lower is better); stream: MiB/s / floor MiB/s (higher is better)."
           + (f" Median of {a.repeat} runs (range)." if a.repeat > 1 else ""))
 
+    # Where a stream's time per message goes: the difference from the floor, measured, beside
+    # what msgperf's measuring costs a role per message (from this run's clock calibration).
+    small = [i for i, r in enumerate(runs[0]) if r["workload"] == "stream" and r["size"] == 64
+             and r["transport"] not in tool_rows]
+    if small:
+        print("\n64 B streams, time per message: the floor sends and receives; msgperf also stamps each "
+              f"message (sequence number, send time) and its writer reads the clock {WRITER_MEASURING[0]}x "
+              f"and records {WRITER_MEASURING[1]} histogram samples, its reader {READER_MEASURING[0]}x and "
+              f"{READER_MEASURING[1]}. Where a role's CPU is full (its own thread and the client's I/O "
+              "thread), that measuring adds to each message's time.\n")
+        head = ("transport", "placement", "floor [ns/msg]", "msgperf [ns/msg]", "more [ns/msg]",
+                "writer measuring [ns/msg]", "reader measuring [ns/msg]")
+        print(" | ".join(head))
+        print(" | ".join("---" for _ in head))
+        for i in small:
+            rs = [run[i] for run in runs]
+            more = [x["ours_ns"] - x["floor_ns"] for x in rs if x["ours_ns"] and x["floor_ns"]]
+            print(" | ".join([rs[0]["transport"], rs[0]["placement"],
+                              fig([x["floor_ns"] for x in rs], "{:.0f}"), fig([x["ours_ns"] for x in rs], "{:.0f}"),
+                              fig(more, "{:.0f}") if more else "-",
+                              fig([x["writer_ns"] for x in rs], "{:.0f}"), fig([x["reader_ns"] for x in rs], "{:.0f}")]))
+        print("\nmeasuring = clock reads x a read's cost + records x a record's cost, both measured by each run "
+              f"(median {statistics.median(x['clock_ns'] for run in runs for x in run if 'clock_ns' in x):.1f} ns "
+              f"and {statistics.median(x['record_ns'] for run in runs for x in run if 'record_ns' in x):.1f} ns).")
+
     def against(transport, workload, title, head, fmt, unit=""):
         """msgperf beside a middleware's own tool, row by row."""
         rows = [i for i, r in enumerate(runs[0]) if r["transport"] == transport and r["workload"] == workload]
@@ -113,6 +138,24 @@ def main():
             against(t, table["workload"], title, table["head"], table["fmt"], table.get("unit", ""))
 
 
+# What msgperf's stream does per message beyond the floor's plain send and receive (see
+# src/workload/oneway.rs): the writer reads the clock before and after its send and records
+# the call's time (a histogram and its interval's); the reader reads the clock before and
+# after its read and records the read call and the one-way latency (three histograms).
+WRITER_MEASURING = (2, 2)
+READER_MEASURING = (2, 3)
+
+
+def per_message(size, ours_mib, floor_mib, clock):
+    """A stream's time per message, msgperf's and the floor's (measured), and what msgperf's
+    measuring costs each role per message (this run's clock read and histogram record costs)."""
+    ns = lambda mib: size / (mib * 2**20) * 1e9 if mib else None
+    cost = lambda reads, records: reads * clock["read_cost_ns"] + records * clock["record_cost_ns"]
+    return dict(ours_ns=ns(ours_mib), floor_ns=ns(floor_mib),
+                writer_ns=cost(*WRITER_MEASURING), reader_ns=cost(*READER_MEASURING),
+                clock_ns=clock["read_cost_ns"], record_ns=clock["record_cost_ns"])
+
+
 def sweep(a, msgperf, contexts):
     rows = []
     for placement in a.placement.split(","):
@@ -123,16 +166,22 @@ def sweep(a, msgperf, contexts):
                 rows.extend(dict(r, transport=t, placement=placement) for r in found)
 
             for workload, sizes in (("pingpong", "64,4k"), ("stream", "64,64k")):
-                for c in msgperf_cases(msgperf, workload, t, ["--size", sizes, "--duration", a.duration + "s",
-                                                              "--placement", placement]):
+                run = msgperf_run(msgperf, workload, t, ["--size", sizes, "--duration", a.duration + "s",
+                                                         "--placement", placement])
+                clock = run["environment"]["clock"]
+                for c in run["cases"]:
                     s = c["summary"]
+                    size = c["config"]["size_bytes"]
                     # A floor that could not be measured is null (and shown as `-`).
                     if workload == "pingpong":
                         ours, floor = s["latency"]["p50_ns"] / 1e3, (s["floor_p50_ns"] or 0) / 1e3
                     else:
                         ours, floor = s["mib_per_s"], s["floor_mib_per_s"]
-                    add([dict(workload=workload, size=c["config"]["size_bytes"], ours=ours, floor=floor,
-                              ratio=ours / floor if floor else None)])
+                    row = dict(workload=workload, size=size, ours=ours, floor=floor,
+                               ratio=ours / floor if floor else None)
+                    if workload == "stream":
+                        row.update(per_message(size, ours, floor, clock))
+                    add([row])
                     if part and hasattr(part, "after_case"):
                         add(part.after_case(ctx, workload, c, placement))
             if part and hasattr(part, "tools"):
