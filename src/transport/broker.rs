@@ -6,8 +6,8 @@
 
 use super::FloorRoles;
 use super::{
-    fresh_name, private_dir, ChannelSpec, DirGuard, Endpoint, Opening, Place, Rendezvous, Service,
-    ServiceHost, Setup, SetupPlan, Side, TransportError,
+    fresh_name, private_dir, Capabilities, ChannelSpec, DirGuard, Endpoint, Exchange, Opening,
+    Place, Rendezvous, Service, ServiceHost, Setup, SetupPlan, Side, TransportError,
 };
 use crate::sys;
 use crate::transport::EndpointResult;
@@ -16,6 +16,24 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// What a brokered adapter can do, besides what its options decide: clients of one broker reach
+/// it from any process or host, its own fan-out serves every subscriber, and each message is a
+/// client's allocation that the reader reads in place.
+pub fn capabilities(reliable: bool, max_message_bytes: usize) -> Capabilities {
+    Capabilities {
+        reliable,
+        max_message_bytes,
+        cross_process: true,
+        cross_host: true,
+        native_fan_out: 1024,
+        needs_server: true,
+        allocates_per_message: true,
+        reads_in_place: true,
+        exchange: Exchange::Both,
+        ..Capabilities::default()
+    }
+}
 
 /// A broker program and how to start it.
 pub struct Program {

@@ -12,7 +12,7 @@ mod floor;
 use super::broker::{self, Helper, Program};
 use super::runtime::wait;
 use super::{
-    reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Need,
+    reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Floor, Need,
     OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport, TransportError,
 };
 use crate::delivery::{Delivery, History, Reliability, Setting};
@@ -266,18 +266,9 @@ impl Transport for Amqp {
     }
     fn capabilities(&self, o: &Options) -> Capabilities {
         Capabilities {
-            reliable: Settings::of(o).max_length.is_none(),
-            max_message_bytes: MAX_MESSAGE,
-            cross_process: true,
-            cross_host: true,
-            native_fan_out: 1024,
-            needs_server: true,
-            allocates_per_message: true,
-            reads_in_place: true,
-            exchange: Exchange::Both,
             // Its broker boots in seconds (a floor starts its own).
             startup: SERVER.boots_within,
-            ..Capabilities::default()
+            ..broker::capabilities(Settings::of(o).max_length.is_none(), MAX_MESSAGE)
         }
     }
 

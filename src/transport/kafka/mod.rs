@@ -13,7 +13,7 @@ mod floor;
 use super::broker::{self, Program};
 use super::runtime::wait;
 use super::{
-    reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor, Get, Need,
+    reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Floor, Get, Need,
     OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport, TransportError,
 };
 use crate::delivery::{Delivery, History, Reliability, Setting};
@@ -462,21 +462,12 @@ impl Transport for Kafka {
     fn capabilities(&self, o: &Options) -> Capabilities {
         let s = Settings::of(o);
         Capabilities {
-            reliable: s.acks != "0",
-            max_message_bytes: s.max_message(),
-            cross_process: true,
-            cross_host: true,
-            native_fan_out: 1024,
-            needs_server: true,
-            allocates_per_message: true,
-            reads_in_place: true,
-            exchange: Exchange::Both,
             // A fresh broker's JIT: a round trip's mean fell from 9.6 ms in its first second to
             // 1.8 ms in its sixth, and slowly after that (measured on 2 CPUs).
             warmup: Duration::from_secs(5),
             // Its broker boots in seconds (a floor starts its own).
             startup: SERVER.boots_within,
-            ..Capabilities::default()
+            ..broker::capabilities(s.acks != "0", s.max_message())
         }
     }
 

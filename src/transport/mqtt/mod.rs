@@ -9,7 +9,7 @@ mod floor;
 use super::broker::{self, Config, Program};
 use super::runtime::{runtime, wait};
 use super::{
-    as_it_is, reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor,
+    as_it_is, reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Floor,
     Need, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport, TransportError,
 };
 use crate::delivery::{Delivery, Reliability, Setting};
@@ -80,18 +80,7 @@ impl Transport for Mqtt {
         O
     }
     fn capabilities(&self, o: &Options) -> Capabilities {
-        Capabilities {
-            reliable: qos_of(o) != QoS::AtMostOnce,
-            max_message_bytes: MAX_MESSAGE,
-            cross_process: true,
-            cross_host: true,
-            native_fan_out: 1024,
-            needs_server: true,
-            allocates_per_message: true,
-            reads_in_place: true,
-            exchange: Exchange::Both,
-            ..Capabilities::default()
-        }
+        broker::capabilities(qos_of(o) != QoS::AtMostOnce, MAX_MESSAGE)
     }
 
     fn map_delivery(&self, d: &Delivery, options: &Options) -> Result<DeliveryMap, String> {

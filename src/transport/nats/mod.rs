@@ -17,7 +17,7 @@ mod floor;
 use super::broker::{self, Config, Program};
 use super::runtime::{runtime, wait};
 use super::{
-    as_it_is, reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor,
+    as_it_is, reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Floor,
     Need, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport, TransportError,
 };
 use crate::delivery::{Delivery, Setting};
@@ -102,19 +102,8 @@ impl Transport for Nats {
         O
     }
     fn capabilities(&self, o: &Options) -> Capabilities {
-        Capabilities {
-            reliable: jetstream_of(o).is_some(),
-            // Room for the header that NATS adds stays under the server's limit.
-            max_message_bytes: MAX_PAYLOAD - 4096,
-            cross_process: true,
-            cross_host: true,
-            native_fan_out: 1024,
-            needs_server: true,
-            allocates_per_message: true,
-            reads_in_place: true,
-            exchange: Exchange::Both,
-            ..Capabilities::default()
-        }
+        // Room for the header that NATS adds stays under the server's limit.
+        broker::capabilities(jetstream_of(o).is_some(), MAX_PAYLOAD - 4096)
     }
 
     fn map_delivery(&self, d: &Delivery, options: &Options) -> Result<DeliveryMap, String> {

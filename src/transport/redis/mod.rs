@@ -16,7 +16,7 @@ mod floor;
 use super::broker::{self, Config, Program};
 use super::runtime::Local;
 use super::{
-    as_it_is, reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Exchange, Floor,
+    as_it_is, reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Floor,
     Need, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport, TransportError,
 };
 use crate::delivery::{Delivery, Setting};
@@ -115,18 +115,7 @@ impl Transport for Redis {
         O
     }
     fn capabilities(&self, _: &Options) -> Capabilities {
-        Capabilities {
-            reliable: false,
-            max_message_bytes: MAX_MESSAGE,
-            cross_process: true,
-            cross_host: true,
-            native_fan_out: 1024,
-            needs_server: true,
-            allocates_per_message: true,
-            reads_in_place: true,
-            exchange: Exchange::Both,
-            ..Capabilities::default()
-        }
+        broker::capabilities(false, MAX_MESSAGE)
     }
 
     fn map_delivery(&self, d: &Delivery, options: &Options) -> Result<DeliveryMap, String> {
