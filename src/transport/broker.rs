@@ -855,24 +855,18 @@ mod tests {
     }
 
     /// A broker whose port is always taken by the time it binds it.
-    static TAKEN: Program = Program {
-        name: "sh",
-        package: "dash",
-        args: |_| {
+    static TAKEN: Program = Program::plain(
+        "sh",
+        "dash",
+        |_| {
             let say = "echo 'listen tcp 127.0.0.1:1: bind: address already in use' >&2; exit 1";
             vec![
                 "-c".into(),
                 format!("echo start >> {}; {say}", tally().display()),
             ]
         },
-        config: None,
-        configure: None,
-        env: None,
-        helper: None,
-        boots_within: Duration::ZERO,
-        greeting: None,
-        needs: None,
-    };
+        None,
+    );
 
     #[test]
     fn a_broker_whose_port_was_taken_starts_again_on_another_twice_at_most() {
