@@ -872,7 +872,7 @@ pub fn notes(
     ));
     if summaries.iter().any(|s| s.marshalling.is_some()) {
         lines.push(format!(
-            "marshalling: encode, decode and the memcpy beside them are each timed around one call on the role's clock, so each includes a timestamp's cost ({:.1} ns here) and a small type's ratio leans toward 1x; the formats timed alone, in batches (README: typed payloads), carry no such cost.",
+            "marshalling: encode, decode and the memcpy beside them are each timed around one call on the role's clock, so each includes a timestamp's cost ({:.1} ns here) and a small type's ratio leans toward 1x; the formats timed alone, in batches (docs/payloads.md), carry no such cost.",
             c.read_cost_ns
         ));
     }
