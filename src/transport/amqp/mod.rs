@@ -12,8 +12,8 @@ mod floor;
 use super::broker::{self, Helper, Program};
 use super::runtime::wait;
 use super::{
-    reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Floor, Need,
-    OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport, TransportError,
+    reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Floor, Need, OptionSpec,
+    Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport, TransportError,
 };
 use crate::delivery::{Delivery, History, Reliability, Setting};
 use crate::transport::OpenResult;

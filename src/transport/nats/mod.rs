@@ -17,8 +17,8 @@ mod floor;
 use super::broker::{self, Config, Program};
 use super::runtime::{runtime, wait};
 use super::{
-    as_it_is, reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Floor,
-    Need, OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport, TransportError,
+    as_it_is, reads_in_place, Capabilities, ChannelSpec, DeliveryMap, Endpoint, Floor, Need,
+    OptionSpec, Options, Rendezvous, Setup, SetupPlan, Side, Take, Transport, TransportError,
 };
 use crate::delivery::{Delivery, Setting};
 use crate::transport::OpenResult;
