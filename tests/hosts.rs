@@ -1009,6 +1009,51 @@ fn a_round_trip_across_hosts_shows_its_way_there_beside_half_of_it() {
     );
 }
 
+/// A floor between namespace hosts loops over their link, as the case's roles do: on a link
+/// held to 10 Mbit/s, tcp's and udp's plain streams move about 1.2 MB/s, not loopback's
+/// gigabytes; and the ratio to it is printed.
+#[test]
+fn a_floor_between_namespace_hosts_takes_their_link() {
+    if !namespaces_work() {
+        return;
+    }
+    let dir = temp_dir();
+    let out_file = dir.path().join("r.json");
+    let out = run(
+        &[
+            "run",
+            "stream",
+            "-t",
+            "tcp,udp",
+            "--size",
+            "1k",
+            "--duration",
+            "1s",
+            "--host",
+            "b=netns:rate=10mbit",
+            "--place",
+            "reader=b",
+            "--json",
+            out_file.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    for case in json(&out_file)["cases"].as_array().unwrap() {
+        let t = case["config"]["transport"].as_str().unwrap();
+        assert!(
+            case["floor_error"].is_null(),
+            "{t}: {}",
+            case["floor_error"]
+        );
+        let rate = case["floor"]["bytes_per_s"].as_f64().unwrap_or(0.0);
+        // 10 Mbit/s is 1.25 MB/s; loopback would be a hundred times more.
+        assert!(rate > 100e3 && rate < 3e6, "{t}: floor {rate} B/s");
+        assert!(case["summary"]["floor_mib_per_s"].as_f64().is_some(), "{t}");
+    }
+}
+
 /// linuxptp's ptp4l, ended (SIGTERM, so that it removes its socket) however the test ends.
 struct Ptp4l(std::process::Child);
 

@@ -155,6 +155,7 @@ pub fn floor(a: FloorArgs) -> Exit {
             duration: a.duration,
             timeout: crate::plan::DEFAULT_TIMEOUT,
             options: Default::default(),
+            between: None,
         };
         match l {
             Loop::Spin => {

@@ -321,7 +321,10 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>, hosts: &Hosts) -> C
 }
 
 /// Where `--place` puts role `r`: a host (`local`: the runner's), and a CPU there.
-fn placed_on<'a>(case: &'a CaseConfig, r: &RoleSpec) -> Option<(&'a str, Option<usize>)> {
+pub(super) fn placed_on<'a>(
+    case: &'a CaseConfig,
+    r: &RoleSpec,
+) -> Option<(&'a str, Option<usize>)> {
     let list = case.place.get(r.id.kind.label())?;
     let at = match list.as_slice() {
         [one] => one,

@@ -27,6 +27,8 @@ pub struct Host {
     pub local_address: Option<String>,
     /// A namespace of this run's bed (`NAME=netns`), whose link msgperf made and reads.
     pub in_bed: bool,
+    /// That namespace's name (`ip netns`).
+    pub netns: Option<String>,
 }
 
 /// The run's hosts; the namespaces made for it go when this drops.
@@ -59,6 +61,7 @@ impl Hosts {
                             address: None,
                             local_address: None,
                             in_bed: false,
+                            netns: None,
                         },
                     );
                 }
@@ -79,6 +82,7 @@ impl Hosts {
                         address: Some(address.clone()),
                         local_address: Some(bed.address.clone()),
                         in_bed: true,
+                        netns: Some(ns.clone()),
                     },
                 );
             }

@@ -19,9 +19,9 @@ pub mod serve;
 mod services;
 mod watchdog;
 
-use crate::result::{CaseConfig, CaseResult, FloorResult, WireCount};
+use crate::result::{CaseConfig, CaseResult, FloorKind, FloorResult, WireCount};
 use crate::sys;
-use crate::transport::{self, FloorRoles};
+use crate::transport::{self, FloorHost, FloorRoles};
 use crate::workload;
 use control::ControlAddr;
 pub use error::ExecError;
@@ -69,14 +69,14 @@ impl Runner {
     pub fn run_case(&mut self, case: &CaseConfig) -> CaseResult {
         let w = workload::find(&case.workload).expect("cases are validated");
         let (latency_kind, latency_metric) = w.latency(case);
-        // A floor between hosts is a loop between them: not measured yet.
-        let (floor, floor_error) = if self.measure_floor && case.place.is_empty() {
-            match self.measure_floor_of(case) {
+        // A floor between hosts is a loop between them, measured where they are this machine's
+        // namespaces and the transport's plain loop crosses them.
+        let (floor, floor_error) = match self.floor_between(case) {
+            Some(between) if self.measure_floor => match self.measure_floor_of(case, between) {
                 Ok(f) => (f, None),
                 Err(e) => (None, Some(e.to_string())),
-            }
-        } else {
-            (None, None)
+            },
+            _ => (None, None),
         };
         let mut result = CaseResult {
             key: case.key(),
@@ -143,11 +143,62 @@ impl Runner {
     /// The transport's plain loop at this case's size and placement, where one compares like
     /// with like (see `Workload::floor_kind`).
     pub fn floor(&mut self, case: &CaseConfig) -> Result<Option<FloorResult>, ExecError> {
-        self.measure_floor_of(case)
+        self.measure_floor_of(case, None)
     }
 
-    /// As [`Runner::floor`].
-    fn measure_floor_of(&mut self, case: &CaseConfig) -> Result<Option<FloorResult>, ExecError> {
+    /// Where the case's floor runs: Some(None) on this host (its roles are here), Some of the
+    /// driving role's host and the other's where both are this machine's (namespaces of the
+    /// run's bed, or here) and the transport's plain loop crosses hosts; None where it is not
+    /// measured (a host elsewhere: its path is not ours to loop on).
+    fn floor_between(&self, case: &CaseConfig) -> Option<Option<(FloorHost, FloorHost)>> {
+        if case.place.is_empty() {
+            return Some(None);
+        }
+        let t = transport::find(&case.transport).expect("cases are validated");
+        let w = workload::find(&case.workload).expect("cases are validated");
+        let topology = w.topology(case, &t.capabilities(&case.effective_options));
+        let host = |drives: bool| {
+            topology
+                .roles
+                .iter()
+                .find(|r| r.drives == drives)
+                .and_then(|r| case::placed_on(case, r))
+                .map_or(hosts::LOCAL, |(h, _)| h)
+        };
+        let (driver, other) = (host(true), host(false));
+        if driver == hosts::LOCAL && other == hosts::LOCAL {
+            return Some(None);
+        }
+        if !t.floor().is_some_and(|f| f.crosses_hosts()) {
+            return None;
+        }
+        let far = [driver, other]
+            .into_iter()
+            .find(|h| *h != hosts::LOCAL)
+            .and_then(|h| self.hosts.get(h))?;
+        let at = |name: &str| -> Option<FloorHost> {
+            if name == hosts::LOCAL {
+                // This host's end of the bed's bridge, where its roles bind towards the far ones.
+                return Some(FloorHost {
+                    netns: None,
+                    address: far.local_address.clone()?,
+                });
+            }
+            let h = self.hosts.get(name).filter(|h| h.in_bed)?;
+            Some(FloorHost {
+                netns: h.netns.clone(),
+                address: h.address.clone()?,
+            })
+        };
+        Some(Some((at(driver)?, at(other)?)))
+    }
+
+    /// As [`Runner::floor`], with its sides on `between` (the driving role's host, the other's).
+    fn measure_floor_of(
+        &mut self,
+        case: &CaseConfig,
+        between: Option<(FloorHost, FloorHost)>,
+    ) -> Result<Option<FloorResult>, ExecError> {
         let t = transport::find(&case.transport).expect("cases are validated");
         let w = workload::find(&case.workload).expect("cases are validated");
         let Some(kind) = w.floor_kind(case) else {
@@ -156,8 +207,13 @@ impl Runner {
         if t.floor().is_none() {
             return Ok(None);
         }
+        // Side 0 measures: a ping-pong's initiator (the driving role), a stream's reader.
+        let between = between.map(|(driver, other)| match kind {
+            FloorKind::RoundTrip => [driver, other],
+            FloorKind::Stream => [other, driver],
+        });
         let key = format!(
-            "{}/{kind:?}/{}/{:?}/{}/{:?}",
+            "{}/{kind:?}/{}/{:?}/{}/{:?}/{between:?}",
             case.transport, case.size_bytes, case.cpus, case.threads, case.effective_options
         );
         if let Some(v) = self.floors.get(&key) {
@@ -172,6 +228,7 @@ impl Runner {
                 .min(Duration::from_secs(3)),
             timeout: case.timeout,
             options: case.effective_options.clone(),
+            between,
         };
         let threads = case.threads || !t.capabilities(&case.effective_options).cross_process;
         let v = floor::measure(t, kind, case.size_bytes, &roles, threads)?;

@@ -28,6 +28,29 @@ pub struct FloorRoles {
     pub timeout: Duration,
     /// The transport's `--opt` values (the shm floor follows its wait strategy).
     pub options: std::collections::BTreeMap<String, String>,
+    /// Where side 0 and side 1 run when the case's roles are on namespace hosts of this run's
+    /// bed (None: both on this host's loopback).
+    #[serde(default)]
+    pub between: Option<[FloorHost; 2]>,
+}
+
+/// Where a floor's side runs across hosts: in a network namespace of this machine (None: this
+/// host's own), its end on `address`, so that the loop takes the path the case's roles take.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
+pub struct FloorHost {
+    pub netns: Option<String>,
+    pub address: String,
+}
+
+/// Runs `f` where `at` is: what it opens (a socket) belongs to that host's network.
+pub fn on_host<T: Send>(
+    at: &FloorHost,
+    f: impl FnOnce() -> std::io::Result<T> + Send,
+) -> std::io::Result<T> {
+    match &at.netns {
+        Some(ns) => sys::in_netns(ns, f),
+        None => f(),
+    }
 }
 
 /// What a floor loop measured. A figure the loop does not produce is None.
@@ -113,6 +136,10 @@ pub trait Floor: Sync {
     /// Runs side `run.side` (0 measures and returns the figure; 1 answers or writes, and returns
     /// None) until the loop's time is up, the other side ends, or `run.stop` is raised.
     fn run(&self, run: FloorRun, ends: FloorEnds) -> std::io::Result<Option<FloorFigure>>;
+    /// Whether its loop can run between two hosts of the bed (`FloorRoles::between`).
+    fn crosses_hosts(&self) -> bool {
+        false
+    }
 }
 
 /// One side of a descriptor channel: one socket, or a pipe's read end and the other pipe's
@@ -133,9 +160,16 @@ impl FdSide {
     }
 }
 
+/// Makes a descriptor pair between two hosts of the bed, side 0's end at the first, within a
+/// timeout.
+pub type MakeBetween = fn(&[FloorHost; 2], Duration) -> std::io::Result<(FdSide, FdSide)>;
+
 /// The floor of every descriptor transport: only how the pair is made differs.
 pub struct FdFloor {
     pub make_pair: fn() -> std::io::Result<(FdSide, FdSide)>,
+    /// The pair between two hosts of the bed, side 0's end at the first (within a timeout);
+    /// None: the loop stays on one host.
+    pub make_between: Option<MakeBetween>,
     /// Datagrams: one read is one message; zero-length datagram means end.
     pub datagram: bool,
 }
@@ -246,9 +280,21 @@ impl Floor for FdFloor {
                 "the plain loop moves binary messages, so nothing of it compares with --opt framing=text (no ratio)",
             ));
         }
-        let (a, b) = (self.make_pair)()?;
+        let (a, b) = match (&roles.between, self.make_between) {
+            (None, _) => (self.make_pair)()?,
+            (Some(at), Some(make)) => make(at, roles.timeout)?,
+            (Some(_), None) => {
+                return Err(std::io::Error::other(
+                    "this plain loop does not cross hosts",
+                ))
+            }
+        };
         let fds = |s: FdSide| FloorEnds::Fds(std::iter::once(s.read).chain(s.write).collect());
         Ok([fds(a), fds(b)])
+    }
+
+    fn crosses_hosts(&self) -> bool {
+        self.make_between.is_some()
     }
 
     fn run(&self, run: FloorRun, ends: FloorEnds) -> std::io::Result<Option<FloorFigure>> {

@@ -109,6 +109,7 @@ impl Transport for Pipe {
                     },
                 ))
             },
+            make_between: None,
             datagram: false,
         };
         Some(&FLOOR)

@@ -1,7 +1,7 @@
 //! `tcp`: a TCP connection per channel, over loopback (or the address of a `msgperf serve`
 //! host), TCP_NODELAY on unless `--opt nodelay=false`.
 
-use super::floor::{FdFloor, FdSide};
+use super::floor::{on_host, FdFloor, FdSide};
 use super::framing::{set_waits, stream_endpoint, Bare};
 use super::{
     accept_ready, accept_within, channel_of, host_of, host_setup, Capabilities, ChannelSpec,
@@ -101,6 +101,16 @@ impl Transport for Tcp {
                 b.set_nodelay(true)?;
                 Ok(FdSide::sockets(a, b))
             },
+            // Side 0 accepts at its host, side 1 connects from its own.
+            make_between: Some(|at, timeout| {
+                let l = on_host(&at[0], || TcpListener::bind((at[0].address.as_str(), 0)))?;
+                let to = l.local_addr()?;
+                let b = on_host(&at[1], || TcpStream::connect_timeout(&to, timeout))?;
+                let (a, _) = l.accept()?;
+                a.set_nodelay(true)?;
+                b.set_nodelay(true)?;
+                Ok(FdSide::sockets(a, b))
+            }),
             datagram: false,
         };
         Some(&FLOOR)

@@ -2,7 +2,7 @@
 //! to the accepting end's port until it answers (a hello may be lost like any datagram); both
 //! then connect their sockets to each other.
 
-use super::floor::{FdFloor, FdSide};
+use super::floor::{on_host, FdFloor, FdSide};
 use super::framing::{hello_accept, hello_connect};
 use super::{
     channel_of, host_of, host_setup, Capabilities, ChannelSpec, Deferred, Floor, Opening, Options,
@@ -63,6 +63,13 @@ impl Transport for Udp {
                 b.connect(a.local_addr()?)?;
                 Ok(FdSide::sockets(a, b))
             },
+            make_between: Some(|at, _| {
+                let a = on_host(&at[0], || UdpSocket::bind((at[0].address.as_str(), 0)))?;
+                let b = on_host(&at[1], || UdpSocket::bind((at[1].address.as_str(), 0)))?;
+                a.connect(b.local_addr()?)?;
+                b.connect(a.local_addr()?)?;
+                Ok(FdSide::sockets(a, b))
+            }),
             datagram: true,
         };
         Some(&FLOOR)

@@ -58,6 +58,7 @@ impl Transport for UdsDgram {
                 let (a, b) = UnixDatagram::pair()?;
                 Ok(FdSide::sockets(a, b))
             },
+            make_between: None,
             datagram: true,
         };
         Some(&FLOOR)
