@@ -71,8 +71,12 @@ impl Runner {
         let (latency_kind, latency_metric) = w.latency(case);
         // A floor between hosts is a loop between them, measured where they are this machine's
         // namespaces and the transport's plain loop crosses them.
-        let (floor, floor_error) = match self.floor_between(case) {
-            Some(between) if self.measure_floor => match self.measure_floor_of(case, between) {
+        let between = self
+            .measure_floor
+            .then(|| self.floor_between(case))
+            .flatten();
+        let (floor, floor_error) = match between {
+            Some(between) => match self.measure_floor_of(case, between) {
                 Ok(f) => (f, None),
                 Err(e) => (None, Some(e.to_string())),
             },

@@ -36,7 +36,7 @@ pub struct FloorRoles {
 
 /// Where a floor's side runs across hosts: in a network namespace of this machine (None: this
 /// host's own), its end on `address`, so that the loop takes the path the case's roles take.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct FloorHost {
     pub netns: Option<String>,
     pub address: String,
