@@ -1,35 +1,25 @@
 //! `raw`: the fields copied as they lie in memory (plain-old-data structs whole, each array
 //! with one copy after its length): the floor every encoding is compared with.
 
-use super::types::{self as t, Fields, Values};
-use super::{Codec, CodecError, Format};
+use super::types::{self as t, for_each_type};
+use super::{CodecError, Encoding, Format, ValueCodec};
 use bytemuck::Pod;
 
-pub struct Raw;
+pub const FORMAT: Format = Format {
+    name: "raw",
+    about: "the in-memory fields copied as they lie, arrays after their length (the floor; same CPU type at both ends)",
+    codec: |values| for_each_type!(values, v: T => ValueCodec::<T, Raw>::boxed(v)),
+};
 
-impl Format for Raw {
-    fn name(&self) -> &'static str {
-        "raw"
-    }
-    fn about(&self) -> &'static str {
-        "the in-memory fields copied as they lie, arrays after their length (the floor; same CPU type at both ends)"
-    }
-    fn codec(&self, values: Values) -> Box<dyn Codec> {
-        super::types::for_each_type!(values, v: T => Box::new(RawCodec::<T> { values: v }))
-    }
-}
+struct Raw;
 
-struct RawCodec<T> {
-    values: Vec<T>,
-}
-
-impl<T: Flat + Fields + Send> Codec for RawCodec<T> {
-    fn encode(&mut self, index: usize, out: &mut [u8]) -> Result<usize, CodecError> {
+impl<T: Flat + 'static> Encoding<T> for Raw {
+    fn encode(value: &T, out: &mut [u8]) -> Result<usize, CodecError> {
         let mut w = Writer { out, at: 0 };
-        self.values[index].put(&mut w)?;
+        value.put(&mut w)?;
         Ok(w.at)
     }
-    fn decode(&mut self, body: &[u8]) -> Result<u64, CodecError> {
+    fn decode(body: &[u8]) -> Result<T, CodecError> {
         let mut r = Reader { bytes: body, at: 0 };
         let v = T::take(&mut r)?;
         if r.at != body.len() {
@@ -37,7 +27,7 @@ impl<T: Flat + Fields + Send> Codec for RawCodec<T> {
                 bytes: body.len() - r.at,
             });
         }
-        Ok(v.checksum())
+        Ok(v)
     }
 }
 

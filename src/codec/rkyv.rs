@@ -1,7 +1,7 @@
 //! `rkyv`: a zero-copy format: the archive is read where it lies after a validation pass
 //! (`access`), or deserialized into the owned type (`decode`); both are measured, apart.
 
-use super::types::{Fields, Values};
+use super::types::Fields;
 use super::{Codec, CodecError, Format};
 use rkyv::api::high::{HighSerializer, HighValidator};
 use rkyv::bytecheck::CheckBytes;
@@ -11,19 +11,11 @@ use rkyv::ser::writer::Buffer;
 use rkyv::util::AlignedVec;
 use rkyv::{Archive, Deserialize};
 
-pub struct Rkyv;
-
-impl Format for Rkyv {
-    fn name(&self) -> &'static str {
-        "rkyv"
-    }
-    fn about(&self) -> &'static str {
-        "zero-copy archives (rkyv): read in place after validation, or deserialized"
-    }
-    fn codec(&self, values: Values) -> Box<dyn Codec> {
-        super::types::for_each_type!(values, v: T => Box::new(RkyvCodec::<T> { values: v, aligned: AlignedVec::new() }))
-    }
-}
+pub const FORMAT: Format = Format {
+    name: "rkyv",
+    about: "zero-copy archives (rkyv): read in place after validation, or deserialized",
+    codec: |values| super::types::for_each_type!(values, v: T => Box::new(RkyvCodec::<T> { values: v, aligned: AlignedVec::new() })),
+};
 
 struct RkyvCodec<T> {
     values: Vec<T>,

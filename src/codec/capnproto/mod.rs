@@ -4,7 +4,7 @@
 //! message where it lies and copies every field out into the owned type.
 
 use super::types::{
-    Array, Fields, Nml, Point, PointCloud, Sequence, Struct16, Struct256, Struct4k, Text, Values,
+    Array, Fields, Nml, Point, PointCloud, Sequence, Struct16, Struct256, Struct4k, Text,
 };
 use super::{Codec, CodecError, Format};
 use capnp::message::{Builder, ReaderOptions, ScratchSpaceHeapAllocator};
@@ -15,19 +15,11 @@ use capnp::traits::Owned;
 mod messages_capnp;
 use messages_capnp as m;
 
-pub struct Capnp;
-
-impl Format for Capnp {
-    fn name(&self) -> &'static str {
-        "capnp"
-    }
-    fn about(&self) -> &'static str {
-        "Cap'n Proto (capnp): words laid out as in memory, pointers, read in place"
-    }
-    fn codec(&self, values: Values) -> Box<dyn Codec> {
-        super::types::for_each_type!(values, v: T => Box::new(CapnpCodec::<T>::new(v)))
-    }
-}
+pub const FORMAT: Format = Format {
+    name: "capnp",
+    about: "Cap'n Proto (capnp): words laid out as in memory, pointers, read in place",
+    codec: |values| super::types::for_each_type!(values, v: T => Box::new(CapnpCodec::<T>::new(v))),
+};
 
 /// A type's struct in the schema, and how a value goes in and comes out.
 trait Schema: Fields + Sized {

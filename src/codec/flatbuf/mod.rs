@@ -5,7 +5,7 @@
 //! inline; each message is a table.
 
 use super::types::{
-    Array, Fields, Nml, Point, PointCloud, Sequence, Struct16, Struct256, Struct4k, Text, Values,
+    Array, Fields, Nml, Point, PointCloud, Sequence, Struct16, Struct256, Struct4k, Text,
 };
 use super::{Codec, CodecError, Format};
 use flatbuffers::{FlatBufferBuilder, Follow, UnionWIPOffset, Verifiable, WIPOffset};
@@ -16,19 +16,11 @@ use flatbuffers::{FlatBufferBuilder, Follow, UnionWIPOffset, Verifiable, WIPOffs
 mod messages_generated;
 use messages_generated::fb;
 
-pub struct Flatbuffers;
-
-impl Format for Flatbuffers {
-    fn name(&self) -> &'static str {
-        "flatbuffers"
-    }
-    fn about(&self) -> &'static str {
-        "FlatBuffers (flatbuffers): tables with vtables, structs inline, verified then read in place"
-    }
-    fn codec(&self, values: Values) -> Box<dyn Codec> {
-        super::types::for_each_type!(values, v: T => Box::new(FlatbuffersCodec::<T> { values: v, builder: FlatBufferBuilder::new() }))
-    }
-}
+pub const FORMAT: Format = Format {
+    name: "flatbuffers",
+    about: "FlatBuffers (flatbuffers): tables with vtables, structs inline, verified then read in place",
+    codec: |values| super::types::for_each_type!(values, v: T => Box::new(FlatbuffersCodec::<T> { values: v, builder: FlatBufferBuilder::new() })),
+};
 
 /// A type's table in the schema, and how a value goes in and comes out.
 trait Table: Fields + Sized {
