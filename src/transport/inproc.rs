@@ -227,7 +227,7 @@ impl<C: Channels> Transport for Inproc<C> {
             listening().lock().unwrap().insert(key, tx);
             return Ok(Box::new(InprocAccept { inbox: rx }));
         }
-        Ok(Box::new(Deferred(
+        Deferred::later(
             move |_: &Rendezvous, spec: &ChannelSpec| {
                 let inbox = listening().lock().unwrap().get(&key).cloned().ok_or_else(|| {
                 TransportError::Unsupported(format!(
@@ -241,7 +241,7 @@ impl<C: Channels> Transport for Inproc<C> {
                     .map_err(|_| TransportError::Refused(format!("{}#{}", key.0, key.1)))?;
                 Ok(Box::new(mine) as Box<dyn Endpoint>)
             },
-        )))
+        )
     }
 
     fn floor(&self) -> Option<&'static dyn Floor> {

@@ -423,6 +423,16 @@ pub(crate) fn accept_ready<L: std::os::fd::AsRawFd, S>(
 /// An end that does all its work when finished (a connecting end).
 pub(crate) struct Deferred<F>(pub F);
 
+impl<F> Deferred<F>
+where
+    F: FnOnce(&Rendezvous, &ChannelSpec) -> EndpointResult + Send + 'static,
+{
+    /// An end that connects once the rendezvous holds the accepting end's address.
+    pub(crate) fn later(connect: F) -> OpenResult {
+        Ok(Box::new(Deferred(connect)))
+    }
+}
+
 impl<F> Opening for Deferred<F>
 where
     F: FnOnce(&Rendezvous, &ChannelSpec) -> EndpointResult + Send,
@@ -1095,6 +1105,16 @@ pub(crate) fn dir_of(at: &Rendezvous) -> Result<std::path::PathBuf, TransportErr
     }
 }
 
+/// A channel's socket in the set-up's directory, and whether this side accepts on it.
+pub(crate) fn socket_path(
+    name: &str,
+    at: &Rendezvous,
+    side: Side,
+) -> Result<(std::path::PathBuf, bool), TransportError> {
+    let (n, accept) = channel_of(name, side)?;
+    Ok((dir_of(at)?.join(format!("{n}.sock")), accept))
+}
+
 /// Set-up of a transport whose ends meet at paths in one private directory.
 pub(crate) fn dir_setup(name: &str) -> Result<Setup, TransportError> {
     let dir = private_dir()?;
@@ -1130,6 +1150,17 @@ pub(crate) fn connect_error(e: std::io::Error, path: &std::path::Path) -> Transp
         }
         _ => e.into(),
     }
+}
+
+/// Binds a socket on a port the kernel picks at `host` (the runner tells the connecting side).
+pub(crate) fn bind_on_host<'a, S>(
+    host: &'a str,
+    bind: impl FnOnce((&'a str, u16)) -> std::io::Result<S>,
+) -> Result<S, TransportError> {
+    bind((host, 0)).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AddrInUse => TransportError::AddressInUse(format!("{host}:0")),
+        _ => e.into(),
+    })
 }
 
 pub(crate) fn bind_error(e: std::io::Error, path: &std::path::Path) -> TransportError {

@@ -62,7 +62,7 @@ impl Transport for Pipe {
                 }
             }
         }
-        Ok(Box::new(Deferred(
+        Deferred::later(
             move |_: &Rendezvous, spec: &ChannelSpec| {
                 let (read, write) = if accept {
                     (&to_accepting, &to_connecting)
@@ -78,7 +78,7 @@ impl Transport for Pipe {
                 greet(&mut r, &mut w, deadline, spec)?;
                 endpoint(r, w, spec)
             },
-        )))
+        )
     }
 
     fn floor(&self) -> Option<&'static dyn Floor> {

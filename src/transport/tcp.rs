@@ -4,6 +4,7 @@
 use super::floor::{on_host, FdFloor, FdSide};
 use super::framing::{set_waits, stream_endpoint, Bare};
 use super::{
+    bind_on_host,
     accept_ready, accept_within, channel_of, host_of, host_setup, Capabilities, ChannelSpec,
     Deferred, Endpoint, Floor, Listener, Opening, OptionSpec, Options, Rendezvous, Setup,
     SetupPlan, Side, Transport, TransportError,
@@ -56,31 +57,11 @@ impl Transport for Tcp {
     fn open(&self, at: &Rendezvous, side: Side, _: &ChannelSpec) -> OpenResult {
         let (_, accept) = channel_of(self.name(), side)?;
         if !accept {
-            return Ok(Box::new(Deferred(
-                move |at: &Rendezvous, spec: &ChannelSpec| {
-                    let address = at.bound_at(side)?;
-                    let addr = super::resolve(address)?;
-                    let s = TcpStream::connect_timeout(&addr, spec.timeout).map_err(|e| match e
-                        .kind()
-                    {
-                        std::io::ErrorKind::ConnectionRefused => {
-                            TransportError::Refused(address.to_string())
-                        }
-                        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
-                            TransportError::Timeout(spec.timeout)
-                        }
-                        _ => e.into(),
-                    })?;
-                    endpoint(s, spec)
-                },
-            )));
+            return Deferred::later(move |at: &Rendezvous, spec: &ChannelSpec| {
+                connect(at.bound_at(side)?, spec)
+            });
         }
-        // The kernel picks the port; the runner tells the connecting side.
-        let at = format!("{}:0", host_of(at)?);
-        let listener = TcpListener::bind(&at).map_err(|e| match e.kind() {
-            std::io::ErrorKind::AddrInUse => TransportError::AddressInUse(at.clone()),
-            _ => e.into(),
-        })?;
+        let listener = bind_on_host(host_of(at)?, TcpListener::bind)?;
         listener.set_nonblocking(true)?;
         Ok(Box::new(TcpAccept { listener }))
     }
@@ -116,6 +97,20 @@ impl Transport for Tcp {
         Some(&FLOOR)
     }
 }
+
+/// Connects to the accepting end at `address` within the spec's timeout.
+fn connect(address: &str, spec: &ChannelSpec) -> EndpointResult {
+    let addr = super::resolve(address)?;
+    let s = TcpStream::connect_timeout(&addr, spec.timeout).map_err(|e| match e.kind() {
+        std::io::ErrorKind::ConnectionRefused => TransportError::Refused(address.to_string()),
+        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
+            TransportError::Timeout(spec.timeout)
+        }
+        _ => e.into(),
+    })?;
+    endpoint(s, spec)
+}
+
 /// A channel's accepting end: a listening socket on a port the kernel chose.
 struct TcpAccept {
     listener: TcpListener,

@@ -5,6 +5,7 @@
 use super::floor::{on_host, FdFloor, FdSide};
 use super::framing::{hello_accept, hello_connect};
 use super::{
+    bind_on_host,
     channel_of, host_of, host_setup, Capabilities, ChannelSpec, Deferred, Floor, Opening, Options,
     Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
@@ -40,17 +41,13 @@ impl Transport for Udp {
     fn open(&self, at: &Rendezvous, side: Side, _: &ChannelSpec) -> OpenResult {
         let (_, accept) = channel_of(self.name(), side)?;
         if !accept {
-            return Ok(Box::new(Deferred(
+            return Deferred::later(
                 move |at: &Rendezvous, spec: &ChannelSpec| {
                     connect(at.bound_at(side)?, host_of(at)?, spec)
                 },
-            )));
+            );
         }
-        let at = format!("{}:0", host_of(at)?);
-        let socket = UdpSocket::bind(&at).map_err(|e| match e.kind() {
-            std::io::ErrorKind::AddrInUse => TransportError::AddressInUse(at.clone()),
-            _ => e.into(),
-        })?;
+        let socket = bind_on_host(host_of(at)?, UdpSocket::bind)?;
         Ok(Box::new(UdpAccept { socket }))
     }
 

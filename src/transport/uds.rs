@@ -3,7 +3,8 @@
 use super::floor::{FdFloor, FdSide};
 use super::framing::{set_waits, stream_endpoint, Bare};
 use super::{
-    accept_ready, accept_within, channel_of, dir_of, dir_setup, private_dir, Capabilities,
+    socket_path,
+    accept_ready, accept_within, dir_setup, private_dir, Capabilities,
     ChannelSpec, Deferred, DirGuard, Endpoint, Floor, Listener, Opening, OptionSpec, Options,
     Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
@@ -42,16 +43,15 @@ impl Transport for Uds {
     }
 
     fn open(&self, at: &Rendezvous, side: Side, _: &ChannelSpec) -> OpenResult {
-        let (n, accept) = channel_of(self.name(), side)?;
-        let path = dir_of(at)?.join(format!("{n}.sock"));
+        let (path, accept) = socket_path(self.name(), at, side)?;
         if !accept {
-            return Ok(Box::new(Deferred(
+            return Deferred::later(
                 move |_: &Rendezvous, spec: &ChannelSpec| {
                     let s =
                         UnixStream::connect(&path).map_err(|e| super::connect_error(e, &path))?;
                     endpoint(s, spec)
                 },
-            )));
+            );
         }
         let listener = UnixListener::bind(&path).map_err(|e| super::bind_error(e, &path))?;
         listener.set_nonblocking(true)?;

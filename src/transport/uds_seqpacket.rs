@@ -6,7 +6,8 @@
 use super::floor::{FdFloor, FdSide};
 use super::framing::{set_waits, DatagramIo, Datagrams};
 use super::{
-    accept_ready, accept_within, bind_error, channel_of, dir_of, dir_setup, private_dir,
+    socket_path,
+    accept_ready, accept_within, bind_error, dir_setup, private_dir,
     Capabilities, ChannelSpec, Deferred, DirGuard, Endpoint, Floor, Listener, Opening, Options,
     Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
@@ -45,19 +46,18 @@ impl Transport for UdsSeqpacket {
     }
 
     fn open(&self, at: &Rendezvous, side: Side, _: &ChannelSpec) -> OpenResult {
-        let (n, accept) = channel_of(self.name(), side)?;
-        let path = dir_of(at)?.join(format!("{n}.sock"));
+        let (path, accept) = socket_path(self.name(), at, side)?;
         let socket = Socket::new(Domain::UNIX, Type::SEQPACKET, None)?;
         let address = SockAddr::unix(&path)?;
         if !accept {
-            return Ok(Box::new(Deferred(
+            return Deferred::later(
                 move |_: &Rendezvous, spec: &ChannelSpec| {
                     socket
                         .connect(&address)
                         .map_err(|e| super::connect_error(e, &path))?;
                     endpoint(socket, spec, false)
                 },
-            )));
+            );
         }
         socket.bind(&address).map_err(|e| bind_error(e, &path))?;
         socket.listen(1)?;

@@ -219,10 +219,7 @@ pub(super) fn wait_on<T>(
 
 impl Server {
     fn start(host: &str, spec: &ChannelSpec, own: bool) -> Result<Server, TransportError> {
-        let listener = std::net::TcpListener::bind((host, 0)).map_err(|e| match e.kind() {
-            std::io::ErrorKind::AddrInUse => TransportError::AddressInUse(host.into()),
-            _ => TransportError::Io(e),
-        })?;
+        let listener = super::bind_on_host(host, std::net::TcpListener::bind)?;
         let address = listener.local_addr()?.to_string();
         let (in_tx, inbound) = mpsc::channel(QUEUE);
         let (outbound, out_rx) = mpsc::channel(QUEUE);

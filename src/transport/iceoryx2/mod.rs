@@ -87,15 +87,13 @@ impl Transport for Iceoryx2 {
         let config = domain(&dir_of(at)?)?;
         let prefix = format!("msgperf/{n}");
         if !accept {
-            return Ok(Box::new(Deferred(
-                move |_: &Rendezvous, spec: &ChannelSpec| {
-                    let mut side = IoxSide::open(&config, &prefix, "c2l", "l2c", spec, false)?;
-                    // Hello: our process id; the accepting side answers with its own.
-                    side.send_raw(&std::process::id().to_le_bytes())?;
-                    side.peer_pid = side.recv_hello(spec.timeout)?;
-                    Ok(Box::new(side) as Box<dyn Endpoint>)
-                },
-            )));
+            return Deferred::later(move |_: &Rendezvous, spec: &ChannelSpec| {
+                let mut side = IoxSide::open(&config, &prefix, "c2l", "l2c", spec, false)?;
+                // Hello: our process id; the accepting side answers with its own.
+                side.send_raw(&std::process::id().to_le_bytes())?;
+                side.peer_pid = side.recv_hello(spec.timeout)?;
+                Ok(Box::new(side) as Box<dyn Endpoint>)
+            });
         }
         // Made now, so that the connecting side finds the services when it finishes.
         let side = IoxSide::open(&config, &prefix, "l2c", "c2l", spec, true)?;

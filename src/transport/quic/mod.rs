@@ -125,17 +125,12 @@ impl Transport for Quic {
         // start, which the shared runtime's worker sends.
         let driver = Driver::new(accept && spec.exchange != Exchange::Both)?;
         if !accept {
-            return Ok(Box::new(Deferred(
-                move |at: &Rendezvous, spec: &ChannelSpec| {
-                    connect(driver, at.bound_at(side)?, host_of(at)?, spec)
-                },
-            )));
+            return Deferred::later(move |at: &Rendezvous, spec: &ChannelSpec| {
+                connect(driver, at.bound_at(side)?, host_of(at)?, spec)
+            });
         }
         let host = host_of(at)?;
-        let socket = std::net::UdpSocket::bind((host, 0)).map_err(|e| match e.kind() {
-            std::io::ErrorKind::AddrInUse => TransportError::AddressInUse(host.into()),
-            _ => e.into(),
-        })?;
+        let socket = super::bind_on_host(host, std::net::UdpSocket::bind)?;
         let address = socket.local_addr()?;
         let (config, fingerprint) = server_config(spec)?;
         let endpoint = endpoint(&driver, Some(config), socket)?;
