@@ -45,6 +45,15 @@ fn result_of(args: &[&str], json: &std::path::Path) -> RunResult {
     r
 }
 
+/// Runs a command line (`run ...`) and returns its first case, which ran without an error.
+fn case_of(line: &str) -> msgperf::result::CaseResult {
+    let dir = temp_dir();
+    let mut r = result_of(&words(line), &dir.path().join("result.json"));
+    let c = r.cases.remove(0);
+    assert_eq!(c.error, None, "{line}");
+    c
+}
+
 /// The value that a case's delivery mapping gives `setting`, if it has it.
 fn mapped<'a>(c: &'a msgperf::result::CaseResult, setting: &str) -> Option<&'a str> {
     c.config

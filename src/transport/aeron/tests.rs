@@ -26,13 +26,7 @@ fn aeron_a_killed_peer_or_media_driver_ends_the_case_within_the_timeout() {
 
 #[test]
 fn aeron_maps_best_effort_to_unreliable_udp_and_refuses_it_over_ipc() {
-    let dir = temp_dir();
-    let r = result_of(
-        &words("run stream -t aeron --opt channel=udp --delivery best-effort --rate 2khz --count 500 --no-floor"),
-        &dir.path().join("best-effort.json"),
-    );
-    let c = &r.cases[0];
-    assert_eq!(c.error, None);
+    let c = &case_of("run stream -t aeron --opt channel=udp --delivery best-effort --rate 2khz --count 500 --no-floor");
     assert_eq!(mapped(c, "reliability"), Some("reliable=false"));
     let k = &c.roles[1].counters;
     assert_eq!(k.messages_received + k.lost, 500, "{k:?}");

@@ -46,13 +46,7 @@ fn amqp_persistent_messages_are_counted_and_their_mapping_printed() {
 fn amqp_streams_count_every_message_share_one_log_and_refuse_what_they_cannot_do() {
     exact_counts("amqp", &["--opt", "queue=stream", "--opt", "confirm=true"]);
     pubsub_loses_nothing("amqp", &["--opt", "queue=stream"]);
-    let dir = temp_dir();
-    let r = result_of(
-        &words("run pubsub -t amqp --subs 2 --count 200 --rate 1khz --warmup 0s --no-floor --opt queue=stream"),
-        &dir.path().join("mapping.json"),
-    );
-    let c = &r.cases[0];
-    assert_eq!(c.error, None);
+    let c = &case_of("run pubsub -t amqp --subs 2 --count 200 --rate 1khz --warmup 0s --no-floor --opt queue=stream");
     assert_eq!(mapped(c, "queue"), Some("stream"));
     assert_eq!(mapped(c, "acks"), Some("manual"));
     assert_eq!(mapped(c, "persistence"), Some("on disk"));

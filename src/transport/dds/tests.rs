@@ -17,13 +17,7 @@ fn dds_batching_writers_lose_nothing_and_say_so() {
     // batch goes out with the flush after END.
     exact_counts("dds", &["--opt", "batching=true"]);
     pubsub_loses_nothing("dds", &["--opt", "batching=true"]);
-    let dir = temp_dir();
-    let r = result_of(
-        &words("run stream -t dds --count 100 --no-floor --opt batching=true"),
-        &dir.path().join("mapping.json"),
-    );
-    let c = &r.cases[0];
-    assert_eq!(c.error, None);
+    let c = &case_of("run stream -t dds --count 100 --no-floor --opt batching=true");
     assert_eq!(c.roles[1].counters.messages_received, 100);
     assert_eq!(
         mapped(c, "writer batching"),

@@ -9,13 +9,8 @@ use super::*;
 fn grpc_counts_every_message_in_unary_calls_and_client_streams() {
     exact_counts("grpc", &[]);
     // A stream with acknowledgements runs on a bidirectional stream.
-    let dir = temp_dir();
-    let r = result_of(
-        &words("run stream -t grpc --confirm --count 2000 --warmup 20ms --checksum --no-floor"),
-        &dir.path().join("confirm.json"),
-    );
-    let c = &r.cases[0];
-    assert_eq!(c.error, None);
+    let c =
+        &case_of("run stream -t grpc --confirm --count 2000 --warmup 20ms --checksum --no-floor");
     assert_eq!(c.roles[1].counters.messages_received, 2000);
 }
 
@@ -31,13 +26,7 @@ fn grpc_a_killed_peer_ends_the_case_within_the_timeout() {
 
 #[test]
 fn grpc_says_it_never_drops_and_refuses_a_latest_value() {
-    let dir = temp_dir();
-    let r = result_of(
-        &words("run stream -t grpc --delivery best-effort --count 500 --no-floor"),
-        &dir.path().join("best-effort.json"),
-    );
-    let c = &r.cases[0];
-    assert_eq!(c.error, None);
+    let c = &case_of("run stream -t grpc --delivery best-effort --count 500 --no-floor");
     assert!(
         c.config
             .delivery_mapping

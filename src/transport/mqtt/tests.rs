@@ -16,13 +16,7 @@ fn mqtt_counts_every_message_at_qos_2_and_measures_its_floor() {
     pubsub_loses_nothing("mqtt", &["--opt", "qos=2"]);
     // The floor's last ping (its end) is released before its client disconnects: it
     // stalled until its side timed out when the disconnect went first.
-    let dir = temp_dir();
-    let r = result_of(
-        &words("run pingpong -t mqtt --opt qos=2 --duration 300ms --warmup 0s"),
-        &dir.path().join("floor.json"),
-    );
-    let c = &r.cases[0];
-    assert_eq!(c.error, None);
+    let c = &case_of("run pingpong -t mqtt --opt qos=2 --duration 300ms --warmup 0s");
     assert_eq!(c.floor_error, None);
     let f = c.floor.as_ref().expect("the QoS 2 ping-pong's floor");
     assert!(f.samples > 0 && f.rtt_p50_ns.unwrap_or(0) > 0, "{f:?}");

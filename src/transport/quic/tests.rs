@@ -73,15 +73,7 @@ fn quic_refuses_what_its_datagrams_cannot_carry() {
 
 #[test]
 fn quic_sets_up_and_closes_every_connection_with_its_handshake() {
-    let dir = temp_dir();
-    let r = result_of(
-        &[
-            "run", "connect", "-t", "quic", "--n", "100", "--size", "100", "--warmup", "0s",
-        ],
-        &dir.path().join("connect.json"),
-    );
-    let c = &r.cases[0];
-    assert_eq!(c.error, None);
+    let c = &case_of("run connect -t quic --n 100 --size 100 --warmup 0s");
     let k = &c.roles[0].counters;
     assert_eq!(k.messages_sent, 100, "--n connections");
     assert_eq!(k.bytes_received, 100 * 100, "every exchange echoed");
