@@ -1054,6 +1054,72 @@ fn a_floor_between_namespace_hosts_takes_their_link() {
     }
 }
 
+/// A host reached through `ip netns exec NS`, a namespace of this machine: the floor of tcp
+/// and udp loops over its link too, each side in its namespace.
+#[test]
+fn a_floor_through_an_ip_netns_exec_launcher_takes_its_link() {
+    if !namespaces_work() {
+        return;
+    }
+    let ns = Netns::make("f", 68);
+    // Towards the namespace (a stream's direction here) the link carries 10 Mbit/s.
+    let out = Command::new("tc")
+        .args([
+            "qdisc",
+            "add",
+            "dev",
+            &format!("{}a", ns.name),
+            "root",
+            "tbf",
+        ])
+        .args(["rate", "10mbit", "burst", "16kb", "latency", "50ms"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "tc: {}", text(&out.stderr));
+    let dir = temp_dir();
+    let out_file = dir.path().join("r.json");
+    let launcher = format!("b=ip netns exec {}", ns.name);
+    let out = run(
+        &[
+            "run",
+            "stream",
+            "-t",
+            "tcp,udp",
+            "--size",
+            "1k",
+            "--duration",
+            "1s",
+            "--host",
+            &launcher,
+            "--place",
+            "reader=b",
+            "--json",
+            out_file.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    for case in json(&out_file)["cases"].as_array().unwrap() {
+        let t = case["config"]["transport"].as_str().unwrap();
+        let floor = &case["floor"];
+        assert!(
+            case["floor_error"].is_null(),
+            "{t}: {}",
+            case["floor_error"]
+        );
+        // A stream's floor measures at its reader, in the namespace.
+        assert_eq!(
+            floor["between"],
+            serde_json::json!(["10.251.68.2", "10.251.68.1"]),
+            "{t}"
+        );
+        let rate = floor["bytes_per_s"].as_f64().unwrap_or(0.0);
+        // 10 Mbit/s is 1.25 MB/s; the veth unshaped moves a hundred times more.
+        assert!(rate > 100e3 && rate < 3e6, "{t}: floor {rate} B/s");
+    }
+}
+
 /// linuxptp's ptp4l, ended (SIGTERM, so that it removes its socket) however the test ends.
 struct Ptp4l(std::process::Child);
 

@@ -27,7 +27,8 @@ pub struct Host {
     pub local_address: Option<String>,
     /// A namespace of this run's bed (`NAME=netns`), whose link msgperf made and reads.
     pub in_bed: bool,
-    /// That namespace's name (`ip netns`).
+    /// The network namespace on this machine it runs in (`ip netns`): one of the bed, or the
+    /// one its launcher enters (`ip netns exec NS ...`).
     pub netns: Option<String>,
 }
 
@@ -52,6 +53,14 @@ impl Hosts {
         for (name, value) in given {
             match Launcher::parse(name, value).map_err(ExecError::Refused)? {
                 Launcher::Command(words) => {
+                    let netns = match &words[..] {
+                        [ip, netns, exec, ns, ..]
+                            if [ip, netns, exec] == ["ip", "netns", "exec"] =>
+                        {
+                            Some(ns.clone())
+                        }
+                        _ => None,
+                    };
                     hosts.insert(
                         name.clone(),
                         Host {
@@ -61,7 +70,7 @@ impl Hosts {
                             address: None,
                             local_address: None,
                             in_bed: false,
-                            netns: None,
+                            netns,
                         },
                     );
                 }

@@ -180,19 +180,35 @@ impl Runner {
             .into_iter()
             .find(|h| *h != hosts::LOCAL)
             .and_then(|h| self.hosts.get(h))?;
+        // A namespace on this machine (the bed's, or one an `ip netns exec` launcher enters):
+        // the floor's side opens its sockets in it.
+        let at_host = |h: &hosts::Host| -> Option<FloorHost> {
+            let netns = h.netns.clone()?;
+            let address = match &h.address {
+                Some(a) => a.clone(),
+                None => sys::in_netns(&netns, || Ok(sys::ipv4_addresses()))
+                    .ok()?
+                    .first()?
+                    .to_string(),
+            };
+            Some(FloorHost {
+                netns: Some(netns),
+                address,
+            })
+        };
         let at = |name: &str| -> Option<FloorHost> {
             if name == hosts::LOCAL {
-                // This host's end of the bed's bridge, where its roles bind towards the far ones.
+                // This host's end of the link to the far one, where its roles bind towards it.
+                let address = match &far.local_address {
+                    Some(a) => a.clone(),
+                    None => sys::source_towards(&at_host(far)?.address)?,
+                };
                 return Some(FloorHost {
                     netns: None,
-                    address: far.local_address.clone()?,
+                    address,
                 });
             }
-            let h = self.hosts.get(name).filter(|h| h.in_bed)?;
-            Some(FloorHost {
-                netns: h.netns.clone(),
-                address: h.address.clone()?,
-            })
+            at_host(self.hosts.get(name)?)
         };
         Some(Some((at(driver)?, at(other)?)))
     }
@@ -236,6 +252,7 @@ impl Runner {
         };
         let threads = case.threads || !t.capabilities(&case.effective_options).cross_process;
         let v = floor::measure(t, kind, case.size_bytes, &roles, threads)?;
+        let between = roles.between.map(|sides| sides.map(|side| side.address));
         if stop_requested() {
             return Ok(None);
         }
@@ -248,6 +265,7 @@ impl Runner {
             msgs_per_s: f.msgs_per_s,
             bytes_per_s: f.bytes_per_s,
             rtt_histogram: f.rtt_histogram,
+            between,
         });
         self.floors.insert(key, v.clone());
         Ok(v)

@@ -562,6 +562,9 @@ pub struct FloorResult {
     /// Every round trip of a ping-pong floor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rtt_histogram: Option<EncodedHistogram>,
+    /// A floor between hosts: the addresses its two sides used, the measuring side's first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub between: Option<[String; 2]>,
 }
 
 /// What one role measured.
