@@ -1100,6 +1100,10 @@ fn a_floor_through_an_ip_netns_exec_launcher_takes_its_link() {
     );
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("floor #1 #2: looped between the hosts, 10.251.68.2 and 10.251.68.1"),
+        "{stdout}"
+    );
     for case in json(&out_file)["cases"].as_array().unwrap() {
         let t = case["config"]["transport"].as_str().unwrap();
         let floor = &case["floor"];

@@ -837,6 +837,23 @@ pub fn notes(
     lines.push("rate: round trips/s (pingpong), messages received/s (stream), deliveries/s over every subscriber (pubsub); MiB/s: those messages' bytes, one direction, 2^20 B/s; sizes: k = 1024 B.".into());
     lines.push("percentiles: `—` where the samples cannot support one (pN needs 10 samples beyond it: p99.99 needs 100000).".into());
     lines.push("vs floor: round trips p50 / floor p50 (1.00x = the plain loop; lower is better); streams MiB/s / floor MiB/s (higher is better); `-` where no floor compares like with like (paced, polling, latest-value, several publishers or subscribers).".into());
+    // Floors that crossed hosts: which link they looped over.
+    let mut between: Vec<(String, Vec<String>)> = Vec::new();
+    for (i, c) in run.cases.iter().enumerate() {
+        if let Some([a, b]) = c.floor.as_ref().and_then(|f| f.between.as_ref()) {
+            let link = format!("{a} and {b}");
+            match between.iter_mut().find(|(l, _)| *l == link) {
+                Some((_, cases)) => cases.push(format!("#{}", i + 1)),
+                None => between.push((link, vec![format!("#{}", i + 1)])),
+            }
+        }
+    }
+    for (link, cases) in &between {
+        lines.push(format!(
+            "floor {}: looped between the hosts, {link} (the measuring side first), over the link the roles used.",
+            cases.join(" ")
+        ));
+    }
     let fan_outs: Vec<&String> = summaries
         .iter()
         .filter_map(|s| s.fan_out.as_ref())
