@@ -521,6 +521,17 @@ pub(crate) fn check_exchange(
     ))
 }
 
+/// Refuses a case that sends message after message one way on a transport whose channels
+/// carry none that way.
+pub(crate) fn check_one_way(case: &CaseConfig, caps: &Capabilities) -> Result<(), String> {
+    check_exchange(
+        case,
+        caps,
+        &[Exchange::Both, Exchange::OneWay],
+        "sends message after message with no reply",
+    )
+}
+
 /// Refuses publishers and subscribers for a workload that has none, naming those that do.
 pub(crate) fn check_two_roles(case: &CaseConfig) -> Result<(), String> {
     if case.pubs != 1 || case.subs != 1 {

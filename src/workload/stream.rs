@@ -5,7 +5,7 @@
 use super::oneway::{read_stream, write_stream, Flow, SLOW_SUBSCRIBER};
 use super::payload::PAYLOAD;
 use super::{
-    check_common, check_exchange, check_two_roles, only_end, param, two_roles, Param, ParamKind,
+    check_common, check_exchange, check_one_way, check_two_roles, only_end, param, two_roles, Param, ParamKind,
     RoleError, RoleRun, Sent, Topology, Workload,
 };
 use crate::measure::Metric;
@@ -73,12 +73,7 @@ impl Workload for Stream {
                 "--confirm needs an acknowledgement of every message",
             )?;
         } else {
-            check_exchange(
-                case,
-                caps,
-                &[Exchange::Both, Exchange::OneWay],
-                "sends message after message with no reply",
-            )?;
+            check_one_way(case, caps)?;
         }
         check_common(case, caps)
     }
