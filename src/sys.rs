@@ -80,19 +80,6 @@ pub fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> io::Result<T> + Send) -> 
     })
 }
 
-/// The address this host sends from towards `address` (its route's source), if it has a route.
-pub fn source_towards(address: &str) -> Option<String> {
-    let ip: std::net::IpAddr = address.parse().ok()?;
-    let any: std::net::IpAddr = match ip {
-        std::net::IpAddr::V4(_) => std::net::Ipv4Addr::UNSPECIFIED.into(),
-        std::net::IpAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
-    };
-    // Connecting a datagram socket sends nothing: it only picks the route.
-    let s = std::net::UdpSocket::bind((any, 0)).ok()?;
-    s.connect((ip, 9)).ok()?;
-    Some(s.local_addr().ok()?.ip().to_string())
-}
-
 /// The resolution the kernel claims for CLOCK_MONOTONIC.
 pub fn monotonic_resolution_ns() -> u64 {
     let mut ts = libc::timespec {

@@ -196,17 +196,21 @@ impl Runner {
                 address,
             })
         };
+        let far_at = at_host(far)?;
         let at = |name: &str| -> Option<FloorHost> {
             if name == hosts::LOCAL {
                 // This host's end of the link to the far one, where its roles bind towards it.
                 let address = match &far.local_address {
                     Some(a) => a.clone(),
-                    None => sys::source_towards(&at_host(far)?.address)?,
+                    None => hosts::local_address_towards(&far_at.address)?,
                 };
                 return Some(FloorHost {
                     netns: None,
                     address,
                 });
+            }
+            if name == far.name {
+                return Some(far_at.clone());
             }
             at_host(self.hosts.get(name)?)
         };
