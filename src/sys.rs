@@ -64,22 +64,6 @@ impl Default for IntervalClock {
     }
 }
 
-/// Runs `f` on a thread of its own inside network namespace `ns` (a name of `ip netns`): what
-/// it opens (a socket) stays in that namespace's network wherever it is used afterwards.
-pub fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> io::Result<T> + Send) -> io::Result<T> {
-    use std::os::fd::AsRawFd;
-    let file = std::fs::File::open(format!("/run/netns/{ns}"))?;
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            // SAFETY: a descriptor of a network namespace, entered by this thread only.
-            check(unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) })?;
-            f()
-        })
-        .join()
-        .unwrap_or_else(|_| Err(io::Error::other("a thread in a namespace panicked")))
-    })
-}
-
 /// The resolution the kernel claims for CLOCK_MONOTONIC.
 pub fn monotonic_resolution_ns() -> u64 {
     let mut ts = libc::timespec {

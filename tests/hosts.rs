@@ -1074,28 +1074,102 @@ fn a_floor_through_an_ip_netns_exec_launcher_takes_its_link() {
         return;
     }
     let ns = Netns::make("f", 68);
-    // Towards the namespace (a stream's direction here) the link carries 10 Mbit/s.
-    let dev = format!("{}a", ns.name);
-    let out = Command::new("tc")
-        .args(["qdisc", "add", "dev", &dev, "root", "tbf"])
-        .args(["rate", "10mbit", "burst", "16kb", "latency", "50ms"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "tc: {}", text(&out.stderr));
-    let (stdout, cases) = stream_floors_with_reader_on(&format!("b=ip netns exec {}", ns.name));
+    hold_to_10mbit(&format!("{}a", ns.name));
+    floors_between_reader_on(&format!("b=ip netns exec {}", ns.name), 68);
+}
+
+/// The tcp and udp stream floors with the reader on host `b` (`b=...`) at 10.251.`net`.2, over
+/// a link held to 10 Mbit/s: each loops between that address and this host's end of the link,
+/// the measuring side (a stream's reader) first, as the JSON and the note under the table say.
+fn floors_between_reader_on(host: &str, net: u8) {
+    let (stdout, cases) = stream_floors_with_reader_on(host);
+    let (far, near) = (format!("10.251.{net}.2"), format!("10.251.{net}.1"));
     assert!(
-        stdout.contains("floor #1 #2: looped between the hosts, 10.251.68.2 and 10.251.68.1"),
+        stdout.contains(&format!(
+            "floor #1 #2: looped between the hosts, {far} and {near}"
+        )),
         "{stdout}"
     );
     for case in &cases {
         let t = case["config"]["transport"].as_str().unwrap();
-        // A stream's floor measures at its reader, in the namespace.
         assert_eq!(
             case["floor"]["between"],
-            serde_json::json!(["10.251.68.2", "10.251.68.1"]),
+            serde_json::json!([far, near]),
             "{t}"
         );
     }
+}
+
+/// Holds what device `dev` sends (towards a namespace: a stream's direction here) to 10 Mbit/s.
+fn hold_to_10mbit(dev: &str) {
+    let out = Command::new("tc")
+        .args(["qdisc", "add", "dev", dev, "root", "tbf"])
+        .args(["rate", "10mbit", "burst", "16kb", "latency", "50ms"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "tc: {}", text(&out.stderr));
+}
+
+/// A host reached through ssh: the floor's far side starts through the same launcher as the
+/// case's reader and makes its own end there, so the floor loops over the link to that host.
+#[test]
+fn a_floor_through_ssh_takes_the_link_to_its_host() {
+    if !namespaces_work() {
+        return;
+    }
+    let Some(sshd) = Sshd::start(69) else {
+        return;
+    };
+    hold_to_10mbit(&sshd.link());
+    floors_between_reader_on(&sshd.launcher(), 69);
+    sshd.waits_for_its_roles_to_end("a floor's far side outlived its run");
+}
+
+/// A bed sweeps what killed runs left (their process id is in the names), and nothing else:
+/// a device of the user's whose name only begins as msgperf's do stays.
+#[test]
+fn a_bed_sweeps_what_killed_runs_left_and_nothing_else() {
+    if !namespaces_work() {
+        return;
+    }
+    let stale = "msgperf-999999999-b";
+    let mine = format!("mpsh{}", std::process::id() % 100_000);
+    let peer = format!("mpsi{}", std::process::id() % 100_000);
+    for args in [
+        vec!["netns", "add", stale],
+        vec!["link", "add", &mine, "type", "veth", "peer", "name", &peer],
+    ] {
+        let out = Command::new("ip").args(&args).output().unwrap();
+        assert!(out.status.success(), "ip {args:?}: {}", text(&out.stderr));
+    }
+    let out = run(
+        &[
+            "run",
+            "pingpong",
+            "-t",
+            "tcp",
+            "--host",
+            "b=netns",
+            "--place",
+            "responder=b",
+        ]
+        .into_iter()
+        .chain(SHORT.iter().copied())
+        .collect::<Vec<_>>(),
+        Duration::from_secs(60),
+    );
+    let exists = |args: &[&str], name: &str| {
+        let out = Command::new("ip").args(args).output().unwrap();
+        text(&out.stdout).contains(name)
+    };
+    let kept = exists(&["link", "show"], &mine);
+    let _ = Command::new("ip").args(["link", "del", &mine]).status();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        !exists(&["netns", "list"], stale),
+        "the stale namespace stays"
+    );
+    assert!(kept, "the user's device {mine} was removed");
 }
 
 /// linuxptp's ptp4l, ended (SIGTERM, so that it removes its socket) however the test ends.

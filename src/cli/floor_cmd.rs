@@ -192,8 +192,8 @@ pub fn floor(a: FloorArgs) -> Exit {
                 };
                 progress.step(i, &format!("{} {name} {}", tr.name(), format_size(*s)));
                 let peer = if *threads { "thread" } else { "process" };
-                match exec::measure_floor(*tr, *kind, *s, &roles, *threads) {
-                    Ok(fig) => row(tr.name(), name, *s, cpus, peer, &fig),
+                match exec::measure_floor(*tr, *kind, *s, &roles, *threads, [None, None]) {
+                    Ok((fig, _)) => row(tr.name(), name, *s, cpus, peer, &fig),
                     Err(_) if exec::stop_requested() => break,
                     Err(e) => {
                         progress.finish();

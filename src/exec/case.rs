@@ -199,8 +199,7 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>, hosts: &Hosts) -> C
     // reaches the first far host), and a receiver puts its senders' times on its own clock.
     let local_address = far_ends.iter().zip(&placed).find_map(|(e, h)| {
         let (address, _) = e.as_ref()?;
-        h.and_then(|h| h.local_address.clone())
-            .or_else(|| hosts::local_address_towards(address))
+        h.as_ref()?.local_end(address)
     });
     let mut every_address: Vec<String> = local_address.iter().cloned().collect();
     for (a, _) in far_ends.iter().flatten() {

@@ -27,9 +27,15 @@ pub struct Host {
     pub local_address: Option<String>,
     /// A namespace of this run's bed (`NAME=netns`), whose link msgperf made and reads.
     pub in_bed: bool,
-    /// The network namespace on this machine it runs in (`ip netns`): one of the bed, or the
-    /// one its launcher enters (`ip netns exec NS ...`).
-    pub netns: Option<String>,
+}
+
+impl Host {
+    /// The runner's address on the link to this host, whose far side is at `address`.
+    pub fn local_end(&self, address: &str) -> Option<String> {
+        self.local_address
+            .clone()
+            .or_else(|| local_address_towards(address))
+    }
 }
 
 /// The run's hosts; the namespaces made for it go when this drops.
@@ -53,14 +59,6 @@ impl Hosts {
         for (name, value) in given {
             match Launcher::parse(name, value).map_err(ExecError::Refused)? {
                 Launcher::Command(words) => {
-                    let netns = match &words[..] {
-                        [ip, netns, exec, ns, ..]
-                            if [ip, netns, exec] == ["ip", "netns", "exec"] =>
-                        {
-                            Some(ns.clone())
-                        }
-                        _ => None,
-                    };
                     hosts.insert(
                         name.clone(),
                         Host {
@@ -70,7 +68,6 @@ impl Hosts {
                             address: None,
                             local_address: None,
                             in_bed: false,
-                            netns,
                         },
                     );
                 }
@@ -91,7 +88,6 @@ impl Hosts {
                         address: Some(address.clone()),
                         local_address: Some(bed.address.clone()),
                         in_bed: true,
-                        netns: Some(ns.clone()),
                     },
                 );
             }
@@ -369,14 +365,18 @@ fn free_subnet() -> Option<String> {
 
 /// Namespaces and bridges of runs whose process is gone (killed before it could clean up).
 fn sweep_stale() {
-    let alive = |pid: &str| pid.parse::<u32>().is_ok_and(crate::sys::process_alive);
+    // Only names msgperf makes (its process id in them): anything else is not ours to remove.
+    let gone = |pid: &str| {
+        pid.parse::<u32>()
+            .is_ok_and(|p| !crate::sys::process_alive(p))
+    };
     if let Ok(list) = ip(&["netns", "list"]) {
         for ns in list.lines().filter_map(|l| l.split_whitespace().next()) {
             if let Some(pid) = ns
                 .strip_prefix("msgperf-")
                 .and_then(|r| r.split('-').next())
             {
-                if !alive(pid) {
+                if gone(pid) {
                     let _ = ip(&["netns", "del", ns]);
                 }
             }
@@ -385,7 +385,7 @@ fn sweep_stale() {
     if let Ok(links) = ip(&["-o", "link", "show", "type", "bridge"]) {
         for link in links.lines().filter_map(|l| l.split(": ").nth(1)) {
             if let Some(pid) = link.strip_prefix("mpb") {
-                if !alive(pid) {
+                if gone(pid) {
                     let _ = ip(&["link", "del", link]);
                 }
             }
@@ -396,7 +396,7 @@ fn sweep_stale() {
         for link in links.lines().filter_map(|l| l.split(": ").nth(1)) {
             let name = link.split('@').next().unwrap_or(link);
             let pid = name.strip_prefix("mp").and_then(|r| r.split_once('h'));
-            if pid.is_some_and(|(pid, _)| !alive(pid)) {
+            if pid.is_some_and(|(pid, _)| gone(pid)) {
                 let _ = ip(&["link", "del", name]);
             }
         }

@@ -21,7 +21,7 @@ mod watchdog;
 
 use crate::result::{CaseConfig, CaseResult, FloorKind, FloorResult, WireCount};
 use crate::sys;
-use crate::transport::{self, FloorHost, FloorRoles};
+use crate::transport::{self, FloorRoles};
 use crate::workload;
 use control::ControlAddr;
 pub use error::ExecError;
@@ -69,14 +69,11 @@ impl Runner {
     pub fn run_case(&mut self, case: &CaseConfig) -> CaseResult {
         let w = workload::find(&case.workload).expect("cases are validated");
         let (latency_kind, latency_metric) = w.latency(case);
-        // A floor between hosts is a loop between them, measured where they are this machine's
-        // namespaces and the transport's plain loop crosses them.
-        let between = self
-            .measure_floor
-            .then(|| self.floor_between(case))
-            .flatten();
-        let (floor, floor_error) = match between {
-            Some(between) => match self.measure_floor_of(case, between) {
+        // A floor between hosts is a loop between them, where the transport's plain loop
+        // crosses them.
+        let at = self.measure_floor.then(|| self.floor_hosts(case)).flatten();
+        let (floor, floor_error) = match at {
+            Some(at) => match self.measure_floor_of(case, at) {
                 Ok(f) => (f, None),
                 Err(e) => (None, Some(e.to_string())),
             },
@@ -147,16 +144,15 @@ impl Runner {
     /// The transport's plain loop at this case's size and placement, where one compares like
     /// with like (see `Workload::floor_kind`).
     pub fn floor(&mut self, case: &CaseConfig) -> Result<Option<FloorResult>, ExecError> {
-        self.measure_floor_of(case, None)
+        self.measure_floor_of(case, [None, None])
     }
 
-    /// Where the case's floor runs: Some(None) on this host (its roles are here), Some of the
-    /// driving role's host and the other's where both are this machine's (namespaces of the
-    /// run's bed, or here) and the transport's plain loop crosses hosts; None where it is not
-    /// measured (a host elsewhere: its path is not ours to loop on).
-    fn floor_between(&self, case: &CaseConfig) -> Option<Option<(FloorHost, FloorHost)>> {
+    /// Where the case's floor runs: the driving role's host and the other's (None: here), the
+    /// hosts its roles run on; None where it is not measured (a role elsewhere, and a plain
+    /// loop that does not cross hosts).
+    fn floor_hosts(&self, case: &CaseConfig) -> Option<[Option<hosts::Host>; 2]> {
         if case.place.is_empty() {
-            return Some(None);
+            return Some([None, None]);
         }
         let t = transport::find(&case.transport).expect("cases are validated");
         let w = workload::find(&case.workload).expect("cases are validated");
@@ -167,61 +163,19 @@ impl Runner {
                 .iter()
                 .find(|r| r.drives == drives)
                 .and_then(|r| case::placed_on(case, r))
-                .map_or(hosts::LOCAL, |(h, _)| h)
+                .and_then(|(h, _)| self.hosts.get(h).cloned())
         };
-        let (driver, other) = (host(true), host(false));
-        if driver == hosts::LOCAL && other == hosts::LOCAL {
-            return Some(None);
-        }
-        if !t.floor().is_some_and(|f| f.crosses_hosts()) {
-            return None;
-        }
-        let far = [driver, other]
-            .into_iter()
-            .find(|h| *h != hosts::LOCAL)
-            .and_then(|h| self.hosts.get(h))?;
-        // A namespace on this machine (the bed's, or one an `ip netns exec` launcher enters):
-        // the floor's side opens its sockets in it.
-        let at_host = |h: &hosts::Host| -> Option<FloorHost> {
-            let netns = h.netns.clone()?;
-            let address = match &h.address {
-                Some(a) => a.clone(),
-                None => sys::in_netns(&netns, || Ok(sys::ipv4_addresses()))
-                    .ok()?
-                    .first()?
-                    .to_string(),
-            };
-            Some(FloorHost {
-                netns: Some(netns),
-                address,
-            })
-        };
-        let far_at = at_host(far)?;
-        let at = |name: &str| -> Option<FloorHost> {
-            if name == hosts::LOCAL {
-                // This host's end of the link to the far one, where its roles bind towards it.
-                let address = match &far.local_address {
-                    Some(a) => a.clone(),
-                    None => hosts::local_address_towards(&far_at.address)?,
-                };
-                return Some(FloorHost {
-                    netns: None,
-                    address,
-                });
-            }
-            if name == far.name {
-                return Some(far_at.clone());
-            }
-            at_host(self.hosts.get(name)?)
-        };
-        Some(Some((at(driver)?, at(other)?)))
+        let at = [host(true), host(false)];
+        let here = at.iter().all(Option::is_none);
+        (here || t.floor().is_some_and(|f| f.crosses_hosts())).then_some(at)
     }
 
-    /// As [`Runner::floor`], with its sides on `between` (the driving role's host, the other's).
+    /// As [`Runner::floor`], with its sides on `at` (the driving role's host, the other's;
+    /// None: here).
     fn measure_floor_of(
         &mut self,
         case: &CaseConfig,
-        between: Option<(FloorHost, FloorHost)>,
+        at: [Option<hosts::Host>; 2],
     ) -> Result<Option<FloorResult>, ExecError> {
         let t = transport::find(&case.transport).expect("cases are validated");
         let w = workload::find(&case.workload).expect("cases are validated");
@@ -232,12 +186,14 @@ impl Runner {
             return Ok(None);
         }
         // Side 0 measures: a ping-pong's initiator (the driving role), a stream's reader.
-        let between = between.map(|(driver, other)| match kind {
+        let [driver, other] = at;
+        let sides = match kind {
             FloorKind::RoundTrip => [driver, other],
             FloorKind::Stream => [other, driver],
-        });
+        };
+        let names = sides.each_ref().map(|h| h.as_ref().map(|h| h.name.clone()));
         let key = format!(
-            "{}/{kind:?}/{}/{:?}/{}/{:?}/{between:?}",
+            "{}/{kind:?}/{}/{:?}/{}/{:?}/{names:?}",
             case.transport, case.size_bytes, case.cpus, case.threads, case.effective_options
         );
         if let Some(v) = self.floors.get(&key) {
@@ -252,11 +208,11 @@ impl Runner {
                 .min(Duration::from_secs(3)),
             timeout: case.timeout,
             options: case.effective_options.clone(),
-            between,
+            between: None,
         };
         let threads = case.threads || !t.capabilities(&case.effective_options).cross_process;
-        let v = floor::measure(t, kind, case.size_bytes, &roles, threads)?;
-        let between = roles.between.map(|sides| sides.map(|side| side.address));
+        let hosts = sides.each_ref().map(Option::as_ref);
+        let (v, between) = floor::measure(t, kind, case.size_bytes, &roles, threads, hosts)?;
         if stop_requested() {
             return Ok(None);
         }

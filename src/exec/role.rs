@@ -88,36 +88,45 @@ pub fn serve(
             roles,
             cpu,
         } => {
-            let f = transport::find(&transport)
+            let prepared = transport::find(&transport)
                 .ok()
                 .and_then(|t| t.floor())
-                .ok_or_else(|| ExecError::Refused(format!("transport `{transport}` has no floor")));
-            let ends = env
-                .floor_ends
-                .ok_or_else(|| ExecError::Refused("this floor side was given no ends".into()));
-            let prepared = f.and_then(|f| Ok((f, ends?))).and_then(|r| {
-                pin(env.pin.or(cpu))?;
-                Ok(r)
-            });
-            let (f, ends) = match prepared {
-                Ok(p) => p,
+                .ok_or_else(|| ExecError::Refused(format!("transport `{transport}` has no floor")))
+                .and_then(|f| {
+                    pin(env.pin.or(cpu))?;
+                    Ok(f)
+                });
+            let f = match prepared {
+                Ok(f) => f,
                 Err(e) => return refuse(link, e),
+            };
+            let run = FloorRun {
+                kind,
+                side,
+                size,
+                roles: &roles,
+                stop: env.stop,
+            };
+            let ends = match env.floor_ends {
+                Some(ends) => ends,
+                // Across hosts nothing could be handed over: this side makes its own end.
+                None if roles.between.is_some() => match meet_across(link, f, run)? {
+                    Some(ends) => ends,
+                    None => return Ok(None),
+                },
+                None => {
+                    return refuse(
+                        link,
+                        ExecError::Refused("this floor side was given no ends".into()),
+                    )
+                }
             };
             let bound = phase_bound(roles.duration);
             send(link, &FromRole::Ready)?;
             if !wait_go(link, bound)? {
                 return Ok(None);
             }
-            let report = match f.run(
-                FloorRun {
-                    kind,
-                    side,
-                    size,
-                    roles: &roles,
-                    stop: env.stop,
-                },
-                ends,
-            ) {
+            let report = match f.run(run, ends) {
                 Ok(fig) => FromRole::Result(Box::new(Report::Floor(fig))),
                 Err(e) => FromRole::Error(format!("the floor's side {side}: {e}")),
             };
@@ -125,6 +134,39 @@ pub fn serve(
             linger(link, bound, &mut || {});
             Ok(None)
         }
+    }
+}
+
+/// A floor's side on a host of its own binds its end there and says where (Bound), is told
+/// where the other side's is (Open), and meets it; None if the runner called the loop off.
+fn meet_across(
+    link: &mut dyn Link,
+    f: &dyn transport::Floor,
+    run: FloorRun,
+) -> Result<Option<FloorEnds>, ExecError> {
+    let point = |side: usize| format!("floor side {side}");
+    let failed = |e| ExecError::os(format!("the floor's side {}", run.side), e);
+    let (bound, told) = match f.bind(run) {
+        Ok(b) => b,
+        Err(e) => return refuse(link, failed(e)),
+    };
+    let at = told.map(|a| (point(run.side), a));
+    send(link, &FromRole::Bound(at.into_iter().collect()))?;
+    let rendezvous = match link.recv(phase_bound(run.roles.timeout)) {
+        Ok(ToRole::Open(r)) => r,
+        Ok(ToRole::Finish | ToRole::Stop) | Err(ControlError::Closed) => return Ok(None),
+        Ok(other) => {
+            return Err(ExecError::Protocol(format!(
+                "the floor's side {}: expected Open, got {other:?}",
+                run.side
+            )))
+        }
+        Err(e) => return Err(ExecError::control("no rendezvous from the runner", e)),
+    };
+    let peer = rendezvous.bound.get(&point(1 - run.side.min(1)));
+    match f.meet(run, bound, peer.map(String::as_str)) {
+        Ok(ends) => Ok(Some(ends)),
+        Err(e) => refuse(link, failed(e)),
     }
 }
 

@@ -5,13 +5,15 @@
 //! A floor has two sides. [`Floor::make`] creates what they share (a descriptor pair, a
 //! memory file); the runner gives each side its part and runs [`Floor::run`] in a thread or in a
 //! role process of its own, as it runs the case's roles (a descriptor travels to a process at
-//! its start). Side 0 measures; side 1 answers (ping-pong) or writes (stream).
+//! its start). Side 0 measures; side 1 answers (ping-pong) or writes (stream). Across hosts
+//! nothing can be handed over: each side makes its own end ([`Floor::bind`], [`Floor::meet`]).
 
 #![allow(unsafe_code)]
 
 use crate::sys;
 use serde::{Deserialize, Serialize};
 use std::any::Any;
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -28,29 +30,10 @@ pub struct FloorRoles {
     pub timeout: Duration,
     /// The transport's `--opt` values (the shm floor follows its wait strategy).
     pub options: std::collections::BTreeMap<String, String>,
-    /// Where side 0 and side 1 run when the case's roles are on namespace hosts of this run's
-    /// bed (None: both on this host's loopback).
+    /// Across hosts, the addresses of side 0's host and side 1's, where each side makes its
+    /// end, so that the loop takes the path the case's roles take (None: both on this host).
     #[serde(default)]
-    pub between: Option<[FloorHost; 2]>,
-}
-
-/// Where a floor's side runs across hosts: in a network namespace of this machine (None: this
-/// host's own), its end on `address`, so that the loop takes the path the case's roles take.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct FloorHost {
-    pub netns: Option<String>,
-    pub address: String,
-}
-
-/// Runs `f` where `at` is: what it opens (a socket) belongs to that host's network.
-pub fn on_host<T: Send>(
-    at: &FloorHost,
-    f: impl FnOnce() -> std::io::Result<T> + Send,
-) -> std::io::Result<T> {
-    match &at.netns {
-        Some(ns) => sys::in_netns(ns, f),
-        None => f(),
-    }
+    pub between: Option<[String; 2]>,
 }
 
 /// What a floor loop measured. A figure the loop does not produce is None.
@@ -136,9 +119,23 @@ pub trait Floor: Sync {
     /// Runs side `run.side` (0 measures and returns the figure; 1 answers or writes, and returns
     /// None) until the loop's time is up, the other side ends, or `run.stop` is raised.
     fn run(&self, run: FloorRun, ends: FloorEnds) -> std::io::Result<Option<FloorFigure>>;
-    /// Whether its loop can run between two hosts of the bed (`FloorRoles::between`).
+    /// Whether its loop can run between two hosts (`FloorRoles::between`).
     fn crosses_hosts(&self) -> bool {
         false
+    }
+    /// Across hosts, side `run.side` makes its own end at its host's address: first what it
+    /// binds, with the address the other side is to be told (if any)...
+    fn bind(&self, _: FloorRun) -> std::io::Result<(FloorEnds, Option<String>)> {
+        Err(std::io::Error::other(
+            "this plain loop does not cross hosts",
+        ))
+    }
+    /// ...then, told the other side's address (if it bound one), the end it runs on, within
+    /// the case's timeout.
+    fn meet(&self, _: FloorRun, _: FloorEnds, _: Option<&str>) -> std::io::Result<FloorEnds> {
+        Err(std::io::Error::other(
+            "this plain loop does not cross hosts",
+        ))
     }
 }
 
@@ -160,16 +157,28 @@ impl FdSide {
     }
 }
 
-/// Makes a descriptor pair between two hosts of the bed, side 0's end at the first, within a
-/// timeout.
-pub type MakeBetween = fn(&[FloorHost; 2], Duration) -> std::io::Result<(FdSide, FdSide)>;
+/// A socket bound on its host, and where it is.
+pub type Bound = (OwnedFd, SocketAddr);
+
+/// How each side of a descriptor loop across hosts makes its own end (see [`Floor::bind`]).
+pub struct Meet {
+    /// Side `side`'s socket bound at `address` (None: this side binds nothing, it connects).
+    pub bind: fn(side: usize, address: &str) -> std::io::Result<Option<Bound>>,
+    /// Side `side`'s connected socket, from what it bound and where the other side's is,
+    /// within `timeout`.
+    pub open: fn(
+        side: usize,
+        bound: Option<OwnedFd>,
+        peer: Option<SocketAddr>,
+        timeout: Duration,
+    ) -> std::io::Result<OwnedFd>,
+}
 
 /// The floor of every descriptor transport: only how the pair is made differs.
 pub struct FdFloor {
     pub make_pair: fn() -> std::io::Result<(FdSide, FdSide)>,
-    /// The pair between two hosts of the bed, side 0's end at the first (within a timeout);
-    /// None: the loop stays on one host.
-    pub make_between: Option<MakeBetween>,
+    /// How its sides meet across hosts; None: the loop stays on one host.
+    pub meet: Option<Meet>,
     /// Datagrams: one read is one message; zero-length datagram means end.
     pub datagram: bool,
 }
@@ -280,21 +289,41 @@ impl Floor for FdFloor {
                 "the plain loop moves binary messages, so nothing of it compares with --opt framing=text (no ratio)",
             ));
         }
-        let (a, b) = match (&roles.between, self.make_between) {
-            (None, _) => (self.make_pair)()?,
-            (Some(at), Some(make)) => make(at, roles.timeout)?,
-            (Some(_), None) => {
-                return Err(std::io::Error::other(
-                    "this plain loop does not cross hosts",
-                ))
-            }
-        };
+        let (a, b) = (self.make_pair)()?;
         let fds = |s: FdSide| FloorEnds::Fds(std::iter::once(s.read).chain(s.write).collect());
         Ok([fds(a), fds(b)])
     }
 
     fn crosses_hosts(&self) -> bool {
-        self.make_between.is_some()
+        self.meet.is_some()
+    }
+
+    fn bind(&self, run: FloorRun) -> std::io::Result<(FloorEnds, Option<String>)> {
+        let (meet, at) = self.across(run)?;
+        let bound = (meet.bind)(run.side, at)?;
+        let told = bound.as_ref().map(|(_, a)| a.to_string());
+        Ok((
+            FloorEnds::Fds(bound.map(|(fd, _)| fd).into_iter().collect()),
+            told,
+        ))
+    }
+
+    fn meet(
+        &self,
+        run: FloorRun,
+        bound: FloorEnds,
+        peer: Option<&str>,
+    ) -> std::io::Result<FloorEnds> {
+        let (meet, _) = self.across(run)?;
+        let peer = peer
+            .map(|p| {
+                p.parse::<SocketAddr>()
+                    .map_err(|e| io(format!("the other side's address `{p}`: {e}")))
+            })
+            .transpose()?;
+        let own = bound.fds()?.pop();
+        let fd = (meet.open)(run.side, own, peer, run.roles.timeout)?;
+        Ok(FloorEnds::Fds(vec![fd]))
     }
 
     fn run(&self, run: FloorRun, ends: FloorEnds) -> std::io::Result<Option<FloorFigure>> {
@@ -324,6 +353,12 @@ impl Floor for FdFloor {
             (FloorLoop::Stream, 0) => {
                 if datagram {
                     set_read_timeout(r, Duration::from_secs(1));
+                    // Datagrams sent before this side reads are lost, and it may start late
+                    // (a far host's start comes through its launcher): it says when. A few
+                    // copies, since one may be dropped like any datagram.
+                    for _ in 0..3 {
+                        sys::write(w, &[1]);
+                    }
                 }
                 let warm = roles.warmup.as_nanos() as u64;
                 let (mut first, mut start, mut last, mut bytes, mut msgs) =
@@ -347,6 +382,12 @@ impl Floor for FdFloor {
                         msgs += 1;
                     }
                 }
+                if msgs < 2 && !stop.load(Ordering::Relaxed) {
+                    return Err(io(format!(
+                        "its reader read nothing after its {} ms of warm-up: the writer was done before it began",
+                        warm / 1_000_000
+                    )));
+                }
                 // The first measured read opens the window; the bytes after it are inside it.
                 let ns = last.saturating_sub(start);
                 let mut f = stream_figure(msgs.saturating_sub(1), bytes, ns);
@@ -357,6 +398,15 @@ impl Floor for FdFloor {
                 Ok(Some(f))
             }
             (FloorLoop::Stream, _) => {
+                if datagram {
+                    set_read_timeout(r, roles.timeout);
+                    if sys::read(r, &mut [0u8; 1]) <= 0 {
+                        return Err(io(format!(
+                            "its reader did not say it was reading within {:?}",
+                            roles.timeout
+                        )));
+                    }
+                }
                 run.write_stream(|| write_msg(w, &buf));
                 if datagram {
                     // The end mark may be dropped like any datagram: send a few.
@@ -367,6 +417,16 @@ impl Floor for FdFloor {
                 }
                 Ok(None)
             }
+        }
+    }
+}
+
+impl FdFloor {
+    /// How its sides meet, and side `run.side`'s host address.
+    fn across<'a>(&'a self, run: FloorRun<'a>) -> std::io::Result<(&'a Meet, &'a str)> {
+        match (&self.meet, &run.roles.between) {
+            (Some(meet), Some(at)) => Ok((meet, at[run.side.min(1)].as_str())),
+            _ => Err(io("this plain loop does not cross hosts")),
         }
     }
 }
@@ -564,8 +624,7 @@ impl<T: NotesFloor> Floor for T {
     }
 }
 
-/// An error of a middleware's client, as the floor's I/O error.
-#[cfg(feature = "_broker")]
+/// An error of a middleware's client (or the floor's own), as the floor's I/O error.
 pub(crate) fn io(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(e.to_string())
 }

@@ -33,8 +33,7 @@ mod runtime;
 
 pub use fanout::CopyFanOut;
 pub use floor::{
-    memcpy_bandwidth, spin_pingpong, Floor, FloorEnds, FloorFigure, FloorHost, FloorLoop,
-    FloorRoles, FloorRun,
+    memcpy_bandwidth, spin_pingpong, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, FloorRun,
 };
 
 use crate::delivery::{Delivery, History, Reliability, Setting};

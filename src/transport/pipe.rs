@@ -109,7 +109,7 @@ impl Transport for Pipe {
                     },
                 ))
             },
-            make_between: None,
+            meet: None,
             datagram: false,
         };
         Some(&FLOOR)

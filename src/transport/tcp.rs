@@ -1,7 +1,7 @@
 //! `tcp`: a TCP connection per channel, over loopback (or the address of a `msgperf serve`
 //! host), TCP_NODELAY on unless `--opt nodelay=false`.
 
-use super::floor::{on_host, FdFloor, FdSide};
+use super::floor::{io, FdFloor, FdSide, Meet};
 use super::framing::{set_waits, stream_endpoint, Bare};
 use super::{
     bind_on_host,
@@ -83,14 +83,27 @@ impl Transport for Tcp {
                 Ok(FdSide::sockets(a, b))
             },
             // Side 0 accepts at its host, side 1 connects from its own.
-            make_between: Some(|at, timeout| {
-                let l = on_host(&at[0], || TcpListener::bind((at[0].address.as_str(), 0)))?;
-                let to = l.local_addr()?;
-                let b = on_host(&at[1], || TcpStream::connect_timeout(&to, timeout))?;
-                let (a, _) = l.accept()?;
-                a.set_nodelay(true)?;
-                b.set_nodelay(true)?;
-                Ok(FdSide::sockets(a, b))
+            meet: Some(Meet {
+                bind: |side, address| {
+                    if side != 0 {
+                        return Ok(None);
+                    }
+                    let l = TcpListener::bind((address, 0))?;
+                    let at = l.local_addr()?;
+                    Ok(Some((l.into(), at)))
+                },
+                open: |_, bound, peer, timeout| {
+                    let s = match (bound, peer) {
+                        (Some(l), _) => accept_ready(&TcpListener::from(l), timeout, |l| l.accept())
+                            .map_err(io)?
+                            .ok_or_else(|| io(format!("the other side did not connect within {timeout:?}")))?
+                            .0,
+                        (None, Some(to)) => TcpStream::connect_timeout(&to, timeout)?,
+                        (None, None) => return Err(io("the other side bound no listener")),
+                    };
+                    s.set_nodelay(true)?;
+                    Ok(s.into())
+                },
             }),
             datagram: false,
         };

@@ -2,7 +2,7 @@
 //! to the accepting end's port until it answers (a hello may be lost like any datagram); both
 //! then connect their sockets to each other.
 
-use super::floor::{on_host, FdFloor, FdSide};
+use super::floor::{io, FdFloor, FdSide, Meet};
 use super::framing::{hello_accept, hello_connect};
 use super::{
     bind_on_host,
@@ -60,12 +60,21 @@ impl Transport for Udp {
                 b.connect(a.local_addr()?)?;
                 Ok(FdSide::sockets(a, b))
             },
-            make_between: Some(|at, _| {
-                let a = on_host(&at[0], || UdpSocket::bind((at[0].address.as_str(), 0)))?;
-                let b = on_host(&at[1], || UdpSocket::bind((at[1].address.as_str(), 0)))?;
-                a.connect(b.local_addr()?)?;
-                b.connect(a.local_addr()?)?;
-                Ok(FdSide::sockets(a, b))
+            // Each side binds at its host and sends only to the other's socket.
+            meet: Some(Meet {
+                bind: |_, address| {
+                    let s = UdpSocket::bind((address, 0))?;
+                    let at = s.local_addr()?;
+                    Ok(Some((s.into(), at)))
+                },
+                open: |_, bound, peer, _| {
+                    let (Some(s), Some(peer)) = (bound, peer) else {
+                        return Err(io("both sides of a udp loop bind a socket"));
+                    };
+                    let s = UdpSocket::from(s);
+                    s.connect(peer)?;
+                    Ok(s.into())
+                },
             }),
             datagram: true,
         };

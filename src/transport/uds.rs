@@ -76,7 +76,7 @@ impl Transport for Uds {
                 let (a, b) = UnixStream::pair()?;
                 Ok(FdSide::sockets(a, b))
             },
-            make_between: None,
+            meet: None,
             datagram: false,
         };
         Some(&FLOOR)

@@ -58,7 +58,7 @@ impl Transport for UdsDgram {
                 let (a, b) = UnixDatagram::pair()?;
                 Ok(FdSide::sockets(a, b))
             },
-            make_between: None,
+            meet: None,
             datagram: true,
         };
         Some(&FLOOR)

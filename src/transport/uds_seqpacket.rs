@@ -86,7 +86,7 @@ impl Transport for UdsSeqpacket {
                 let (a, b) = Socket::pair(Domain::UNIX, Type::SEQPACKET, None)?;
                 Ok(FdSide::sockets(a, b))
             },
-            make_between: None,
+            meet: None,
             datagram: true,
         };
         Some(&FLOOR)
