@@ -11,9 +11,9 @@ use super::runner::{Event, LaunchedRole, ProcessRole, RemoteRole, RoleHandle, Th
 use super::services;
 use super::watchdog::{Seen, Watchdog};
 use super::ExecError;
-use crate::result::{CaseConfig, FanOut, RoleResult, Wait};
-use crate::transport::{self, ChannelSpec, HostAddresses, Place, Side};
-use crate::workload::{self, message, RoleSpec};
+use crate::result::{CaseConfig, FanOut, RoleResult};
+use crate::transport::{self, HostAddresses, Place, Side};
+use crate::workload::{self, RoleSpec};
 use std::time::Duration;
 
 /// What running a case's roles gave.
@@ -60,14 +60,7 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>, hosts: &Hosts) -> C
     let watchable = Watchdog::can_watch();
     // Every role's peers are watched by this runner, so blocking waits need no timer.
     let watched = connect.is_none() && (threads || watchable) && !far;
-    let spec = ChannelSpec {
-        options: case.effective_options.clone(),
-        timeout: case.timeout,
-        poll: case.wait == Wait::Poll,
-        max_message: case.size_bytes.max(message::HEADER),
-        watched,
-        exchange: w.exchange(case),
-    };
+    let spec = workload::channel_spec(w, case, watched);
     let mut plan = topology.setup.clone();
     plan.host = connect.map(ControlAddr::host);
     plan.cpu = case.cpus.1;

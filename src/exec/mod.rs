@@ -216,15 +216,9 @@ impl Runner {
         if stop_requested() {
             return Ok(None);
         }
-        let v = Some(v).map(|f| FloorResult {
+        let v = Some(FloorResult {
             kind,
-            samples: f.samples,
-            rtt_min_ns: f.rtt_min_ns,
-            rtt_p50_ns: f.rtt_p50_ns,
-            rtt_mean_ns: f.rtt_mean_ns,
-            msgs_per_s: f.msgs_per_s,
-            bytes_per_s: f.bytes_per_s,
-            rtt_histogram: f.rtt_histogram,
+            figure: v,
             between,
         });
         self.floors.insert(key, v.clone());

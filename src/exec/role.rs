@@ -7,10 +7,10 @@
 use super::control::{Conn, ControlError, FromRole, Order, Report, ToRole};
 use super::ExecError;
 use crate::measure::Recorder;
-use crate::result::{CaseConfig, RoleResult, Wait};
+use crate::result::{CaseConfig, RoleResult};
 use crate::sys;
 use crate::transport::{
-    self, ChannelSpec, Endpoint, FloorEnds, FloorRun, Opening, Rendezvous, Side, TransportError,
+    self, Endpoint, FloorEnds, FloorRun, Opening, Rendezvous, Side, TransportError,
 };
 use crate::workload::{self, message, RoleControl, RoleError, RoleRun, RoleSpec, Sent};
 use std::collections::BTreeMap;
@@ -237,14 +237,7 @@ fn serve_case(
         Ok(tw) => tw,
         Err(e) => return refuse(link, ExecError::Refused(format!("{label}: {e}"))),
     };
-    let spec = ChannelSpec {
-        options: case.effective_options.clone(),
-        timeout: case.timeout,
-        poll: case.wait == Wait::Poll,
-        max_message: case.size_bytes.max(message::HEADER),
-        watched,
-        exchange: w.exchange(&case),
-    };
+    let spec = workload::channel_spec(w, &case, watched);
     let bound = phase_bound(case.timeout);
 
     // Bind every end; none waits for a peer yet.

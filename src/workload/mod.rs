@@ -23,7 +23,9 @@ mod runtime;
 use crate::deadline::Deadline;
 use crate::measure::Recorder;
 use crate::result::{CaseConfig, Counters, FanOut, FloorKind, LatencyKind, Metric, RoleId, Wait};
-use crate::transport::{Capabilities, Endpoint, Exchange, SetupPlan, Side, TransportError};
+use crate::transport::{
+    Capabilities, ChannelSpec, Endpoint, Exchange, SetupPlan, Side, TransportError,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -211,6 +213,20 @@ fn one_of(words: &[&str]) -> String {
         [] => String::new(),
         [w] => w.to_string(),
         [first @ .., last] => format!("{} or {last}", first.join(", ")),
+    }
+}
+
+/// How a case's channels open, the same at every role: the case's options and bounds, its
+/// wait, its largest message and what `w` moves on them; `watched` as the runner knows it
+/// (see `ChannelSpec::watched`).
+pub fn channel_spec(w: &dyn Workload, case: &CaseConfig, watched: bool) -> ChannelSpec {
+    ChannelSpec {
+        options: case.effective_options.clone(),
+        timeout: case.timeout,
+        poll: case.wait == Wait::Poll,
+        max_message: case.size_bytes.max(message::HEADER),
+        watched,
+        exchange: w.exchange(case),
     }
 }
 
