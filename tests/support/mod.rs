@@ -422,6 +422,11 @@ pub fn wait_until_busy(pid: u32, times: u64, cpu_ticks: u64, what: &str) {
     let (first, first_ticks) = (switches(), ticks());
     let end = std::time::Instant::now() + Duration::from_secs(60);
     while switches() < first + times && ticks() < first_ticks.saturating_add(cpu_ticks) {
+        // A peer gone before it ran says so at once, rather than after the whole wait.
+        assert!(
+            std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "{what}: the peer (pid {pid}) ended before it was woken {times} times: the case ended before it ran"
+        );
         assert!(
             std::time::Instant::now() < end,
             "{what}: the subscriber was not woken {times} times within 60 s: did the case start?"
