@@ -113,16 +113,12 @@ pub trait Floor: Sync {
     /// Across hosts, side `run.side` makes its own end at its host's address: first what it
     /// binds, with the address the other side is to be told (if any)...
     fn bind(&self, _: FloorRun) -> std::io::Result<(FloorEnds, Option<String>)> {
-        Err(std::io::Error::other(
-            "this plain loop does not cross hosts",
-        ))
+        Err(io(NOT_ACROSS))
     }
     /// ...then, told the other side's address (if it bound one), the end it runs on, within
     /// the case's timeout.
     fn meet(&self, _: FloorRun, _: FloorEnds, _: Option<&str>) -> std::io::Result<FloorEnds> {
-        Err(std::io::Error::other(
-            "this plain loop does not cross hosts",
-        ))
+        Err(io(NOT_ACROSS))
     }
 }
 
@@ -266,16 +262,7 @@ pub(crate) fn measure_round_trips(
 
 impl Floor for FdFloor {
     fn make(&self, _: FloorLoop, _: usize, roles: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
-        if super::writes_of(&roles.options) != (None, None) {
-            return Err(std::io::Error::other(
-                "the plain loop writes each message whole, so nothing of it compares with --opt write-size or buffer (no ratio)",
-            ));
-        }
-        if super::text_framing(&roles.options) {
-            return Err(std::io::Error::other(
-                "the plain loop moves binary messages, so nothing of it compares with --opt framing=text (no ratio)",
-            ));
-        }
+        compares_with(roles)?;
         let (a, b) = (self.make_pair)()?;
         let fds = |s: FdSide| FloorEnds::Fds(std::iter::once(s.read).chain(s.write).collect());
         Ok([fds(a), fds(b)])
@@ -286,6 +273,7 @@ impl Floor for FdFloor {
     }
 
     fn bind(&self, run: FloorRun) -> std::io::Result<(FloorEnds, Option<String>)> {
+        compares_with(run.roles)?;
         let (meet, at) = self.across(run)?;
         let bound = (meet.bind)(run.side, at)?;
         let told = bound.as_ref().map(|(_, a)| a.to_string());
@@ -413,9 +401,28 @@ impl FdFloor {
     fn across<'a>(&'a self, run: FloorRun<'a>) -> std::io::Result<(&'a Meet, &'a str)> {
         match (&self.meet, &run.roles.between) {
             (Some(meet), Some(at)) => Ok((meet, at[run.side.min(1)].as_str())),
-            _ => Err(io("this plain loop does not cross hosts")),
+            _ => Err(io(NOT_ACROSS)),
         }
     }
+}
+
+/// Why a plain loop is refused between hosts.
+const NOT_ACROSS: &str = "this plain loop does not cross hosts";
+
+/// Refuses options the plain descriptor loop does not follow (its ratio would compare unlike
+/// work), on one host or across.
+fn compares_with(roles: &FloorRoles) -> std::io::Result<()> {
+    if super::writes_of(&roles.options) != (None, None) {
+        return Err(io(
+            "the plain loop writes each message whole, so nothing of it compares with --opt write-size or buffer (no ratio)",
+        ));
+    }
+    if super::text_framing(&roles.options) {
+        return Err(io(
+            "the plain loop moves binary messages, so nothing of it compares with --opt framing=text (no ratio)",
+        ));
+    }
+    Ok(())
 }
 
 fn set_read_timeout(fd: RawFd, d: Duration) {
