@@ -290,8 +290,7 @@ fn the_stream_floor_is_a_plain_ring_between_the_same_roles() {
             let f = Runner::new(None, true)
                 .floor(case)
                 .unwrap_or_else(|e| panic!("{wait}: the stream floor failed: {e}"))
-                .unwrap_or_else(|| panic!("{wait}: no stream floor"))
-                .figure;
+                .unwrap_or_else(|| panic!("{wait}: no stream floor"));
             let (bytes, msgs) = (f.bytes_per_s.unwrap(), f.msgs_per_s.unwrap());
             assert!(
                 f.samples > 0 && bytes > 0.0 && msgs > 0.0 && f.rtt_p50_ns.is_none(),

@@ -218,7 +218,13 @@ impl Runner {
         }
         let v = Some(FloorResult {
             kind,
-            figure: v,
+            samples: v.samples,
+            rtt_min_ns: v.rtt_min_ns,
+            rtt_p50_ns: v.rtt_p50_ns,
+            rtt_mean_ns: v.rtt_mean_ns,
+            msgs_per_s: v.msgs_per_s,
+            bytes_per_s: v.bytes_per_s,
+            rtt_histogram: v.rtt_histogram,
             between,
         });
         self.floors.insert(key, v.clone());

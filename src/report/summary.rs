@@ -429,9 +429,9 @@ pub fn summarize(case: &CaseResult) -> CaseSummary {
     };
     let mib_per_s = msgs_per_s * cfg.size_bytes as f64 / MIB;
     let floor = case.floor.as_ref();
-    let floor_p50_ns = floor.and_then(|f| f.figure.rtt_p50_ns).filter(|&v| v > 0);
+    let floor_p50_ns = floor.and_then(|f| f.rtt_p50_ns).filter(|&v| v > 0);
     let floor_mib_per_s = floor
-        .and_then(|f| f.figure.bytes_per_s)
+        .and_then(|f| f.bytes_per_s)
         .map(|b| b / MIB)
         .filter(|&v| v > 0.0);
     // Like with like only: a poll loop does other work than the floor's blocking one, and a

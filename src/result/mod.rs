@@ -552,16 +552,6 @@ pub struct WireCount {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct FloorResult {
     pub kind: FloorKind,
-    #[serde(flatten)]
-    pub figure: FloorFigure,
-    /// A floor between hosts: the addresses its two sides used, the measuring side's first.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub between: Option<[String; 2]>,
-}
-
-/// What a floor loop measured. A figure the loop does not produce is None.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct FloorFigure {
     /// Round trips (ping-pong) or messages (stream) measured.
     pub samples: u64,
     pub rtt_min_ns: Option<u64>,
@@ -569,9 +559,12 @@ pub struct FloorFigure {
     pub rtt_mean_ns: Option<u64>,
     pub msgs_per_s: Option<f64>,
     pub bytes_per_s: Option<f64>,
-    /// Every round trip (ping-pong), for plots beside the cases'.
+    /// Every round trip of a ping-pong floor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rtt_histogram: Option<EncodedHistogram>,
+    /// A floor between hosts: the addresses its two sides used, the measuring side's first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub between: Option<[String; 2]>,
 }
 
 /// What one role measured.

@@ -36,7 +36,21 @@ pub struct FloorRoles {
     pub between: Option<[String; 2]>,
 }
 
-pub use crate::result::FloorFigure;
+/// What a floor loop measured. A figure the loop does not produce is None. The result room
+/// keeps its own copy of these fields (`FloorResult`): transports import no other room.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct FloorFigure {
+    /// Round trips (ping-pong) or messages (stream) measured.
+    pub samples: u64,
+    pub rtt_min_ns: Option<u64>,
+    pub rtt_p50_ns: Option<u64>,
+    pub rtt_mean_ns: Option<u64>,
+    pub msgs_per_s: Option<f64>,
+    pub bytes_per_s: Option<f64>,
+    /// Every round trip (ping-pong), for plots beside the cases'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_histogram: Option<crate::histogram::EncodedHistogram>,
+}
 
 /// Which plain loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -380,11 +380,7 @@ fn spectra(run: &RunResult, s: &[CaseSummary]) -> Result<Vec<String>, String> {
             if c.latency_metric != Metric::RTT || s[i].latency_kind != kind {
                 continue;
             }
-            let Some(h) = c
-                .floor
-                .as_ref()
-                .and_then(|f| f.figure.rtt_histogram.as_ref())
-            else {
+            let Some(h) = c.floor.as_ref().and_then(|f| f.rtt_histogram.as_ref()) else {
                 continue;
             };
             let label = format!(

@@ -18,8 +18,7 @@ fn mqtt_counts_every_message_at_qos_2_and_measures_its_floor() {
     // stalled until its side timed out when the disconnect went first.
     let c = &case_of("run pingpong -t mqtt --opt qos=2 --duration 300ms --warmup 0s");
     assert_eq!(c.floor_error, None);
-    let floor = c.floor.as_ref().expect("the QoS 2 ping-pong's floor");
-    let f = &floor.figure;
+    let f = c.floor.as_ref().expect("the QoS 2 ping-pong's floor");
     assert!(f.samples > 0 && f.rtt_p50_ns.unwrap_or(0) > 0, "{f:?}");
 }
 
