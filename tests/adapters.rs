@@ -21,7 +21,7 @@ use support::*;
 fn exchanging(pid: u32) {
     // Or a second of CPU: a reader that polls is never woken (and no role's opening takes
     // that much).
-    wait_until_busy(pid, 2000, 100, "a role exchanging messages");
+    wait_until_busy(pid, 2000, 100).expect("a role exchanging messages");
 }
 
 /// Runs msgperf with `--json`: what it printed and what it wrote, whether or not it failed.

@@ -151,14 +151,27 @@ fn main() {
                 }
                 let transport = t.name();
                 trials.push(
-                    Trial::test(name, move || try_fault(transport, w, fault, &caps))
-                        .with_ignored_flag(why.is_some()),
+                    Trial::test(name, move || {
+                        // A trial that starts a broker (a JVM, an Erlang VM) loads both CPUs
+                        // for seconds: it runs alone, so that no other trial's time bound is
+                        // taken beside it. Trials without one share the machine.
+                        let _alone = caps
+                            .needs_server
+                            .then(|| TRIALS.write().unwrap_or_else(|p| p.into_inner()));
+                        let _shared = (!caps.needs_server)
+                            .then(|| TRIALS.read().unwrap_or_else(|p| p.into_inner()));
+                        try_fault(transport, w, fault, &caps)
+                    })
+                    .with_ignored_flag(why.is_some()),
                 );
             }
         }
     }
     libtest_mimic::run(&args, trials).exit();
 }
+
+/// The machine, as the trials take turns on it: one with a broker alone, the others together.
+static TRIALS: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
 /// The known gaps every transport's folder lists: test name -> what goes wrong.
 fn known_gaps() -> std::collections::BTreeMap<String, String> {
@@ -229,7 +242,14 @@ fn try_fault(
         let peer = wait_for_role(run.process(), w.peer);
         // Faulted once the case runs, not while its roles still get ready: the peer reads (it
         // is woken, or spins).
-        wait_until_busy(peer, 200, 50, &what);
+        if let Err(why) = wait_until_busy(peer, 200, 50) {
+            signal(pid, libc::SIGTERM);
+            let out = wait_output(run.take(), Duration::from_secs(60));
+            return Err(fail(format!(
+                "{what}: {why}; the run said: {}",
+                text(&out.stderr).trim()
+            )));
+        }
         let mut roles = role_processes(pid);
         let (target, named) = if fault.on_broker() {
             (broker_of(run.process(), &roles), "broker")

@@ -391,16 +391,19 @@ pub fn beds_of(pid: u32) -> Vec<String> {
     left
 }
 
-/// Waits, at most 60 s (a bound only a hang reaches), until process `pid` has been woken `times` more times (voluntary
-/// context switches) than when the wait began.
+/// Waits, at most 60 s (a bound only a hang reaches), until process `pid` has been woken `times`
+/// more times (voluntary context switches) than when the wait began.
 pub fn wait_until_woken(pid: u32, times: u64, what: &str) {
-    wait_until_busy(pid, times, u64::MAX, what)
+    if let Err(e) = wait_until_busy(pid, times, u64::MAX) {
+        panic!("{what}: {e}");
+    }
 }
 
 /// Waits, at most 60 s, until process `pid` has been woken `times` more times than when the
 /// wait began, or has used `cpu_ticks` more of CPU time (1/100 s each): a reader that polls
-/// (spins, yields) instead of blocking is never woken.
-pub fn wait_until_busy(pid: u32, times: u64, cpu_ticks: u64, what: &str) {
+/// (spins, yields) instead of blocking is never woken. Says why it gave up: the process ended
+/// (the case ended before it ran) or stayed idle.
+pub fn wait_until_busy(pid: u32, times: u64, cpu_ticks: u64) -> Result<(), String> {
     let switches = || -> u64 {
         std::fs::read_to_string(format!("/proc/{pid}/status"))
             .unwrap_or_default()
@@ -423,14 +426,17 @@ pub fn wait_until_busy(pid: u32, times: u64, cpu_ticks: u64, what: &str) {
     let end = std::time::Instant::now() + Duration::from_secs(60);
     while switches() < first + times && ticks() < first_ticks.saturating_add(cpu_ticks) {
         // A peer gone before it ran says so at once, rather than after the whole wait.
-        assert!(
-            std::path::Path::new(&format!("/proc/{pid}")).exists(),
-            "{what}: the peer (pid {pid}) ended before it was woken {times} times: the case ended before it ran"
-        );
-        assert!(
-            std::time::Instant::now() < end,
-            "{what}: the subscriber was not woken {times} times within 60 s: did the case start?"
-        );
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            return Err(format!(
+                "the peer (pid {pid}) ended before it was woken {times} times: the case ended before it ran"
+            ));
+        }
+        if std::time::Instant::now() > end {
+            return Err(format!(
+                "the peer (pid {pid}) was not woken {times} times within 60 s: did the case start?"
+            ));
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
+    Ok(())
 }
