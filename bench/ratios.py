@@ -47,6 +47,11 @@ def main():
     ap.add_argument("--msgperf", help="the msgperf binary (default: build this tree)")
     ap.add_argument("--compare", help="another msgperf binary measured in the same sweep")
     a = ap.parse_args()
+    loops = ("pipe", "uds", "tcp", "udp")
+    other = [t for t in a.transports.split(",") if t not in loops]
+    if other:
+        ap.error(f"--transports {','.join(other)}: the plain C loop has {', '.join(loops)} only "
+                 "(shm is always measured, against the cache line: --spin-pairs)")
     msgperf = a.msgperf
     if not msgperf:
         sh(["cargo", "build", "--release", "--quiet", "--manifest-path", os.path.join(root, "Cargo.toml")])
