@@ -145,7 +145,15 @@ impl Broker {
             needs().map_err(|why| TransportError::broker(p.name, why))?;
         }
         let dir = DirGuard(private_dir()?);
-        let port = free_port()?;
+        // Both ports held at once while they are picked: two picks one after the other can
+        // give the same port, and the broker then finds its port taken by its own helper.
+        let (port, helper_port) = match &p.helper {
+            Some(_) => {
+                let [a, b] = free_ports::<2>()?;
+                (a, Some(b))
+            }
+            None => (free_port()?, None),
+        };
         let host = at.map_or("127.0.0.1", |a| a.address.as_str());
         // In its host: the prefix that enters it runs the program (`ip netns exec` execs it).
         let command = |exe: &Path| {
@@ -161,10 +169,6 @@ impl Broker {
             cmd
         };
         let log = std::fs::File::create(dir.0.join("broker.log"))?;
-        let helper_port = match &p.helper {
-            Some(_) => Some(free_port()?),
-            None => None,
-        };
         let bind = Bind {
             host,
             port,
@@ -655,6 +659,18 @@ pub fn free_port() -> Result<u16, TransportError> {
     Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
         .local_addr()?
         .port())
+}
+
+/// `N` distinct loopback ports no one listens on now.
+pub fn free_ports<const N: usize>() -> Result<[u16; N], TransportError> {
+    let held = (0..N)
+        .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut ports = [0; N];
+    for (p, l) in ports.iter_mut().zip(&held) {
+        *p = l.local_addr()?.port();
+    }
+    Ok(ports)
 }
 
 /// What an end writes to and reads from at a broker, under the case's `name`, in the broker's
