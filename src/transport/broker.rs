@@ -656,9 +656,7 @@ pub fn program_need(name: &str, package: &'static str) -> super::Need {
 
 /// A loopback port no one listens on now.
 pub fn free_port() -> Result<u16, TransportError> {
-    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
-        .local_addr()?
-        .port())
+    Ok(free_ports::<1>()?[0])
 }
 
 /// `N` distinct loopback ports no one listens on now.
