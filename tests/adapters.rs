@@ -595,3 +595,100 @@ fn placed_broker_counts_every_message(transport: &str) {
         broker.cpu
     );
 }
+
+/// Publish/subscribe 1 to 2 with the broker placed on a host reached through ssh (an sshd of
+/// the test's own in a namespace): a msgperf there starts it, measures its CPU on its host
+/// and removes it; every message arrives; nothing is left under that sshd. Then the same with
+/// the broker killed mid-run there: the case ends within the timeout naming it and its host.
+fn broker_on_an_ssh_host_counts_every_message(transport: &str, program: &str) {
+    if !namespaces_work() {
+        return;
+    }
+    let Some(sshd) = Sshd::start(70) else {
+        return;
+    };
+    let dir = temp_dir();
+    let out = dir.path().join("r.json");
+    let launcher = sshd.launcher();
+    let args = |length: &str| {
+        [
+            "run",
+            "pubsub",
+            "-t",
+            transport,
+            "--subs",
+            "2",
+            "--rate",
+            "500hz",
+            "--delivery",
+            "reliable",
+            "--no-floor",
+            "--timeout",
+            "3s",
+            "--duration",
+            length,
+            "--host",
+            &launcher,
+            "--place",
+            "broker=b",
+        ]
+        .map(String::from)
+    };
+    let (o, r) = output_and_result(&args("1s").each_ref().map(String::as_str), &out);
+    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
+    let c = &r.cases[0];
+    assert_eq!(c.error, None);
+    let sent = c.roles[0].counters.messages_sent;
+    assert!(sent >= 100, "{sent}");
+    for s in c
+        .roles
+        .iter()
+        .filter(|r| r.role.kind.label() == "subscriber")
+    {
+        assert_eq!(s.counters.messages_received, sent, "{}", s.role);
+    }
+    let broker = c
+        .roles
+        .iter()
+        .find(|r| r.role.kind.label() == "broker")
+        .expect("the broker's row");
+    let host = broker.host.as_ref().expect("the broker's host");
+    assert_eq!(host.name, "b");
+    assert!(host.launcher.starts_with("ssh -T"), "{}", host.launcher);
+    assert!(
+        broker.cpu.user_ns + broker.cpu.sys_ns > 0,
+        "{:?}",
+        broker.cpu
+    );
+    assert!(broker.counters.relayed >= sent, "{:?}", broker.counters);
+    sshd.waits_for_its_roles_to_end("a far broker outlived its case");
+
+    // Killed there mid-run: named with its host, within the timeout.
+    let mut child = spawn(&args("60s").each_ref().map(String::as_str));
+    let broker = wait_for(&mut child, "the far broker", |_| {
+        sshd.descendants().into_iter().find(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm"))
+                .is_ok_and(|c| program.starts_with(c.trim()))
+        })
+    });
+    wait_until_woken(
+        wait_for_role(&mut child, "subscriber 1"),
+        1200,
+        "a subscriber",
+    );
+    signal(broker, libc::SIGKILL);
+    let killed = Instant::now();
+    let o = wait_output(child, Duration::from_secs(60));
+    let err = text(&o.stderr);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(
+        killed.elapsed() < Duration::from_secs(12),
+        "ended {:?} after the kill: {err}",
+        killed.elapsed()
+    );
+    assert!(
+        err.contains("the broker on host b") && err.contains("died"),
+        "{err}"
+    );
+    sshd.waits_for_its_roles_to_end("a far broker outlived its killed broker");
+}

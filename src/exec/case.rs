@@ -5,6 +5,7 @@
 
 use super::control::{ControlAddr, Order, Report};
 use super::drive::{drive, Bounds, Outcome, Started};
+use super::far_service;
 use super::hosts::{self, Hosts};
 use super::role::{self, RoleEnv};
 use super::runner::{Event, LaunchedRole, ProcessRole, RemoteRole, RoleHandle, ThreadRole};
@@ -71,7 +72,9 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>, hosts: &Hosts) -> C
         plan.cpu = cpu.parse().ok().or(plan.cpu);
         hosts.get(name)
     });
-    if let Some(h) = broker_host {
+    // One on a host reached through a launcher starts there, under a msgperf of its own.
+    let far_broker_host = broker_host.filter(|h| !h.in_bed);
+    if let Some(h) = broker_host.filter(|h| h.in_bed) {
         plan.service_at = Some(transport::ServiceHost {
             prefix: h.prefix.clone(),
             address: h.address.clone().unwrap_or_else(|| "127.0.0.1".into()),
@@ -91,21 +94,34 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>, hosts: &Hosts) -> C
             });
         }
     }
-    let setup = match t.setup(&plan, &spec) {
+    let (tx, events) = crossbeam_channel::unbounded::<Event>();
+    let mut far_broker = None;
+    let set_up = match far_broker_host {
+        Some(h) => far_service::FarService::start(
+            h,
+            &case.transport,
+            plan,
+            &spec,
+            case.timeout,
+            tx.clone(),
+        )
+        .map(|(far, rendezvous)| {
+            far_broker = Some(far);
+            transport::Setup::new(rendezvous, ())
+        }),
+        None => t
+            .setup(&plan, &spec)
+            .map_err(|e| ExecError::transport(format!("could not set up `{}`", case.transport), e)),
+    };
+    let setup = match set_up {
         Ok(s) => s,
-        Err(e) => {
-            return CaseRun::failed(ExecError::transport(
-                format!("could not set up `{}`", case.transport),
-                e,
-            ))
-        }
+        Err(e) => return CaseRun::failed(e),
     };
     // Through a broker the roles' peer is a process msgperf does not drive: their waits keep
     // timers of their own.
     let watched = watched && setup.services.is_empty();
     let services = setup.services.clone();
 
-    let (tx, events) = crossbeam_channel::unbounded::<Event>();
     // Where waits have timers of their own (a peer at a `msgperf serve`), the watchdog is only
     // the backstop and must not race them; but a stopped broker is named as soon as the roles'
     // waits on it could time out.
@@ -241,14 +257,20 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>, hosts: &Hosts) -> C
         phase: case.timeout,
         run: case.duration.map(|d| case.warmup + d + case.timeout * 3),
     };
-    let mut at_go = Vec::new();
+    let (mut at_go, mut went) = (Vec::new(), false);
     let driven = drive(
         &mut started,
         orders,
         &events,
         Some(setup.rendezvous.clone()),
         bounds,
-        &mut || at_go = services::sample(&services),
+        &mut || {
+            at_go = services::sample(&services);
+            went = true;
+            if let Some(far) = far_broker.as_mut() {
+                far.go();
+            }
+        },
     );
     let at_end = services::sample(&services);
     let faults = services::faults(&services, &events);
@@ -269,7 +291,7 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>, hosts: &Hosts) -> C
             let mut r = match outcome {
                 Some(Outcome::Reported(report)) => match *report {
                     Report::Case(r) => r,
-                    Report::Floor(_) => return None,
+                    Report::Floor(_) | Report::Services(_) => return None,
                 },
                 Some(Outcome::Failed(why)) => RoleResult::missing(spec.id, pid, why),
                 None => RoleResult::missing(
@@ -282,23 +304,33 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>, hosts: &Hosts) -> C
             Some(r)
         })
         .collect();
-    if !at_go.is_empty() {
+    if went && (!services.is_empty() || far_broker.is_some()) {
         // Warm-up included, as the window is; a role that failed counted what it measured.
         let relayed = roles
             .iter()
             .map(|r| r.sent_total.max(r.counters.messages_sent))
             .sum();
         let mut brokers = services::results(&services, &at_go, &at_end, relayed, &faults);
-        if let Some(h) = broker_host {
+        if let Some(h) = broker_host.filter(|h| h.in_bed) {
             for b in &mut brokers {
                 b.host = Some(services::on_host(h));
             }
         }
+        if let Some(far) = far_broker.as_mut() {
+            brokers.extend(far.finish(relayed, case.timeout + Duration::from_secs(1)));
+        }
         roles.extend(brokers);
     }
+    let far_fault = far_broker.as_ref().and_then(|f| f.fault());
+    drop(far_broker);
     // A dead broker is the cause of what the roles saw (they may notice before the runner).
+    let faults: Vec<(Option<&transport::Service>, String)> = faults
+        .iter()
+        .map(|(s, f)| (Some(s), f.clone()))
+        .chain(far_fault.map(|f| (None, f)))
+        .collect();
     let error = match (faults.first(), driven.error) {
-        (Some((s, f)), Some(e)) if !e.contains(&services::name(s)) => {
+        (Some((s, f)), Some(e)) if !e.contains(&s.map_or_else(|| f.clone(), services::name)) => {
             Some(format!("{f} (the {e})"))
         }
         (Some((_, f)), None) => Some(f.clone()),

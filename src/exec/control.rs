@@ -21,13 +21,17 @@
 //! ([`FromRole::Hello`]: version, build, addresses, environment), answers clock probes at any
 //! time ([`ToRole::Probe`] → [`FromRole::Probe`], four timestamps), and after Finish ends with
 //! [`FromRole::Done`], a digest of the result it sent: a launcher's exit status alone is never
-//! trusted.
+//! trusted. A broker placed on such a host is set up there ([`Order::Service`]): the far side
+//! answers [`FromRole::SetUp`] with where the case meets, measures the broker from Go to Stop,
+//! and reports it as its Result.
 //! A frame is `MPC` + a version byte + a u32 LE length + a JSON body of that length, at most
 //! [`MAX_FRAME`] bytes. Anything else is refused with [`ControlError`], never a panic.
 
 use super::ExecError;
 use crate::result::{CaseConfig, RoleResult};
-use crate::transport::{FloorFigure, FloorLoop, FloorRoles, Rendezvous};
+use crate::transport::{
+    ChannelSpec, FloorFigure, FloorLoop, FloorRoles, Rendezvous, Service, SetupPlan,
+};
 use crate::workload::RoleSpec;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -87,6 +91,13 @@ pub enum Order {
         roles: FloorRoles,
         cpu: Option<usize>,
     },
+    /// A case's set-up on the far side's host: the broker placed there, started, watched and
+    /// measured there (its CPU can only be read on its own host).
+    Service {
+        transport: String,
+        plan: SetupPlan,
+        spec: ChannelSpec,
+    },
 }
 
 /// From a role to the runner.
@@ -110,6 +121,12 @@ pub enum FromRole {
     /// The last frame of a role on another host: the CRC32 of its result frame's body.
     Done {
         digest: u32,
+    },
+    /// A far set-up ([`Order::Service`]) is done: where the case meets, and what it started
+    /// (pids on that host).
+    SetUp {
+        rendezvous: Rendezvous,
+        services: Vec<Service>,
     },
 }
 
@@ -144,6 +161,8 @@ pub fn build_id() -> String {
 pub enum Report {
     Case(RoleResult),
     Floor(Option<FloorFigure>),
+    /// A far set-up's processes, each measured as a role from Go to Stop.
+    Services(Vec<RoleResult>),
 }
 
 /// What is wrong with a control stream.

@@ -136,7 +136,7 @@ impl Driver {
             .iter()
             .map(|o| match o {
                 Order::Case { rendezvous, .. } => Some(rendezvous.place.clone()),
-                Order::Floor { .. } => None,
+                Order::Floor { .. } | Order::Service { .. } => None,
             })
             .collect();
         for (r, o) in roles.iter_mut().zip(orders) {

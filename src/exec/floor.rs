@@ -159,7 +159,7 @@ pub fn measure(
     let measured = match driven.outcomes.swap_remove(0) {
         Some(Outcome::Reported(report)) => match *report {
             Report::Floor(fig) => fig,
-            Report::Case(_) => None,
+            Report::Case(_) | Report::Services(_) => None,
         },
         _ => None,
     };

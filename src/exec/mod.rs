@@ -10,6 +10,7 @@ pub mod control;
 mod drive;
 pub mod environment;
 mod error;
+mod far_service;
 mod floor;
 pub mod hosts;
 mod load;

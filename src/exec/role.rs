@@ -80,6 +80,11 @@ pub fn serve(
             watched,
             clock_shifts_ns,
         } => serve_case(link, env, case, role, rendezvous, watched, &clock_shifts_ns),
+        Order::Service {
+            transport,
+            plan,
+            spec,
+        } => serve_service(link, &transport, &plan, &spec).map(|_| None),
         Order::Floor {
             transport,
             kind,
@@ -135,6 +140,65 @@ pub fn serve(
             Ok(None)
         }
     }
+}
+
+/// A case's set-up on this host, for a runner elsewhere (a broker placed here): says where
+/// the case meets, watches what it started (a death or a stop is told at once, as an Error),
+/// measures it from Go to Stop as a runner measures its own services, and removes it all when
+/// the runner says Finish or goes.
+fn serve_service(
+    link: &mut dyn Link,
+    transport: &str,
+    plan: &transport::SetupPlan,
+    spec: &transport::ChannelSpec,
+) -> Result<(), ExecError> {
+    use super::services;
+    let setup = match transport::find(transport)
+        .map_err(|e| ExecError::Refused(e.to_string()))
+        .and_then(|t| {
+            t.setup(plan, spec).map_err(|e| {
+                ExecError::transport(format!("could not set up `{transport}` here"), e)
+            })
+        }) {
+        Ok(s) => s,
+        Err(e) => return refuse(link, e),
+    };
+    let running = setup.services.clone();
+    send(
+        link,
+        &FromRole::SetUp {
+            rendezvous: setup.rendezvous.clone(),
+            services: running.clone(),
+        },
+    )?;
+    let said = crossbeam_channel::never();
+    let (mut at_go, mut told) = (None, false);
+    loop {
+        if !told {
+            if let Some((_, why)) = services::faults(&running, &said).into_iter().next() {
+                told = true;
+                send(link, &FromRole::Error(why))?;
+            }
+        }
+        match link.recv(Duration::from_millis(100)) {
+            Ok(ToRole::Go) => at_go = Some(services::sample(&running)),
+            Ok(ToRole::Stop) => {
+                let at_end = services::sample(&running);
+                let faults = services::faults(&running, &said);
+                let from = at_go.take().unwrap_or_else(|| at_end.clone());
+                let measured = services::results(&running, &from, &at_end, 0, &faults);
+                send(
+                    link,
+                    &FromRole::Result(Box::new(Report::Services(measured))),
+                )?;
+            }
+            Ok(ToRole::Finish) | Err(ControlError::Closed) => break,
+            Ok(_) | Err(ControlError::Timeout(_)) => {}
+            Err(e) => return Err(ExecError::control("the runner of this set-up", e)),
+        }
+    }
+    drop(setup);
+    Ok(())
 }
 
 /// A floor's side on a host of its own binds its end there and says where (Bound), is told

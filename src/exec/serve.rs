@@ -295,7 +295,7 @@ fn serve_one(conn: Conn, o: &ServeOptions) -> Result<Option<(CaseConfig, RoleRes
 fn admit(o: &ServeOptions, order: &Order) -> Result<(), ExecError> {
     let Order::Case { case, .. } = order else {
         return Err(ExecError::Refused(
-            "msgperf serve plays a case's roles, not floors".into(),
+            "msgperf serve plays a case's roles, not floors or set-ups".into(),
         ));
     };
     if case.transport != o.transport {

@@ -371,7 +371,7 @@ impl Setup {
 }
 
 /// A process a case's set-up started and stops: `broker`, `nats-server`, its pid.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Service {
     pub label: String,
     pub program: String,

@@ -139,6 +139,17 @@ pub fn children(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// Every process under `pid`, itself first.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut all = vec![pid];
+    let mut i = 0;
+    while i < all.len() {
+        all.extend(children(all[i]));
+        i += 1;
+    }
+    all
+}
+
 /// The first process msgperf `child` started, once there is one.
 pub fn wait_for_child(child: &mut Child) -> u32 {
     wait_for(child, "its peer", |pid| children(pid).first().copied())
@@ -439,4 +450,164 @@ pub fn wait_until_busy(pid: u32, times: u64, cpu_ticks: u64) -> Result<(), Strin
         std::thread::sleep(Duration::from_millis(20));
     }
     Ok(())
+}
+
+/// A namespace of the test's own, on a veth pair with the root namespace; removed on drop.
+pub struct Netns {
+    pub name: String,
+}
+
+impl Netns {
+    pub fn make(tag: &str, net: u8) -> Netns {
+        let name = format!("mpt{}{tag}", std::process::id());
+        let (outer, inner) = (format!("{name}a"), format!("{name}b"));
+        let n = Netns { name: name.clone() };
+        for args in [
+            vec!["netns", "add", &name],
+            vec![
+                "link", "add", &outer, "type", "veth", "peer", "name", &inner,
+            ],
+            vec!["link", "set", &inner, "netns", &name],
+            vec!["addr", "add", &format!("10.251.{net}.1/24"), "dev", &outer],
+            vec!["link", "set", &outer, "up"],
+            vec![
+                "-n",
+                &name,
+                "addr",
+                "add",
+                &format!("10.251.{net}.2/24"),
+                "dev",
+                &inner,
+            ],
+            vec!["-n", &name, "link", "set", &inner, "up"],
+            vec!["-n", &name, "link", "set", "lo", "up"],
+        ] {
+            let out = Command::new("ip").args(&args).output().unwrap();
+            assert!(out.status.success(), "ip {args:?}: {}", text(&out.stderr));
+        }
+        n
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+/// An sshd of the test's own, in a namespace of its own, taking a key the test made.
+pub struct Sshd {
+    child: std::process::Child,
+    net: u8,
+    key: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+    ns: Netns,
+}
+
+impl Sshd {
+    pub fn start(net: u8) -> Option<Sshd> {
+        let sshd = std::path::Path::new("/usr/sbin/sshd");
+        if !sshd.exists() {
+            assert!(
+                std::env::var_os("MSGPERF_CI").is_none(),
+                "sshd is needed here: .ci/run installs openssh-server"
+            );
+            eprintln!("skipped: no sshd (apt-get install openssh-server)");
+            return None;
+        }
+        let ns = Netns::make(&format!("s{net}"), net);
+        let dir = temp_dir();
+        let d = dir.path();
+        for (file, what) in [("host", "host key"), ("user", "user key")] {
+            let ok = Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+                .arg(d.join(file))
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "ssh-keygen makes a {what}");
+        }
+        std::fs::copy(d.join("user.pub"), d.join("authorized_keys")).unwrap();
+        std::fs::write(
+            d.join("sshd_config"),
+            format!(
+                "ListenAddress 10.251.{net}.2:22\nHostKey {}\nAuthorizedKeysFile {}\nPermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nStrictModes no\nUsePAM no\nPidFile none\n",
+                d.join("host").display(),
+                d.join("authorized_keys").display()
+            ),
+        )
+        .unwrap();
+        // Its privilege separation directory.
+        std::fs::create_dir_all("/run/sshd").unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", &ns.name])
+            .arg(sshd)
+            .args(["-D", "-e", "-f"])
+            .arg(d.join("sshd_config"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Listening once a connection is taken (bounded: a hang fails the test).
+        let at: std::net::SocketAddr = format!("10.251.{net}.2:22").parse().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect_timeout(&at, Duration::from_millis(200)).is_err() {
+            assert!(Instant::now() < deadline, "sshd did not listen at {at}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(Sshd {
+            child,
+            net,
+            key: d.join("user"),
+            _dir: dir,
+            ns,
+        })
+    }
+}
+
+impl Sshd {
+    /// `--host b=...`: host b reached through ssh to this sshd, with the test's key.
+    pub fn launcher(&self) -> String {
+        format!(
+            "b=ssh -T -i {} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR root@10.251.{}.2",
+            self.key.display(),
+            self.net
+        )
+    }
+
+    /// The root namespace's end of its link.
+    pub fn link(&self) -> String {
+        format!("{}a", self.ns.name)
+    }
+
+    /// Every process under this sshd: what its logins started.
+    pub fn descendants(&self) -> Vec<u32> {
+        descendants(self.child.id())
+    }
+
+    /// Waits (bounded) until no far role (`msgperf role --stdio`) runs under this sshd.
+    pub fn waits_for_its_roles_to_end(&self, what: &str) {
+        let far_roles = || {
+            self.descendants()
+                .iter()
+                .filter(|p| {
+                    std::fs::read(format!("/proc/{p}/cmdline"))
+                        .is_ok_and(|l| l.windows(7).any(|w| w == b"--stdio"))
+                })
+                .count()
+        };
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while far_roles() > 0 {
+            assert!(Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

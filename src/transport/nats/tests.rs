@@ -31,6 +31,36 @@ fn nats_server_placed_on_a_namespace_host_relays_every_message() {
 }
 
 #[test]
+fn a_broker_is_placed_on_any_defined_host_and_refused_on_an_undefined_one() {
+    let plan = |at: &str| {
+        msgperf::plan::cases(&msgperf::plan::RunOptions {
+            workload: Some("pubsub".into()),
+            transports: vec!["nats".into()],
+            hosts: vec![
+                ("b".into(), "ssh -T user@10.0.0.2".into()),
+                ("c".into(), "netns".into()),
+            ],
+            place: vec![("broker".into(), at.into())],
+            ..Default::default()
+        })
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    };
+    assert_eq!(plan("b:1"), Ok(()));
+    assert_eq!(plan("c"), Ok(()));
+    assert_eq!(plan("local"), Ok(()));
+    let e = plan("z").unwrap_err();
+    assert!(e.contains("no host `z`") && e.contains("--host z="), "{e}");
+    let e = plan("b,c").unwrap_err();
+    assert!(e.contains("one broker"), "{e}");
+}
+
+#[test]
+fn nats_server_placed_on_an_ssh_host_relays_every_message_and_its_death_is_named() {
+    broker_on_an_ssh_host_counts_every_message("nats", "nats-server");
+}
+
+#[test]
 fn nats_jetstream_counts_every_message_acknowledged_and_fans_out_to_every_consumer() {
     exact_counts("nats", &["--opt", "jetstream=memory"]);
     pubsub_loses_nothing("nats", &["--opt", "jetstream=file"]);
