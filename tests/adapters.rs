@@ -610,31 +610,13 @@ fn broker_on_an_ssh_host_counts_every_message(transport: &str, program: &str) {
     let dir = temp_dir();
     let out = dir.path().join("r.json");
     let launcher = sshd.launcher();
-    let args = |length: &str| {
-        [
-            "run",
-            "pubsub",
-            "-t",
-            transport,
-            "--subs",
-            "2",
-            "--rate",
-            "500hz",
-            "--delivery",
-            "reliable",
-            "--no-floor",
-            "--timeout",
-            "3s",
-            "--duration",
-            length,
-            "--host",
-            &launcher,
-            "--place",
-            "broker=b",
-        ]
-        .map(String::from)
+    let args = |length: &'static str| {
+        let mut a = two_subscribers(transport, "64");
+        a.extend("--rate 500hz --delivery reliable --timeout 3s --place broker=b".split(' '));
+        a.extend(["--duration", length, "--host", &launcher]);
+        a
     };
-    let (o, r) = output_and_result(&args("1s").each_ref().map(String::as_str), &out);
+    let (o, r) = output_and_result(&args("1s"), &out);
     assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
     let c = &r.cases[0];
     assert_eq!(c.error, None);
@@ -664,7 +646,7 @@ fn broker_on_an_ssh_host_counts_every_message(transport: &str, program: &str) {
     sshd.waits_for_its_roles_to_end("a far broker outlived its case");
 
     // Killed there mid-run: named with its host, within the timeout.
-    let mut child = spawn(&args("60s").each_ref().map(String::as_str));
+    let mut child = spawn(&args("60s"));
     let broker = wait_for(&mut child, "the far broker", |_| {
         sshd.descendants().into_iter().find(|p| {
             std::fs::read_to_string(format!("/proc/{p}/comm"))

@@ -85,6 +85,11 @@ pub fn drive(
         // is not waited for while the kernel tears it down.
         let grace = match outcome {
             Some(Outcome::Failed(_)) => Duration::from_millis(200),
+            // Its result is in, but its END may wait out a timeout on a peer the failure put
+            // out of reach: the case ends now, not then.
+            Some(Outcome::Reported(_)) if d.failed.is_some() || d.died.is_some() => {
+                Duration::from_secs(1)
+            }
             _ => bounds.phase.min(Duration::from_secs(5)),
         };
         r.handle.finish(grace);

@@ -263,12 +263,19 @@ impl<S: Read + Write + Send> Framed<S> {
         mut msg: &[u8],
     ) -> Result<(), TransportError> {
         let mut deadline: Option<Deadline> = None;
+        let whole = msg.len();
         loop {
             match got {
                 Ok(0) => return Err(TransportError::PeerClosed),
                 Ok(n) => msg = &msg[n..],
                 // Never left half written, even when stopping: the reader would lose its frame.
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                // One not begun is given up when the runner says stop (a peer out of reach
+                // would hold it for another whole timeout: the socket's restarts with the call).
+                Err(e) if e.kind() == ErrorKind::Interrupted => {
+                    if msg.len() == whole {
+                        interrupted()?;
+                    }
+                }
                 Err(e) if e.kind() == ErrorKind::WouldBlock && self.nonblocking => {
                     if deadline
                         .get_or_insert_with(|| Deadline::after(self.timeout))
@@ -674,8 +681,8 @@ impl<D: DatagramIo> Endpoint for Datagrams<D> {
     }
 }
 
-/// A read the kernel interrupted: tried again, unless the runner told this role to stop (a
-/// write is always finished, within its timeout).
+/// A read, or a write not begun, that the kernel interrupted: tried again, unless the runner
+/// told this role to stop (a write begun is always finished, within its timeout).
 #[cold]
 fn interrupted() -> Result<(), TransportError> {
     if crate::deadline::role_told_to_stop() {
@@ -691,11 +698,12 @@ mod tests {
     use std::collections::VecDeque;
 
     /// A byte stream whose reads return the scripted chunks (or errors), one per call; writes
-    /// take at most `write_max` bytes a call.
+    /// take at most `write_max` bytes a call, and the first `interrupted` are interrupted.
     struct Script {
         reads: VecDeque<std::io::Result<Vec<u8>>>,
         written: Vec<u8>,
         write_max: usize,
+        interrupted: Vec<bool>,
     }
 
     impl Read for Script {
@@ -714,6 +722,9 @@ mod tests {
 
     impl Write for Script {
         fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            if !self.interrupted.is_empty() && self.interrupted.remove(0) {
+                return Err(ErrorKind::Interrupted.into());
+            }
             let n = b.len().min(self.write_max);
             self.written.extend_from_slice(&b[..n]);
             Ok(n)
@@ -734,6 +745,7 @@ mod tests {
             reads: reads.into(),
             written: vec![],
             write_max,
+            interrupted: vec![],
         };
         Framed::new(io, Duration::from_millis(100), false, 64)
     }
@@ -776,8 +788,22 @@ mod tests {
             usize::MAX,
         );
         let got = f.recv(&mut buf);
+        // A write not begun is given up too; one begun is finished, never left half written.
+        let mut w = framed(vec![], 8);
+        w.io.interrupted = vec![true, false, true];
+        let not_begun = w.send(&a);
+        let begun = w.send(&a);
         flag.store(false, std::sync::atomic::Ordering::Relaxed);
         assert!(matches!(got, Err(TransportError::Stopped)), "{got:?}");
+        assert!(
+            matches!(not_begun, Err(TransportError::Stopped)),
+            "{not_begun:?}"
+        );
+        assert!(begun.is_ok(), "{begun:?}");
+        assert_eq!(
+            w.io.written, a,
+            "the begun message whole, nothing of the other"
+        );
     }
 
     #[test]
