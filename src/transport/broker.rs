@@ -80,6 +80,10 @@ pub struct Bind<'a> {
     pub port: u16,
     #[allow(dead_code)] // Only a broker with a helper (AMQP's port mapper) reads it.
     pub helper: Option<u16>,
+    /// One more port for a broker that needs two (RabbitMQ's distribution, Kafka's
+    /// controller), picked with the others: picked after them, it could be one of theirs.
+    #[allow(dead_code)]
+    pub spare: u16,
     pub dir: &'a Path,
 }
 
@@ -145,15 +149,10 @@ impl Broker {
             needs().map_err(|why| TransportError::broker(p.name, why))?;
         }
         let dir = DirGuard(private_dir()?);
-        // Both ports held at once while they are picked: two picks one after the other can
-        // give the same port, and the broker then finds its port taken by its own helper.
-        let (port, helper_port) = match &p.helper {
-            Some(_) => {
-                let [a, b] = free_ports::<2>()?;
-                (a, Some(b))
-            }
-            None => (free_port()?, None),
-        };
+        // Every port held at once while they are picked: picks one after the other can give
+        // the same port, and the broker then finds its port taken by its own helper.
+        let [port, helper_port, spare] = free_ports::<3>()?;
+        let helper_port = p.helper.as_ref().map(|_| helper_port);
         let host = at.map_or("127.0.0.1", |a| a.address.as_str());
         // In its host: the prefix that enters it runs the program (`ip netns exec` execs it).
         let command = |exe: &Path| {
@@ -173,6 +172,7 @@ impl Broker {
             host,
             port,
             helper: helper_port,
+            spare,
             dir: &dir.0,
         };
         if let Some(c) = &p.config {
@@ -652,11 +652,6 @@ pub fn program_need(name: &str, package: &'static str) -> super::Need {
         to_run: true,
         get: super::Get::Debian(package),
     }
-}
-
-/// A loopback port no one listens on now.
-pub fn free_port() -> Result<u16, TransportError> {
-    Ok(free_ports::<1>()?[0])
 }
 
 /// `N` distinct loopback ports no one listens on now.

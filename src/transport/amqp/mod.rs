@@ -89,11 +89,9 @@ fn env(b: &broker::Bind) -> broker::Env {
         ("RABBITMQ_NODENAME", format!("msgperf{port}@localhost")),
         ("RABBITMQ_NODE_IP_ADDRESS", b.host.into()),
         ("RABBITMQ_NODE_PORT", port.to_string()),
-        // A free port of its own (its default, the AMQP port + 20000, may not exist).
-        (
-            "RABBITMQ_DIST_PORT",
-            broker::free_port().map_or(0, |p| p).to_string(),
-        ),
+        // A free port of its own (its default, the AMQP port + 20000, may not exist), picked
+        // with the AMQP port and epmd's (picked after them, it was once the same as one).
+        ("RABBITMQ_DIST_PORT", b.spare.to_string()),
         ("RABBITMQ_CONFIG_FILE", d("rabbitmq")),
         ("RABBITMQ_ADVANCED_CONFIG_FILE", d("advanced.config")),
         ("RABBITMQ_CONF_ENV_FILE", d("rabbitmq-env.conf")),

@@ -127,7 +127,8 @@ fn jvm(dir: &Path) -> Vec<String> {
 /// formatted before it starts (as `kafka-storage.sh format` does).
 fn configure(b: &broker::Bind) -> std::io::Result<()> {
     let (port, dir, host) = (b.port, b.dir, b.host);
-    let controller = broker::free_port().map_err(std::io::Error::other)?;
+    // Picked with the broker's port, never the same.
+    let controller = b.spare;
     let max = 2 * MAX_MESSAGE;
     std::fs::write(
         dir.join("server.properties"),
