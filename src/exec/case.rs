@@ -324,16 +324,14 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>, hosts: &Hosts) -> C
     let far_fault = far_broker.as_ref().and_then(|f| f.fault());
     drop(far_broker);
     // A dead broker is the cause of what the roles saw (they may notice before the runner).
-    let faults: Vec<(Option<&transport::Service>, String)> = faults
-        .iter()
-        .map(|(s, f)| (Some(s), f.clone()))
-        .chain(far_fault.map(|f| (None, f)))
-        .collect();
-    let error = match (faults.first(), driven.error) {
-        (Some((s, f)), Some(e)) if !e.contains(&s.map_or_else(|| f.clone(), services::name)) => {
-            Some(format!("{f} (the {e})"))
-        }
-        (Some((_, f)), None) => Some(f.clone()),
+    // The first fault, and the words that show the roles' error already names it.
+    let first = faults
+        .first()
+        .map(|(s, f)| (services::name(s), f.clone()))
+        .or_else(|| far_fault.map(|f| (f.clone(), f)));
+    let error = match (first, driven.error) {
+        (Some((name, f)), Some(e)) if !e.contains(&name) => Some(format!("{f} (the {e})")),
+        (Some((_, f)), None) => Some(f),
         (_, e) => e,
     };
     CaseRun {
