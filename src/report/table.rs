@@ -809,6 +809,27 @@ fn hosts_notes(run: &RunResult, summaries: &[CaseSummary]) -> Vec<String> {
     lines
 }
 
+/// The lines that explain the starred ratios to the floor, from each case's (note, ratio): one
+/// a case with details; else one a note, naming every case it explains.
+fn floor_notes(cases: &[(Option<&str>, Option<f64>)], details: bool) -> Vec<String> {
+    let mut notes: Vec<(&str, Vec<String>)> = Vec::new();
+    for (i, (note, ratio)) in cases.iter().enumerate() {
+        let Some(note) = *note else { continue };
+        let case = match ratio {
+            Some(r) => format!("#{} {r:.2}x", i + 1),
+            None => format!("#{}", i + 1),
+        };
+        match notes.iter_mut().find(|(n, _)| *n == note && !details) {
+            Some((_, cases)) => cases.push(case),
+            None => notes.push((note, vec![case])),
+        }
+    }
+    notes
+        .into_iter()
+        .map(|(note, cases)| format!("* vs floor {}: {note}", cases.join(", ")))
+        .collect()
+}
+
 /// Notes, warnings and errors under the tables.
 pub fn notes(
     run: &RunResult,
@@ -902,15 +923,11 @@ pub fn notes(
     if !memory.is_empty() {
         lines.push(format!("memory: {}.", memory.join("; ")));
     }
-    for (i, s) in summaries.iter().enumerate() {
-        if let Some(n) = &s.floor_note {
-            lines.push(format!(
-                "* #{}: vs floor {}: {n}",
-                i + 1,
-                s.vs_floor.map_or(String::new(), |r| format!("{r:.2}x"))
-            ));
-        }
-    }
+    let starred: Vec<_> = summaries
+        .iter()
+        .map(|s| (s.floor_note.as_deref(), s.vs_floor))
+        .collect();
+    lines.extend(floor_notes(&starred, details));
     // A warning per case with details; else one line per kind of warning, naming its cases.
     let mut kinds: Vec<(
         std::mem::Discriminant<warnings::Warning>,
@@ -1126,6 +1143,25 @@ mod tests {
             narrow[second..].contains(" 3 "),
             "row 3 under 0/1: {narrow}"
         );
+    }
+
+    #[test]
+    fn starred_ratios_share_a_line_per_note_unless_details_are_asked() {
+        let cases = [
+            (Some("short"), Some(1.5)),
+            (None, Some(1.0)),
+            (Some("noisy"), Some(0.5)),
+            (Some("short"), Some(0.7)),
+        ];
+        assert_eq!(
+            floor_notes(&cases, false),
+            [
+                "* vs floor #1 1.50x, #4 0.70x: short",
+                "* vs floor #3 0.50x: noisy"
+            ]
+        );
+        assert_eq!(floor_notes(&cases, true).len(), 3);
+        assert!(floor_notes(&[(None, None)], false).is_empty());
     }
 
     #[test]
