@@ -5,8 +5,8 @@ Ping-pong of 64 B messages for every wait strategy and buffer mode (roles on two
 one), then streams of 64 B and 64 KiB, copying and zero-copy. Prints a Markdown table with the
 median and p99 round trip, the CPU each round trip costs both roles, and the ratios to the
 floors: the hardware's (`msgperf floor`: cache-line ping-pong for round trips, one CPU's memcpy
-bandwidth for streams) and shm's own plain loop with the same wait strategy (a flag each way for
-round trips, the futex ping-pong for `block`; for streams four slots with one copy in and one out).
+bandwidth for streams) and shm's floor: its own rings with the same wait strategy and capacity,
+a copy in and out and none of msgperf's work (no header, timestamp, check or histogram).
 shm against its peer among the adapters is `bench/middlewares.py --transports` with that
 adapter's name, which runs the adapter's own benchmark part.
 The "vs hardware" column of round trips divides by one cache line measured at the start, while a

@@ -204,6 +204,6 @@ pub fn floor(a: FloorArgs) -> Exit {
         }
     }
     progress.finish();
-    print_out(&format!("{t}\nThe plainest loop each transport allows, with no framing and no histogram: raw read/write on the descriptors; for shm a flag each way and a copy (streams: a ring of slots as large as shm's, one copy in and one out), with the wait strategy of --opt wait; memcpy is one CPU copying, which a stream between two CPUs cannot reach; for inproc a pool of buffers, a copy in and out. `run` divides by the same loop at the same size and placement.\n"))?;
+    print_out(&format!("{t}\nThe plainest loop each transport allows, with no framing and no histogram: raw read/write on the descriptors; for shm its own rings with the wait strategy of --opt wait, a copy in and out and no header, timestamp or check; memcpy is one CPU copying, which a stream between two CPUs cannot reach; for inproc a pool of buffers, a copy in and out. `run` divides by the same loop at the same size and placement.\n"))?;
     Ok(if exec::stop_requested() { 130 } else { 0 })
 }
