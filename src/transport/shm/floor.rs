@@ -6,7 +6,7 @@
 //! ping-pong of `msgperf floor` says (`bench/ratios.py` puts the three side by side).
 
 use super::endpoint::{RingReader, RingWriter};
-use super::ring::{segment_bytes, Body, Ring, SharedMem};
+use super::ring::{segment_bytes, Body, Ring, SharedMem, MODE_QUEUE};
 use super::Config;
 use crate::sys;
 use crate::transport::floor::{
@@ -37,7 +37,19 @@ fn config(size: usize, roles: &FloorRoles) -> std::io::Result<Config> {
         watched: true,
         exchange: Default::default(),
     };
-    Config::from(&spec).map_err(|e| std::io::Error::other(e.to_string()))
+    let cfg = Config::from(&spec).map_err(|e| std::io::Error::other(e.to_string()))?;
+    // A queue always: a latest-value case has no floor to compare with, and its floor is the
+    // queue's, as a case that never overwrites would see.
+    Ok(Config {
+        mode: MODE_QUEUE,
+        ..cfg
+    })
+}
+
+/// Copies a message out of the ring (every one is the floor's own, `buf`'s length).
+fn take(buf: &mut [u8], m: &[u8]) {
+    let n = m.len().min(buf.len());
+    buf[..n].copy_from_slice(&m[..n]);
 }
 
 fn bytes(l: FloorLoop, cfg: &Config) -> usize {
@@ -97,7 +109,7 @@ impl Floor for ShmFloor {
                     let got = rx.read(
                         &cfg,
                         timeout,
-                        &mut |m| buf.copy_from_slice(m),
+                        &mut |m| take(&mut buf, m),
                         &mut || false,
                     );
                     got.is_ok()
@@ -112,7 +124,7 @@ impl Floor for ShmFloor {
                 while over(rx.read(
                     &cfg,
                     timeout,
-                    &mut |m| buf.copy_from_slice(m),
+                    &mut |m| take(&mut buf, m),
                     &mut gone,
                 ))? {
                     let sent = tx.write(&cfg, timeout, size, None, Body::Copy(&buf), &mut gone);
@@ -134,7 +146,7 @@ impl Floor for ShmFloor {
                         &cfg,
                         timeout,
                         &mut |m| {
-                            buf.copy_from_slice(m);
+                            take(&mut buf, m);
                             std::hint::black_box(&mut buf);
                         },
                         &mut || false,
