@@ -403,25 +403,31 @@ pub fn beds_of(pid: u32) -> Vec<String> {
 }
 
 /// Waits, at most 60 s (a bound only a hang reaches), until process `pid` has been woken `times`
-/// more times (voluntary context switches) than when the wait began.
+/// more times (context switches of either kind) than when the wait began.
 pub fn wait_until_woken(pid: u32, times: u64, what: &str) {
     if let Err(e) = wait_until_busy(pid, times, u64::MAX) {
         panic!("{what}: {e}");
     }
 }
 
-/// Waits, at most 60 s, until process `pid` has been woken `times` more times than when the
-/// wait began, or has used `cpu_ticks` more of CPU time (1/100 s each): a reader that polls
-/// (spins, yields) instead of blocking is never woken. Says why it gave up: the process ended
+/// Waits, at most 60 s, until process `pid` has been switched in `times` more times than when
+/// the wait began, or has used `cpu_ticks` more of CPU time (1/100 s each): a reader that spins
+/// alone on its CPU is never switched out. Says why it gave up: the process ended
 /// (the case ended before it ran) or stayed idle.
 pub fn wait_until_busy(pid: u32, times: u64, cpu_ticks: u64) -> Result<(), String> {
+    // Switches of both kinds: a reader that polls and yields between polls is switched out
+    // without blocking, and where a busy loop shares its CPU that is nearly all it does (it
+    // then gets a sliver of the CPU: its ticks grow slowly).
     let switches = || -> u64 {
         std::fs::read_to_string(format!("/proc/{pid}/status"))
             .unwrap_or_default()
             .lines()
-            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0)
+            .filter_map(|l| {
+                l.strip_prefix("voluntary_ctxt_switches:")
+                    .or_else(|| l.strip_prefix("nonvoluntary_ctxt_switches:"))
+            })
+            .filter_map(|v| v.trim().parse::<u64>().ok())
+            .sum()
     };
     let ticks = || -> u64 {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -443,8 +449,17 @@ pub fn wait_until_busy(pid: u32, times: u64, cpu_ticks: u64) -> Result<(), Strin
             ));
         }
         if std::time::Instant::now() > end {
+            // Where it waits, for the one who reads this.
+            let state = |file: &str| {
+                std::fs::read_to_string(format!("/proc/{pid}/{file}")).unwrap_or_default()
+            };
+            let status = state("status");
+            let run_state = status.lines().find(|l| l.starts_with("State:"));
             return Err(format!(
-                "the peer (pid {pid}) was not woken {times} times within 60 s: did the case start?"
+                "the peer (pid {pid}) was not woken {times} times within 60 s: did the case start? ({}, in {}, {} threads)",
+                run_state.unwrap_or("State: ?"),
+                state("wchan"),
+                status.lines().find(|l| l.starts_with("Threads:")).unwrap_or("Threads: ?")
             ));
         }
         std::thread::sleep(Duration::from_millis(20));
