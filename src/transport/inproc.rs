@@ -227,21 +227,19 @@ impl<C: Channels> Transport for Inproc<C> {
             listening().lock().unwrap().insert(key, tx);
             return Ok(Box::new(InprocAccept { inbox: rx }));
         }
-        Deferred::later(
-            move |_: &Rendezvous, spec: &ChannelSpec| {
-                let inbox = listening().lock().unwrap().get(&key).cloned().ok_or_else(|| {
+        Deferred::later(move |_: &Rendezvous, spec: &ChannelSpec| {
+            let inbox = listening().lock().unwrap().get(&key).cloned().ok_or_else(|| {
                 TransportError::Unsupported(format!(
                     "no inproc channel `{}#{}` in this process: inproc joins threads of one process, so run with --threads",
                     key.0, key.1
                 ))
             })?;
-                let (mine, theirs) = pair::<C>(spec);
-                inbox
-                    .send(Box::new(theirs))
-                    .map_err(|_| TransportError::Refused(format!("{}#{}", key.0, key.1)))?;
-                Ok(Box::new(mine) as Box<dyn Endpoint>)
-            },
-        )
+            let (mine, theirs) = pair::<C>(spec);
+            inbox
+                .send(Box::new(theirs))
+                .map_err(|_| TransportError::Refused(format!("{}#{}", key.0, key.1)))?;
+            Ok(Box::new(mine) as Box<dyn Endpoint>)
+        })
     }
 
     fn floor(&self) -> Option<&'static dyn Floor> {

@@ -62,23 +62,21 @@ impl Transport for Pipe {
                 }
             }
         }
-        Deferred::later(
-            move |_: &Rendezvous, spec: &ChannelSpec| {
-                let (read, write) = if accept {
-                    (&to_accepting, &to_connecting)
-                } else {
-                    (&to_connecting, &to_accepting)
-                };
-                if !read.exists() {
-                    return Err(TransportError::Refused(read.display().to_string()));
-                }
-                let deadline = Deadline::after(spec.timeout);
-                let mut r = open_read(read)?;
-                let mut w = open_write(write, deadline, spec)?;
-                greet(&mut r, &mut w, deadline, spec)?;
-                endpoint(r, w, spec)
-            },
-        )
+        Deferred::later(move |_: &Rendezvous, spec: &ChannelSpec| {
+            let (read, write) = if accept {
+                (&to_accepting, &to_connecting)
+            } else {
+                (&to_connecting, &to_accepting)
+            };
+            if !read.exists() {
+                return Err(TransportError::Refused(read.display().to_string()));
+            }
+            let deadline = Deadline::after(spec.timeout);
+            let mut r = open_read(read)?;
+            let mut w = open_write(write, deadline, spec)?;
+            greet(&mut r, &mut w, deadline, spec)?;
+            endpoint(r, w, spec)
+        })
     }
 
     fn floor(&self) -> Option<&'static dyn Floor> {

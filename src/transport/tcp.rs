@@ -4,10 +4,9 @@
 use super::floor::{io, FdFloor, FdSide, Meet};
 use super::framing::{set_waits, stream_endpoint, Bare};
 use super::{
-    bind_on_host,
-    accept_ready, accept_within, channel_of, host_of, host_setup, Capabilities, ChannelSpec,
-    Deferred, Endpoint, Floor, Listener, Opening, OptionSpec, Options, Rendezvous, Setup,
-    SetupPlan, Side, Transport, TransportError,
+    accept_ready, accept_within, bind_on_host, channel_of, host_of, host_setup, Capabilities,
+    ChannelSpec, Deferred, Endpoint, Floor, Listener, Opening, OptionSpec, Options, Rendezvous,
+    Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::transport::{EndpointResult, OpenResult};
 use std::net::{TcpListener, TcpStream};
@@ -94,10 +93,14 @@ impl Transport for Tcp {
                 },
                 open: |_, bound, peer, timeout| {
                     let s = match (bound, peer) {
-                        (Some(l), _) => accept_ready(&TcpListener::from(l), timeout, |l| l.accept())
-                            .map_err(io)?
-                            .ok_or_else(|| io(format!("the other side did not connect within {timeout:?}")))?
-                            .0,
+                        (Some(l), _) => {
+                            accept_ready(&TcpListener::from(l), timeout, |l| l.accept())
+                                .map_err(io)?
+                                .ok_or_else(|| {
+                                    io(format!("the other side did not connect within {timeout:?}"))
+                                })?
+                                .0
+                        }
                         (None, Some(to)) => TcpStream::connect_timeout(&to, timeout)?,
                         (None, None) => return Err(io("the other side bound no listener")),
                     };

@@ -5,9 +5,8 @@
 use super::floor::{io, FdFloor, FdSide, Meet};
 use super::framing::{hello_accept, hello_connect};
 use super::{
-    bind_on_host,
-    channel_of, host_of, host_setup, Capabilities, ChannelSpec, Deferred, Floor, Opening, Options,
-    Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
+    bind_on_host, channel_of, host_of, host_setup, Capabilities, ChannelSpec, Deferred, Floor,
+    Opening, Options, Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::transport::{EndpointResult, OpenResult};
 use std::net::UdpSocket;
@@ -41,11 +40,9 @@ impl Transport for Udp {
     fn open(&self, at: &Rendezvous, side: Side, _: &ChannelSpec) -> OpenResult {
         let (_, accept) = channel_of(self.name(), side)?;
         if !accept {
-            return Deferred::later(
-                move |at: &Rendezvous, spec: &ChannelSpec| {
-                    connect(at.bound_at(side)?, host_of(at)?, spec)
-                },
-            );
+            return Deferred::later(move |at: &Rendezvous, spec: &ChannelSpec| {
+                connect(at.bound_at(side)?, host_of(at)?, spec)
+            });
         }
         let socket = bind_on_host(host_of(at)?, UdpSocket::bind)?;
         Ok(Box::new(UdpAccept { socket }))

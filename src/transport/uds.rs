@@ -3,10 +3,9 @@
 use super::floor::{FdFloor, FdSide};
 use super::framing::{set_waits, stream_endpoint, Bare};
 use super::{
-    socket_path,
-    accept_ready, accept_within, dir_setup, private_dir, Capabilities,
-    ChannelSpec, Deferred, DirGuard, Endpoint, Floor, Listener, Opening, OptionSpec, Options,
-    Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
+    accept_ready, accept_within, dir_setup, private_dir, socket_path, Capabilities, ChannelSpec,
+    Deferred, DirGuard, Endpoint, Floor, Listener, Opening, OptionSpec, Options, Rendezvous, Setup,
+    SetupPlan, Side, Transport, TransportError,
 };
 use crate::transport::{EndpointResult, OpenResult};
 use std::os::fd::AsRawFd;
@@ -45,13 +44,10 @@ impl Transport for Uds {
     fn open(&self, at: &Rendezvous, side: Side, _: &ChannelSpec) -> OpenResult {
         let (path, accept) = socket_path(self.name(), at, side)?;
         if !accept {
-            return Deferred::later(
-                move |_: &Rendezvous, spec: &ChannelSpec| {
-                    let s =
-                        UnixStream::connect(&path).map_err(|e| super::connect_error(e, &path))?;
-                    endpoint(s, spec)
-                },
-            );
+            return Deferred::later(move |_: &Rendezvous, spec: &ChannelSpec| {
+                let s = UnixStream::connect(&path).map_err(|e| super::connect_error(e, &path))?;
+                endpoint(s, spec)
+            });
         }
         let listener = UnixListener::bind(&path).map_err(|e| super::bind_error(e, &path))?;
         listener.set_nonblocking(true)?;

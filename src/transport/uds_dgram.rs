@@ -47,9 +47,9 @@ impl Transport for UdsDgram {
             let socket = UnixDatagram::bind(&accepting).map_err(|e| bind_error(e, &accepting))?;
             return Ok(Box::new(DgramAccept { socket }));
         }
-        Deferred::later(
-            move |_: &Rendezvous, spec: &ChannelSpec| connect(&connecting, &accepting, spec),
-        )
+        Deferred::later(move |_: &Rendezvous, spec: &ChannelSpec| {
+            connect(&connecting, &accepting, spec)
+        })
     }
 
     fn floor(&self) -> Option<&'static dyn Floor> {

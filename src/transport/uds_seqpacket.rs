@@ -6,10 +6,9 @@
 use super::floor::{FdFloor, FdSide};
 use super::framing::{set_waits, DatagramIo, Datagrams};
 use super::{
-    socket_path,
-    accept_ready, accept_within, bind_error, dir_setup, private_dir,
-    Capabilities, ChannelSpec, Deferred, DirGuard, Endpoint, Floor, Listener, Opening, Options,
-    Rendezvous, Setup, SetupPlan, Side, Transport, TransportError,
+    accept_ready, accept_within, bind_error, dir_setup, private_dir, socket_path, Capabilities,
+    ChannelSpec, Deferred, DirGuard, Endpoint, Floor, Listener, Opening, Options, Rendezvous,
+    Setup, SetupPlan, Side, Transport, TransportError,
 };
 use crate::transport::{EndpointResult, OpenResult};
 use socket2::{Domain, SockAddr, Socket, Type};
@@ -50,14 +49,12 @@ impl Transport for UdsSeqpacket {
         let socket = Socket::new(Domain::UNIX, Type::SEQPACKET, None)?;
         let address = SockAddr::unix(&path)?;
         if !accept {
-            return Deferred::later(
-                move |_: &Rendezvous, spec: &ChannelSpec| {
-                    socket
-                        .connect(&address)
-                        .map_err(|e| super::connect_error(e, &path))?;
-                    endpoint(socket, spec, false)
-                },
-            );
+            return Deferred::later(move |_: &Rendezvous, spec: &ChannelSpec| {
+                socket
+                    .connect(&address)
+                    .map_err(|e| super::connect_error(e, &path))?;
+                endpoint(socket, spec, false)
+            });
         }
         socket.bind(&address).map_err(|e| bind_error(e, &path))?;
         socket.listen(1)?;

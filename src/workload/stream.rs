@@ -5,8 +5,8 @@
 use super::oneway::{read_stream, write_stream, Flow, SLOW_SUBSCRIBER};
 use super::payload::PAYLOAD;
 use super::{
-    check_common, check_exchange, check_one_way, check_two_roles, only_end, param, two_roles, Param, ParamKind,
-    RoleError, RoleRun, Sent, Topology, Workload,
+    check_common, check_exchange, check_one_way, check_two_roles, only_end, param, two_roles,
+    Param, ParamKind, RoleError, RoleRun, Sent, Topology, Workload,
 };
 use crate::measure::Metric;
 use crate::result::{CaseConfig, FloorKind, LatencyKind, RoleKind};

@@ -92,10 +92,8 @@ impl<T: Schema + Send> Codec for CapnpCodec<T> {
 
 /// The checksum of a body's value, copied out of the message into the owned type.
 fn decoded<T: Schema>(mut body: &[u8]) -> capnp::Result<u64> {
-    let msg = capnp::serialize::read_message_from_flat_slice_no_alloc(
-        &mut body,
-        ReaderOptions::new(),
-    )?;
+    let msg =
+        capnp::serialize::read_message_from_flat_slice_no_alloc(&mut body, ReaderOptions::new())?;
     let value = T::read(msg.get_root()?)?;
     Ok(value.checksum())
 }
@@ -118,6 +116,7 @@ macro_rules! record {
 
 record!(Struct16, struct16 { id, count, value });
 record!(Point, point { x, y, z, intensity });
+#[rustfmt::skip] // one row of fields, not one a line
 record!(Struct256, struct256 {
     id, stamp_ns, x, y, z, qx, qy, qz, qw, vx, vy, vz, wx, wy, wz, cov_x, cov_y, cov_z,
     cov_roll, cov_pitch, cov_yaw, cov_vx, cov_vy, cov_vz, cov_wx, cov_wy, status, mode, source,
@@ -129,8 +128,9 @@ record!(Struct256, struct256 {
 /// (what the crate's own setter from a slice does for every type). A macro, as the crate
 /// names the element trait only in its private module.
 macro_rules! fill {
-    ($list:expr, $from:expr) => {{
-        let (mut list, from) = ($list, &$from);
+    ($builder:expr, $field:ident, $from:expr) => {{
+        let from = &$from;
+        let mut list = pastey::paste! { $builder.[<init_ $field>](from.len() as u32) };
         match list.as_slice() {
             Some(to) => to.copy_from_slice(from),
             None => {
@@ -157,9 +157,7 @@ macro_rules! scalar_lists {
         impl Schema for $T {
             type Owned = m::$module::Owned;
             fn build(&self, mut b: m::$module::Builder<'_>) -> capnp::Result<()> {
-                pastey::paste! {
-                    $(fill!(b.reborrow().[<init_ $field>](self.$field.len() as u32), &self.$field);)*
-                }
+                $(fill!(b.reborrow(), $field, self.$field);)*
                 Ok(())
             }
             fn read(r: m::$module::Reader<'_>) -> capnp::Result<Self> {
@@ -175,13 +173,13 @@ impl Schema for Nml {
     type Owned = m::nml::Owned;
     fn build(&self, mut b: m::nml::Builder<'_>) -> capnp::Result<()> {
         b.set_chars(&self.chars[..]);
-        fill!(b.reborrow().init_ints(self.ints.len() as u32), &self.ints);
-        fill!(b.reborrow().init_uints(self.uints.len() as u32), &self.uints);
-        fill!(b.reborrow().init_longs(self.longs.len() as u32), &self.longs);
-        fill!(b.reborrow().init_ulongs(self.ulongs.len() as u32), &self.ulongs);
-        fill!(b.reborrow().init_floats(self.floats.len() as u32), &self.floats);
-        fill!(b.reborrow().init_doubles(self.doubles.len() as u32), &self.doubles);
-        fill!(b.init_bools(self.bools.len() as u32), &self.bools);
+        fill!(b.reborrow(), ints, self.ints);
+        fill!(b.reborrow(), uints, self.uints);
+        fill!(b.reborrow(), longs, self.longs);
+        fill!(b.reborrow(), ulongs, self.ulongs);
+        fill!(b.reborrow(), floats, self.floats);
+        fill!(b.reborrow(), doubles, self.doubles);
+        fill!(b, bools, self.bools);
         Ok(())
     }
     fn read(r: m::nml::Reader<'_>) -> capnp::Result<Self> {
@@ -204,7 +202,7 @@ impl Schema for Struct4k {
         if let Some(head) = &self.head {
             head.build(b.reborrow().init_head())?;
         }
-        fill!(b.init_samples(self.samples.len() as u32), &self.samples);
+        fill!(b, samples, self.samples);
         Ok(())
     }
     fn read(r: m::struct4k::Reader<'_>) -> capnp::Result<Self> {

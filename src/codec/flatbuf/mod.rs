@@ -72,6 +72,7 @@ macro_rules! record {
 
 record!(Struct16, Struct16 { id, count, value });
 record!(Point, Point { x, y, z, intensity });
+#[rustfmt::skip] // one row of fields, not one a line
 record!(Struct256, Struct256 {
     id, stamp_ns, x, y, z, qx, qy, qz, qw, vx, vy, vz, wx, wy, wz, cov_x, cov_y, cov_z,
     cov_roll, cov_pitch, cov_yaw, cov_vx, cov_vy, cov_vz, cov_wx, cov_wy, status, mode, source,

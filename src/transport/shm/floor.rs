@@ -57,7 +57,12 @@ fn bytes(l: FloorLoop, cfg: &Config) -> usize {
 }
 
 impl Floor for ShmFloor {
-    fn make(&self, l: FloorLoop, size: usize, roles: &FloorRoles) -> std::io::Result<[FloorEnds; 2]> {
+    fn make(
+        &self,
+        l: FloorLoop,
+        size: usize,
+        roles: &FloorRoles,
+    ) -> std::io::Result<[FloorEnds; 2]> {
         // A ring message holds its own length in its first four bytes: at least 8 bytes.
         let cfg = config(size.max(8), roles)?;
         let (shared, fd) = SharedMem::create(bytes(l, &cfg))?;
@@ -116,12 +121,7 @@ impl Floor for ShmFloor {
             (FloorLoop::PingPong, _) => {
                 let (mut rx, mut tx) = (RingReader::join(ring(0), 0), RingWriter::new(ring(1)));
                 let mut gone = peer_gone;
-                while over(rx.read(
-                    &cfg,
-                    timeout,
-                    &mut |m| take(&mut buf, m),
-                    &mut gone,
-                ))? {
+                while over(rx.read(&cfg, timeout, &mut |m| take(&mut buf, m), &mut gone))? {
                     let sent = tx.write(&cfg, timeout, size, None, Body::Copy(&buf), &mut gone);
                     if !over(sent.map(|()| size))? {
                         break;
