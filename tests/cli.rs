@@ -158,6 +158,10 @@ fn what_cannot_run_here_is_refused_before_anything_starts() {
         "none within --duration 1s",
     );
     usage_error(
+        &["run", "pingpong", "-t", "udp", "--timeout", "1ms"],
+        "--timeout 1ms is shorter than a busy machine may keep a role off its CPU",
+    );
+    usage_error(
         &["run", "pingpong", "-t", "tcp", "--connect", "nowhere"],
         "--connect nowhere: not host:port",
     );

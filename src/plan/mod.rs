@@ -158,6 +158,12 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, PlanError> {
             "--timeout 0 would give up at once: give e.g. --timeout 10s".into(),
         ));
     }
+    if timeout < MIN_TIMEOUT {
+        return Err(PlanError::BadValue(format!(
+            "--timeout {timeout:?} is shorter than a busy machine may keep a role off its CPU, \
+             so it would end healthy cases: give {MIN_TIMEOUT:?} or more (e.g. --timeout 10s)"
+        )));
+    }
     if let Some(crate::plan::ControlTarget::Name(n)) = o.connect() {
         check_name(&n)?;
     }
@@ -470,6 +476,10 @@ fn shown_params(
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
 }
+
+/// The shortest `--timeout`: a few of the scheduler's time slices, for which a loaded machine
+/// may keep a ready role waiting.
+const MIN_TIMEOUT: Duration = Duration::from_millis(10);
 
 /// The bound on every wait when `--timeout` is not given.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
