@@ -97,7 +97,7 @@ pub struct RunOptions {
         with = "option_table"
     )]
     pub opts: Vec<(String, String)>,
-    /// Bound on every wait: connect, accept, send, receive [default: 10s].
+    /// Bound on every wait: connect, accept, send, receive; 10ms at least [default: 10s].
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
