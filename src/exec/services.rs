@@ -32,7 +32,7 @@ impl Monitor {
                     if sys::process_alive(s.pid) {
                         return true;
                     }
-                    let _ = events.send(Event::ServiceDown(s.pid, format!("{} died", name(s))));
+                    let _ = events.send(Event::ServiceDown(s.pid, died(s)));
                     false
                 });
             }
@@ -54,6 +54,14 @@ impl Drop for Monitor {
 /// How errors name a service: `the broker (nats-server, pid 123)`.
 pub fn name(s: &Service) -> String {
     format!("the {} ({}, pid {})", s.label, s.program, s.pid)
+}
+
+/// A dead service, named with the last words of its log: why it died, where it said so.
+fn died(s: &Service) -> String {
+    match s.last_words() {
+        Some(words) => format!("{} died (its log says: {words})", name(s)),
+        None => format!("{} died", name(s)),
+    }
 }
 
 /// A service's usage at one instant.
@@ -82,7 +90,7 @@ pub fn faults(services: &[Service], events: &Receiver<Event>) -> Vec<(Service, S
         .iter()
         .map(|s| {
             if !sys::process_alive(s.pid) {
-                Some(format!("{} died", name(s)))
+                Some(died(s))
             } else if matches!(sys::process_state(s.pid), Some('T' | 't')) {
                 Some(format!("{} was stopped (SIGSTOP or a debugger)", name(s)))
             } else {
@@ -180,6 +188,7 @@ mod tests {
             label: "broker".into(),
             program: "sleep".into(),
             pid,
+            log: None,
         }
     }
 
@@ -201,10 +210,16 @@ mod tests {
         while sys::process_state(stopped.id()) != Some('T') && Instant::now() < end {
             std::thread::sleep(Duration::from_millis(10));
         }
+        // A dead one's log gives the cause.
+        let log = std::env::temp_dir().join(format!("msgperf-test-{}.log", std::process::id()));
+        std::fs::write(&log, "INFO started\nERROR Exiting: the disk is full\n").unwrap();
         let all = [
             service(running.id()),
             service(stopped.id()),
-            service(u32::MAX),
+            Service {
+                log: Some(log.clone()),
+                ..service(u32::MAX)
+            },
         ];
         let (tx, rx) = crossbeam_channel::unbounded();
         assert!(
@@ -228,6 +243,10 @@ mod tests {
             whys[1].ends_with("was stopped (SIGSTOP or a debugger)"),
             "{whys:?}"
         );
-        assert!(whys[2].ends_with("died"), "{whys:?}");
+        let _ = std::fs::remove_file(&log);
+        assert!(
+            whys[2].ends_with("died (its log says: ERROR Exiting: the disk is full)"),
+            "{whys:?}"
+        );
     }
 }

@@ -4,11 +4,11 @@
 //! ends (also after a failure; it dies with msgperf's case thread if msgperf is killed). The
 //! runner measures its CPU and watches it like a role, as a [`Service`] of the case's set-up.
 
-use super::FloorRoles;
 use super::{
     fresh_name, private_dir, Capabilities, ChannelSpec, DirGuard, Endpoint, Exchange, Opening,
     Place, Rendezvous, Service, ServiceHost, Setup, SetupPlan, Side, TransportError,
 };
+use super::{said, FloorRoles};
 use crate::sys;
 use crate::transport::EndpointResult;
 use std::io::{Read, Write};
@@ -236,6 +236,7 @@ impl Broker {
             label: "broker".into(),
             program: self.program.into(),
             pid: self.pid,
+            log: Some(self._dir.0.join("broker.log")),
         }
     }
 
@@ -318,27 +319,6 @@ impl Broker {
 /// The error of a broker that failed to start: `the broker `PROGRAM` WHAT`.
 fn broker_says(program: &'static str, what: String) -> TransportError {
     TransportError::broker(program, format!("the broker `{program}` {what}"))
-}
-
-/// What a program said as it failed, from its log: for a Java stack trace, the exception and
-/// its last cause (a trace ends in `... 18 more`, which says nothing); else its last line.
-pub fn said(log: &str) -> String {
-    let lines: Vec<&str> = log
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    let traced = lines.iter().any(|l| l.starts_with("at "));
-    let thrown = lines
-        .iter()
-        .find(|l| !l.starts_with("at ") && (l.contains("Exception") || l.contains("Error")))
-        .filter(|_| traced);
-    let cause = lines.iter().rev().find(|l| l.starts_with("Caused by:"));
-    match (thrown, cause) {
-        (Some(t), Some(c)) => format!("{t} ({c})"),
-        (Some(t), None) => t.to_string(),
-        _ => lines.last().unwrap_or(&"it said nothing").to_string(),
-    }
 }
 
 impl Drop for Broker {

@@ -376,6 +376,39 @@ pub struct Service {
     pub label: String,
     pub program: String,
     pub pid: u32,
+    /// Where it writes what it says, on the host it runs on: read when it dies, for the cause.
+    #[serde(default)]
+    pub log: Option<std::path::PathBuf>,
+}
+
+impl Service {
+    /// What its log says last (a Java exception and its cause, else the last line), if it
+    /// has a log that says anything.
+    pub fn last_words(&self) -> Option<String> {
+        let log = std::fs::read_to_string(self.log.as_ref()?).ok()?;
+        (!log.trim().is_empty()).then(|| said(&log))
+    }
+}
+
+/// What a program said as it failed, from its log: for a Java stack trace, the exception and
+/// its last cause (a trace ends in `... 18 more`, which says nothing); else its last line.
+pub fn said(log: &str) -> String {
+    let lines: Vec<&str> = log
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let traced = lines.iter().any(|l| l.starts_with("at "));
+    let thrown = lines
+        .iter()
+        .find(|l| !l.starts_with("at ") && (l.contains("Exception") || l.contains("Error")))
+        .filter(|_| traced);
+    let cause = lines.iter().rev().find(|l| l.starts_with("Caused by:"));
+    match (thrown, cause) {
+        (Some(t), Some(c)) => format!("{t} ({c})"),
+        (Some(t), None) => t.to_string(),
+        _ => lines.last().unwrap_or(&"it said nothing").to_string(),
+    }
 }
 
 /// An end being opened: bound, not yet met.

@@ -124,6 +124,7 @@ impl MediaDriver {
             label: "media driver".into(),
             program: "msgperf service aeron".into(),
             pid: self.pid,
+            log: Some(self.log.clone()),
         }
     }
 

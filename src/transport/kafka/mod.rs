@@ -205,7 +205,7 @@ fn configure(b: &broker::Bind) -> std::io::Result<()> {
         let said = std::fs::read_to_string(dir.join("format.log")).unwrap_or_default();
         return Err(std::io::Error::other(format!(
             "Kafka's storage format failed ({status}): {}",
-            broker::said(&said)
+            super::said(&said)
         )));
     }
     Ok(())
