@@ -4,11 +4,11 @@
 //! ends (also after a failure; it dies with msgperf's case thread if msgperf is killed). The
 //! runner measures its CPU and watches it like a role, as a [`Service`] of the case's set-up.
 
+use super::FloorRoles;
 use super::{
     fresh_name, private_dir, Capabilities, ChannelSpec, DirGuard, Endpoint, Exchange, Opening,
     Place, Rendezvous, Service, ServiceHost, Setup, SetupPlan, Side, TransportError,
 };
-use super::{said, FloorRoles};
 use crate::sys;
 use crate::transport::EndpointResult;
 use std::io::{Read, Write};
@@ -307,12 +307,11 @@ impl Broker {
         }
     }
 
-    /// What the broker logged as it failed (see [`said`]).
+    /// What the broker logged as it failed (see [`super::said`]).
     fn last_words(&self) -> String {
-        let mut s = String::new();
-        let _ = std::fs::File::open(self._dir.0.join("broker.log"))
-            .and_then(|mut f| f.read_to_string(&mut s));
-        said(&s)
+        self.service()
+            .last_words()
+            .unwrap_or_else(|| "it said nothing".into())
     }
 }
 
@@ -681,6 +680,7 @@ pub fn plan_names(name: &str, sep: char, plan: &SetupPlan) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::said;
 
     #[test]
     fn a_plan_names_each_channel_both_ways_and_each_topic_by_its_number() {

@@ -129,12 +129,9 @@ impl MediaDriver {
     }
 
     fn last_words(&self) -> String {
-        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        log.lines()
-            .map(str::trim)
-            .rfind(|l| !l.is_empty())
-            .unwrap_or("it said nothing")
-            .to_string()
+        self.service()
+            .last_words()
+            .unwrap_or_else(|| "it said nothing".into())
     }
 }
 
