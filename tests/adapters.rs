@@ -211,6 +211,22 @@ fn slow_subscriber_counts_what_it_missed(
 /// A responder killed mid-run ends the case within the timeout, naming it, and the
 /// initiator's round trips until then are kept.
 fn killed_peer_ends_the_case(transport: &str, extra: &[&str]) {
+    // A peer that polls (Aeron's) spends its second of CPU before the case measures when the
+    // machine is loaded, and is killed too early to test anything: tried again, twice at most.
+    for _ in 0..2 {
+        match kill_peer_once(transport, extra) {
+            Some(sent) => eprintln!("{transport}: killed after {sent} sent, too early: again"),
+            None => return,
+        }
+    }
+    if let Some(sent) = kill_peer_once(transport, extra) {
+        panic!("{transport}: the peer was killed after {sent} sent, three times");
+    }
+}
+
+/// One try of [`killed_peer_ends_the_case`]: `Some(sent)` when the kill came before the
+/// initiator had sent over 100 messages, which tests nothing.
+fn kill_peer_once(transport: &str, extra: &[&str]) -> Option<u64> {
     let dir = temp_dir();
     let json = dir.path().join("r.json");
     let mut args = vec![
@@ -253,11 +269,8 @@ fn killed_peer_ends_the_case(transport: &str, extra: &[&str]) {
     );
     let r: RunResult = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let sent = r.cases[0].roles.first().map(|i| i.counters.messages_sent);
-    assert!(
-        sent.is_some_and(|n| n > 100),
-        "{transport}: {sent:?} sent: {}",
-        text(&out.stderr)
-    );
+    let sent = sent.unwrap_or_else(|| panic!("{transport}: no initiator: {}", text(&out.stderr)));
+    (sent <= 100).then_some(sent)
 }
 
 /// A command line the middleware cannot carry out: exit 2, naming what it lacks.

@@ -267,11 +267,23 @@ fn a_launcher_that_fails_is_named_with_the_host() {
             "b=sh -c 'echo nothing here >&2; exit 3' --",
             &["no msgperf answered", "nothing here"][..],
         ),
+        // A launcher that hangs: ended after its log-in's bound, not tried at another path.
+        (
+            "b=sh -c 'sleep 61.25' --",
+            &["no msgperf answered", "within 15s", "hung"][..],
+        ),
     ] {
         let (code, all) = pingpong_through(launcher);
         assert_ne!(code, Some(0), "{all}");
         assert!(said.iter().all(|s| all.contains(s)), "{all}");
     }
+    let hung = std::process::Command::new("pgrep")
+        .args(["-f", "sleep 61.25"])
+        .output();
+    assert!(
+        hung.is_ok_and(|o| o.stdout.is_empty()),
+        "the hung launcher outlived msgperf"
+    );
 }
 
 #[test]

@@ -434,6 +434,10 @@ pub struct LaunchedRole {
 /// How a far side is told the longest silence of its runner it waits out.
 pub const SILENCE_FLAG: &str = "--silence-ms";
 
+/// The longest a launcher may take to log in and start msgperf there when `--timeout` is
+/// shorter: sshd's key exchange beside two busy CPUs took over 5 s in a soak. A launcher that
+/// cannot start msgperf at all ends at once (its channel closes), so only a hung one waits it.
+const LOG_IN: Duration = Duration::from_secs(15);
 /// Probes before the run, and after it.
 const PROBES: usize = 16;
 /// Probes during the run: a few a second, on the control channel.
@@ -617,8 +621,8 @@ impl LaunchedRole {
             )
         };
         // The far side calibrates its clock before it answers (some ms), and a launcher may
-        // log in first: the case's timeout bounds it.
-        match conn.recv::<FromRole>(Some(timeout.max(Duration::from_secs(5)))) {
+        // log in first: the case's timeout bounds it, or a log-in's own bound if longer.
+        match conn.recv::<FromRole>(Some(timeout.max(LOG_IN))) {
             Ok(FromRole::Hello(h)) => {
                 role.far = *h;
                 Ok((role, conn))
@@ -628,9 +632,12 @@ impl LaunchedRole {
                 format!("the far side answered {other:?} before a hello"),
             ))),
             // Nothing came (no such program there, or it ended): another path may be tried.
-            Err(e @ (ControlError::Closed | ControlError::Timeout(_))) => {
-                Err(Launch::NoHello(ended(&mut role, e.to_string())))
-            }
+            Err(e @ ControlError::Closed) => Err(Launch::NoHello(ended(&mut role, e.to_string()))),
+            // A launcher that hangs would hang at any path: not tried again.
+            Err(e @ ControlError::Timeout(_)) => Err(Launch::Failed(ended(
+                &mut role,
+                format!("no msgperf answered through the launcher ({e}): it hung logging in or starting msgperf there"),
+            ))),
             Err(e) => Err(Launch::Failed(ended(
                 &mut role,
                 format!("no msgperf answered through the launcher: {e}"),
