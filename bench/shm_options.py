@@ -2,7 +2,8 @@
 """msgperf's shm benchmark: what each option costs, measured in one run.
 
 Ping-pong of 64 B messages for every wait strategy and buffer mode (roles on two CPUs, and on
-one), then streams of 64 B and 64 KiB, copying and zero-copy. Prints a Markdown table with the
+one), then streams of 64 B (stamped from the TSC the roles share, and from CLOCK_MONOTONIC) and
+64 KiB, copying and zero-copy. Prints a Markdown table with the
 median and p99 round trip, the CPU each round trip costs both roles, and the ratios to the
 floors: the hardware's (`msgperf floor`: cache-line ping-pong for round trips, one CPU's memcpy
 bandwidth for streams) and shm's floor: its own rings with the same wait strategy and capacity,
@@ -23,13 +24,14 @@ root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def sh(args):
     return subprocess.run(args, check=True, capture_output=True, text=True).stdout
 
-def run(msgperf, workload, size, placement, opts, duration, transport="shm"):
+def run(msgperf, workload, size, placement, opts, duration, transport="shm", stamps=""):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         args = [msgperf, "run", workload, "-t", transport, "--size", str(size), "--duration", duration + "s",
                 "--placement", placement, "--json", f.name]
         for o in opts:
             args += ["--opt", o]
-        sh(args)
+        subprocess.run(args, check=True, capture_output=True, text=True,
+                       env=dict(os.environ, MSGPERF_STAMPS=stamps))
         return json.load(open(f.name))["cases"]
 
 def main():
@@ -48,8 +50,10 @@ def main():
         waits = "spin,spin-yield,block" if placement == "cross-cpu" else "spin-yield,block"
         for c in run(msgperf, "pingpong", 64, placement, ["buffer=queue,latest", "wait=" + waits], a.duration):
             row(c, cache_line_us, memcpy_mb)
-    for size in (64, 65536):
-        for c in run(msgperf, "stream", size, "cross-cpu", ["zero-copy=false,true"], a.duration):
+    # A 64 B stream's one-way stamps, from the TSC the roles share and from CLOCK_MONOTONIC:
+    # what two clock reads a message at each end cost the stream.
+    for size, stamps in ((64, ""), (64, "monotonic"), (65536, "")):
+        for c in run(msgperf, "stream", size, "cross-cpu", ["zero-copy=false,true"], a.duration, stamps=stamps):
             row(c, None, memcpy_mb)
     print("\nround trips: p50 / floor p50 (lower is better), the hardware's being the cache-line ping-pong"
           " measured once, at the start (the vCPUs may have moved since: bench/ratios.py pairs them);"
@@ -62,6 +66,8 @@ def row(c, cache_line_us, memcpy_mb):
     p = [d["p50_ns"], d["p90_ns"], d["p99_ns"]]
     rtt = s["latency_kind"] == "round trip"
     name = f'{c["config"]["workload"]} {s["size_bytes"]} B {s["options"]}'
+    if not rtt:
+        name += f' stamps={c.get("stamps", "CLOCK_MONOTONIC")}'
     if rtt:
         vs_cl = f'{p[0] / 1e3 / cache_line_us:.2f}x' if cache_line_us and s["cpus"] != "0/0" else "-"
     else:

@@ -189,6 +189,63 @@ fn every_process_transport_runs_both_workloads_through_the_binary() {
     }
 }
 
+/// One host's roles in processes stamp messages from the TSC they share where the kernel's
+/// clock is the TSC, and from CLOCK_MONOTONIC where it is not or `MSGPERF_STAMPS=monotonic`
+/// asks; either way a stamp of one process and a reading of another give a one-way latency
+/// above zero for every message.
+#[test]
+fn one_hosts_processes_stamp_from_a_shared_tsc_or_the_monotonic_clock() {
+    let dir = temp_dir();
+    let tsc_host =
+        std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+            .is_ok_and(|s| s.trim() == "tsc")
+            && cfg!(target_arch = "x86_64");
+    for (asked, expected) in [
+        ("", if tsc_host { "tsc" } else { "CLOCK_MONOTONIC" }),
+        ("monotonic", "CLOCK_MONOTONIC"),
+    ] {
+        let json = dir.path().join(format!("stamps{asked}.json"));
+        let mut cmd = msgperf(&[
+            "run",
+            "stream",
+            "-t",
+            "shm,uds",
+            "--size",
+            "64",
+            "--count",
+            "2000",
+            "--warmup",
+            "0s",
+            "--no-floor",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        cmd.env(msgperf::measure::clock::STAMPS_ENV, asked);
+        let out = run_command(cmd, Duration::from_secs(120));
+        assert!(out.status.success(), "{asked}: {}", text(&out.stderr));
+        let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let stamp_cost = &v["environment"]["clock"]["shared_tsc_stamp_cost_ns"];
+        assert_eq!(
+            stamp_cost.is_number(),
+            expected == "tsc",
+            "{asked}: {stamp_cost}"
+        );
+        for c in v["cases"].as_array().unwrap() {
+            let t = &c["config"]["transport"];
+            assert_eq!(c["stamps"], expected, "{asked} {t}");
+            let latency = &c["summary"]["latency"];
+            assert_eq!(latency["samples"], 2000, "{asked} {t}");
+            assert!(
+                latency["min_ns"].as_u64().unwrap() > 0,
+                "{asked} {t}: {latency}"
+            );
+            let reader = &c["roles"][1]["counters"];
+            let negative = reader["negative"].as_u64().unwrap_or(0);
+            assert_eq!(negative, 0, "{asked} {t}: read before sent: {reader}");
+        }
+    }
+}
+
 /// Paced streams (`--rate`): exact counts, and latency measured from the intended send time
 /// as well as from the actual one (never less). Rate accuracy is the pacing unit tests' job
 /// (fake clock) and the benchmark's, not a timed test's.

@@ -23,6 +23,8 @@ pub struct CaseRun {
     pub error: Option<String>,
     pub interrupted: bool,
     pub fan_out: Option<FanOut>,
+    /// Its roles stamped messages with the TSC they share (`measure::clock`).
+    pub tsc_stamps: bool,
 }
 
 impl CaseRun {
@@ -32,6 +34,7 @@ impl CaseRun {
             error: Some(error.to_string()),
             interrupted: false,
             fan_out: None,
+            tsc_stamps: false,
         }
     }
 }
@@ -53,6 +56,11 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>, hosts: &Hosts) -> C
         })
         .collect();
     let far = placed.iter().any(Option::is_some);
+    // One host's roles, every one started here, stamp with the TSC they share.
+    let stamps = (!far && connect.is_none())
+        .then(crate::measure::clock::host_shared_tsc)
+        .flatten();
+    crate::measure::clock::use_shared_tsc(stamps);
     // The runner's descriptors and its role processes' (which inherit its limit), up to the
     // hard limit the plan checked; the limit before is restored when the case ends.
     let (runner, role) = topology.descriptors();
@@ -249,6 +257,7 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>, hosts: &Hosts) -> C
                 } else {
                     vec![]
                 },
+                stamps,
             }
         })
         .collect();
@@ -339,6 +348,7 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>, hosts: &Hosts) -> C
         error,
         interrupted: driven.interrupted,
         fan_out: topology.fan_out,
+        tsc_stamps: stamps.is_some(),
     }
 }
 

@@ -28,6 +28,7 @@
 //! [`MAX_FRAME`] bytes. Anything else is refused with [`ControlError`], never a panic.
 
 use super::ExecError;
+use crate::measure::clock::SharedTsc;
 use crate::result::{CaseConfig, RoleResult};
 use crate::transport::{
     ChannelSpec, FloorFigure, FloorLoop, FloorRoles, Rendezvous, Service, SetupPlan,
@@ -81,6 +82,10 @@ pub enum Order {
         /// empty on one host).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         clock_shifts_ns: Vec<i64>,
+        /// The TSC mapping every role of the case stamps with, all of them on this host
+        /// (`measure::clock`); none: CLOCK_MONOTONIC.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stamps: Option<SharedTsc>,
     },
     /// One side of a transport's plain loop; a process side finds its descriptors at fds 4..
     Floor {

@@ -94,6 +94,7 @@ impl Runner {
             other_load_pct: None,
             wire: None,
             fan_out: None,
+            stamps: crate::result::STAMPS_MONOTONIC.into(),
         };
         // Interrupted during the floor: nothing is measured after the stop.
         if stop_requested() {
@@ -139,6 +140,9 @@ impl Runner {
         result.error = run.error;
         result.interrupted = run.interrupted || stop_requested();
         result.fan_out = run.fan_out;
+        if run.tsc_stamps {
+            result.stamps = crate::result::STAMPS_TSC.into();
+        }
         result
     }
 

@@ -79,7 +79,12 @@ pub fn serve(
             rendezvous,
             watched,
             clock_shifts_ns,
-        } => serve_case(link, env, case, role, rendezvous, watched, &clock_shifts_ns),
+            stamps,
+        } => {
+            // Before anything is timed: the role's stamps and its peers' subtract.
+            crate::measure::clock::use_shared_tsc(stamps);
+            serve_case(link, env, case, role, rendezvous, watched, &clock_shifts_ns)
+        }
         Order::Service {
             transport,
             plan,

@@ -904,8 +904,21 @@ pub fn notes(
         }
     }
     let c = &run.environment.clock;
+    let shared = match c.shared_tsc_stamp_cost_ns {
+        Some(ns)
+            if run
+                .cases
+                .iter()
+                .any(|k| k.stamps == crate::result::STAMPS_TSC) =>
+        {
+            format!(
+                "; messages stamped from the TSC that one host's roles share, {ns:.1} ns a stamp"
+            )
+        }
+        _ => String::new(),
+    };
     lines.push(format!(
-        "clock: {} ({} ns resolution, {:.1} ns a timestamp, {:.1} ns a recorded sample).",
+        "clock: {} ({} ns resolution, {:.1} ns a timestamp, {:.1} ns a recorded sample{shared}).",
         c.source, c.resolution_ns, c.read_cost_ns, c.record_cost_ns
     ));
     if summaries.iter().any(|s| s.marshalling.is_some()) {

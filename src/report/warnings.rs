@@ -220,7 +220,11 @@ fn latency_warnings(case: &CaseResult, d: &Distribution, env: &Environment, w: &
     if d.samples < 1000 {
         w.push(Warning::FewSamples { samples: d.samples });
     }
-    let clock = (env.clock.resolution_ns as f64).max(env.clock.read_cost_ns);
+    let read = match env.clock.shared_tsc_stamp_cost_ns {
+        Some(ns) if case.stamps == crate::result::STAMPS_TSC => ns,
+        _ => env.clock.read_cost_ns,
+    };
+    let clock = (env.clock.resolution_ns as f64).max(read);
     if (d.min_ns as f64) < clock * 10.0 {
         w.push(Warning::NearClock {
             figure_ns: d.min_ns,

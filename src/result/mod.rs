@@ -93,6 +93,10 @@ pub struct ClockInfo {
     /// which times intervals within one process.
     #[serde(default)]
     pub interval_read_cost_ns: f64,
+    /// Cost of one message stamp from the TSC mapping this host's roles share, where the TSC
+    /// can be shared (see `measure::clock`): the stamps of every case whose roles all run here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_tsc_stamp_cost_ns: Option<f64>,
 }
 
 /// Where the roles of a case run.
@@ -520,7 +524,19 @@ pub struct CaseResult {
     pub wire: Option<WireCount>,
     /// How each publisher reached its subscribers (pubsub).
     pub fan_out: Option<FanOut>,
+    /// The clock that stamped its messages: `tsc` (one mapping shared by every role, all on
+    /// this host) or `CLOCK_MONOTONIC` (roles elsewhere, or no TSC to share).
+    #[serde(default = "monotonic")]
+    pub stamps: String,
 }
+
+fn monotonic() -> String {
+    STAMPS_MONOTONIC.into()
+}
+
+/// [`CaseResult::stamps`]' two values.
+pub const STAMPS_MONOTONIC: &str = "CLOCK_MONOTONIC";
+pub const STAMPS_TSC: &str = "tsc";
 
 /// How a publisher reaches several subscribers.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
