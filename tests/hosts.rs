@@ -10,12 +10,12 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use support::*;
 
-/// Returns once the local subscriber 1 of msgperf `child` has been woken by 1200 messages
-/// (about one wake each): past the warm-up's (200 ms at 1-2 kHz), so the case is measuring,
-/// however slowly a loaded machine started it.
+/// Returns once the local subscriber 1 of msgperf `child` has blocked 1200 times waiting for
+/// messages (once a message at most): past the warm-up's (200 ms at 1-2 kHz), so the case is
+/// measuring, however slowly a loaded machine started it.
 fn measuring(child: &mut std::process::Child) {
     let local = wait_for_role(child, "subscriber 1");
-    wait_until_woken(local, 1200, "the local subscriber");
+    wait_until_blocked(local, 1200, "the local subscriber");
 }
 
 /// `msgperf run pingpong -t tcp` with its responder on host `b`, reached by `launcher`

@@ -377,8 +377,10 @@ fn subscriber_fault(t: &str, sig: i32) {
     let sub = wait_for_role(child.process(), "subscriber 2");
     // Faulted once the case runs, not while its roles still get ready (on a loaded machine
     // that can take longer than any fixed pause; a case called off before its start measures
-    // nothing): a subscriber of a 1 kHz schedule wakes for every message.
-    wait_until_woken(sub, 200, &what);
+    // nothing): a subscriber of two 1 kHz schedules blocks at most once a message, so 1500
+    // waits are over 1000 measured messages past the warm-up's 400 at most (preemptions, which
+    // a loaded machine adds while the roles still start, are not counted).
+    wait_until_blocked(sub, 1500, &what);
     std::thread::sleep(Duration::from_millis(500));
     let start = std::time::Instant::now();
     signal(sub, sig);

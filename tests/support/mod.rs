@@ -418,13 +418,33 @@ pub fn wait_until_busy(pid: u32, times: u64, cpu_ticks: u64) -> Result<(), Strin
     // Switches of both kinds: a reader that polls and yields between polls is switched out
     // without blocking, and where a busy loop shares its CPU that is nearly all it does (it
     // then gets a sliver of the CPU: its ticks grow slowly).
+    wait_for_switches(pid, times, cpu_ticks, true)
+}
+
+/// Waits, at most 60 s, until process `pid` has blocked `times` more times than when the wait
+/// began (voluntary switches alone: on a loaded machine a process is also switched out while
+/// it still starts, and those would count before it waits for its first message).
+pub fn wait_until_blocked(pid: u32, times: u64, what: &str) {
+    if let Err(e) = wait_for_switches(pid, times, u64::MAX, false) {
+        panic!("{what}: {e}");
+    }
+}
+
+fn wait_for_switches(
+    pid: u32,
+    times: u64,
+    cpu_ticks: u64,
+    involuntary: bool,
+) -> Result<(), String> {
     let switches = || -> u64 {
         std::fs::read_to_string(format!("/proc/{pid}/status"))
             .unwrap_or_default()
             .lines()
             .filter_map(|l| {
-                l.strip_prefix("voluntary_ctxt_switches:")
-                    .or_else(|| l.strip_prefix("nonvoluntary_ctxt_switches:"))
+                l.strip_prefix("voluntary_ctxt_switches:").or_else(|| {
+                    l.strip_prefix("nonvoluntary_ctxt_switches:")
+                        .filter(|_| involuntary)
+                })
             })
             .filter_map(|v| v.trim().parse::<u64>().ok())
             .sum()
