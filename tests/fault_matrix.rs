@@ -162,11 +162,14 @@ fn main() {
                         let _shared = (!caps.needs_server)
                             .then(|| TRIALS.read().unwrap_or_else(|p| p.into_inner()));
                         // A peer that is woken while it still gets ready (an adapter that
-                        // polls its connection with short sleeps) can be faulted before the
-                        // case measured anything: such a trial is tried again, twice at most.
+                        // polls its connection with short sleeps, or any process a loaded
+                        // machine preempts while it starts) can be faulted before the case
+                        // measured anything: such a trial is tried again, twice at most,
+                        // waiting longer before the fault each time.
                         let mut tries = 0;
                         loop {
-                            match try_fault(transport, w, fault, &caps) {
+                            let later = Duration::from_millis([0, 1000, 3000][tries]);
+                            match try_fault(transport, w, fault, &caps, later) {
                                 Err(e)
                                     if tries < 2
                                         && e.message().is_some_and(|m| m.contains(TOO_EARLY)) =>
@@ -219,6 +222,7 @@ fn try_fault(
     w: &Workload,
     fault: Fault,
     caps: &Capabilities,
+    later: Duration,
 ) -> Result<(), Failed> {
     let what = format!("{transport} {} {}", w.name, fault.name());
     let dir = temp_dir();
@@ -270,6 +274,7 @@ fn try_fault(
                 text(&out.stdout).trim()
             )));
         }
+        std::thread::sleep(later);
         let mut roles = role_processes(pid);
         let (target, named) = if fault.on_broker() {
             (broker_of(run.process(), &roles), "broker")

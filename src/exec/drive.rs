@@ -232,6 +232,7 @@ impl Driver {
                 }
                 Event::Frame(_, FromRole::Heartbeat) => {}
                 Event::Frame(i, FromRole::Error(e)) => {
+                    self.blame_a_stopped_peer(roles, i);
                     self.outcomes[i] = Some(Outcome::Failed(e.clone()));
                     self.failed = Some(e);
                     return None;
@@ -301,6 +302,7 @@ impl Driver {
                     };
                     self.outcomes[i] = Some(Outcome::Reported(report));
                     if let Some(e) = failed {
+                        self.blame_a_stopped_peer(roles, i);
                         self.failed
                             .get_or_insert_with(|| format!("{}: {e}", roles[i].label));
                         // The case has failed: the driving roles end it now rather than at
@@ -309,6 +311,7 @@ impl Driver {
                     }
                 }
                 Event::Frame(i, FromRole::Error(e)) => {
+                    self.blame_a_stopped_peer(roles, i);
                     self.failed.get_or_insert_with(|| e.clone());
                     self.outcomes[i] = Some(Outcome::Failed(e));
                     self.stop_drivers(roles);
@@ -333,6 +336,29 @@ impl Driver {
                     self.gone(roles, i, why);
                 }
             }
+        }
+    }
+
+    /// Role `i` failed (a peer that did not answer, as a rule): where another role's process
+    /// is stopped (SIGSTOP, a debugger) before the watchdog has judged it hung, that is the
+    /// cause, and the error names it first.
+    fn blame_a_stopped_peer(&mut self, roles: &[Started], i: usize) {
+        if self.died.is_some() {
+            return;
+        }
+        let own = std::process::id();
+        let stopped = (0..roles.len()).find(|&j| {
+            let pid = roles[j].handle.pid();
+            j != i
+                && self.outcomes[j].is_none()
+                && pid != own
+                && matches!(crate::sys::process_state(pid), Some('T' | 't'))
+        });
+        if let Some(j) = stopped {
+            self.died = Some(format!(
+                "{} was stopped (SIGSTOP or a debugger)",
+                whose(roles, j)
+            ));
         }
     }
 
