@@ -40,17 +40,18 @@ impl SharedTsc {
     pub fn now(&self) -> u64 {
         #[cfg(target_arch = "x86_64")]
         {
-            Self::at(self.tsc0, self.mono0, self.ns_per_tick, sys::tsc())
+            self.at(sys::tsc())
         }
         #[cfg(not(target_arch = "x86_64"))]
         sys::monotonic_ns()
     }
 
     #[inline(always)]
-    fn at(tsc0: u64, mono0: u64, ns_per_tick: f64, tsc: u64) -> u64 {
+    fn at(&self, tsc: u64) -> u64 {
         // Signed: a CPU's counter read just before the calibration's must not wrap.
-        let ticks = tsc.wrapping_sub(tsc0) as i64;
-        mono0.wrapping_add_signed((ticks as f64 * ns_per_tick) as i64)
+        let ticks = tsc.wrapping_sub(self.tsc0) as i64;
+        self.mono0
+            .wrapping_add_signed((ticks as f64 * self.ns_per_tick) as i64)
     }
 }
 
@@ -70,15 +71,20 @@ static INSTALLED: Installed = Installed {
 };
 
 impl Installed {
+    /// The mapping stored (meaningful while `on`).
+    #[inline(always)]
+    fn map(&self) -> SharedTsc {
+        SharedTsc {
+            tsc0: self.tsc0.load(Ordering::Relaxed),
+            mono0: self.mono0.load(Ordering::Relaxed),
+            ns_per_tick: f64::from_bits(self.ns_per_tick.load(Ordering::Relaxed)),
+        }
+    }
+
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     fn read(&self) -> u64 {
-        SharedTsc::at(
-            self.tsc0.load(Ordering::Relaxed),
-            self.mono0.load(Ordering::Relaxed),
-            f64::from_bits(self.ns_per_tick.load(Ordering::Relaxed)),
-            sys::tsc(),
-        )
+        self.map().now()
     }
 }
 
@@ -101,11 +107,10 @@ pub fn use_shared_tsc(map: Option<SharedTsc>) {
 
 /// The shared TSC mapping this process stamps with now, if any.
 pub fn installed() -> Option<SharedTsc> {
-    INSTALLED.on.load(Ordering::Acquire).then(|| SharedTsc {
-        tsc0: INSTALLED.tsc0.load(Ordering::Relaxed),
-        mono0: INSTALLED.mono0.load(Ordering::Relaxed),
-        ns_per_tick: f64::from_bits(INSTALLED.ns_per_tick.load(Ordering::Relaxed)),
-    })
+    INSTALLED
+        .on
+        .load(Ordering::Acquire)
+        .then(|| INSTALLED.map())
 }
 
 /// Set to `monotonic` to stamp with CLOCK_MONOTONIC even where the TSC could be shared (to
@@ -221,20 +226,18 @@ mod tests {
 
     #[test]
     fn a_shared_mapping_counts_ticks_from_its_calibration_both_ways() {
-        let (tsc0, mono0, ns_per_tick) = (1_000_000, 5_000_000, 0.4);
-        assert_eq!(SharedTsc::at(tsc0, mono0, ns_per_tick, tsc0), mono0);
-        assert_eq!(
-            SharedTsc::at(tsc0, mono0, ns_per_tick, tsc0 + 2_500),
-            mono0 + 1_000
-        );
+        let (tsc0, mono0) = (1_000_000, 5_000_000);
+        let map = SharedTsc {
+            tsc0,
+            mono0,
+            ns_per_tick: 0.4,
+        };
+        assert_eq!(map.at(tsc0), mono0);
+        assert_eq!(map.at(tsc0 + 2_500), mono0 + 1_000);
         // A counter read just before the calibration's, on another CPU: earlier, not wrapped.
-        assert_eq!(
-            SharedTsc::at(tsc0, mono0, ns_per_tick, tsc0 - 10),
-            mono0 - 4
-        );
+        assert_eq!(map.at(tsc0 - 10), mono0 - 4);
         // An hour at 2.5 GHz: still to the nanosecond.
-        let hour = 3_600 * 2_500_000_000u64;
-        let at = SharedTsc::at(tsc0, mono0, ns_per_tick, tsc0 + hour);
+        let at = map.at(tsc0 + 3_600 * 2_500_000_000u64);
         assert_eq!(at, mono0 + 3_600_000_000_000);
     }
 

@@ -530,6 +530,9 @@ struct QuicEnd {
     conn: quinn::Connection,
     /// The channel's stream; None: messages go in datagrams.
     stream: Option<(quinn::SendStream, quinn::RecvStream)>,
+    /// What the datagram send queue's free space reads when nothing is queued: quinn counts
+    /// its own bookkeeping in it, so an empty queue is not `DATAGRAM_BUFFER`.
+    datagrams_idle: usize,
     /// Bytes a non-blocking read took past the messages it returned, from `start`.
     pending: Vec<u8>,
     start: usize,
@@ -549,6 +552,8 @@ impl QuicEnd {
             driver,
             bound: (!spec.watched).then_some(spec.timeout),
             timeout: spec.timeout,
+            // Just joined: no datagram is queued yet.
+            datagrams_idle: conn.datagram_send_buffer_space(),
             conn,
             stream,
             pending: Vec::new(),
@@ -608,10 +613,9 @@ impl QuicEnd {
     /// Waits until the datagrams queued to send have gone out, at most `bound`.
     fn drain_datagrams(&self, bound: Duration) -> Result<(), TransportError> {
         let conn = &self.conn;
+        let queued = || conn.datagram_send_buffer_space() < self.datagrams_idle;
         self.driver.run(Some(bound), async {
-            while conn.datagram_send_buffer_space() < DATAGRAM_BUFFER
-                && conn.close_reason().is_none()
-            {
+            while queued() && conn.close_reason().is_none() {
                 tokio::time::sleep(Duration::from_micros(100)).await;
             }
         })
@@ -749,9 +753,12 @@ impl Drop for QuicEnd {
 mod pinning {
     use super::*;
 
-    fn spec() -> ChannelSpec {
+    /// A channel's spec: messages on its stream, or in datagrams.
+    fn spec(in_datagrams: bool) -> ChannelSpec {
+        let mut given = Options::new();
+        given.insert("datagrams".into(), in_datagrams.to_string());
         ChannelSpec {
-            options: super::super::effective_options(&Quic, &Options::new()),
+            options: super::super::effective_options(&Quic, &given),
             timeout: Duration::from_secs(10),
             poll: false,
             max_message: 1024,
@@ -764,8 +771,7 @@ mod pinning {
     /// reported): both ends' outcomes.
     type Opened = EndpointResult;
 
-    fn channel(fingerprint: Option<&str>) -> (Opened, Opened) {
-        let spec = spec();
+    fn channel(fingerprint: Option<&str>, spec: ChannelSpec) -> (Opened, Opened) {
         let setup = Quic.setup(&SetupPlan::default(), &spec).unwrap();
         let mut at = setup.rendezvous.clone();
         let accepting = Quic.open(&at, Side::Accept(0), &spec).unwrap();
@@ -788,14 +794,14 @@ mod pinning {
     #[test]
     fn a_client_trusts_only_the_certificate_its_server_reported() {
         let wrong = "00".repeat(32);
-        let (client, _) = channel(Some(&wrong));
+        let (client, _) = channel(Some(&wrong), spec(false));
         let err = client
             .err()
             .expect("a wrong fingerprint is refused")
             .to_string();
         assert!(err.contains("certificate"), "{err}");
 
-        let (client, server) = channel(None);
+        let (client, server) = channel(None, spec(false));
         let (mut client, mut server) = (client.unwrap(), server.unwrap());
         // The accepting end echoes; its answer goes out as it waits for the next message.
         let echo = std::thread::spawn(move || {
@@ -815,5 +821,35 @@ mod pinning {
             echo.join().unwrap(),
             Err(TransportError::PeerClosed)
         ));
+    }
+
+    #[test]
+    fn a_datagram_end_flushes_once_what_it_queued_has_left() {
+        let (client, server) = channel(None, spec(true));
+        let (mut client, mut server) = (client.unwrap(), server.unwrap());
+        // The reader runs its connection (and acknowledges) while it waits in a read.
+        let reader = std::thread::spawn(move || {
+            let mut buf = vec![0u8; 1024];
+            let mut got = 0;
+            while server.recv(&mut buf)? == 1000 {
+                got += 1;
+                if buf[999] == 1 {
+                    break;
+                }
+            }
+            // Its end stays open (returned) until the writer's flush has been judged.
+            Ok::<_, TransportError>((got, server))
+        });
+        let mut msg = vec![7u8; 1000];
+        msg[..4].copy_from_slice(&1000u32.to_le_bytes());
+        for last in (0..100).map(|i| i == 99) {
+            msg[999] = last as u8;
+            client.send(&msg).unwrap();
+        }
+        // An empty queue's free space is not the whole buffer (quinn counts its bookkeeping
+        // in it): a flush that waited for the whole buffer timed out here, 10 s later.
+        client.flush().unwrap();
+        let (got, _server) = reader.join().unwrap().expect("the last message arrives");
+        assert!((1..=100).contains(&got), "{got}");
     }
 }
