@@ -2,8 +2,8 @@
 """msgperf's middleware benchmark: ratios taken in one run, never absolute times.
 
 For each adapter built in (Cargo features), pinned the same way, back to back: msgperf's
-ping-pong (64 B and 4 KiB) and stream (64 B and 64 KiB) each divided by the floor that msgperf
-measures in the same invocation, the plainest loop written with the same client library and the
+ping-pong (64 B and 4 KiB), stream (64 B and 64 KiB) and a 64 B stream that stamps 1 message in
+`--stamp-every` each divided by the floor that msgperf measures in the same invocation, the plainest loop written with the same client library and the
 same settings (so `/ floor` is what the harness costs on that middleware). The brokered
 middlewares run through the broker that msgperf starts per case.
 
@@ -14,7 +14,8 @@ and prints tables of its own: what it compares and how is in its docstring. Wher
 With --repeat N the whole sweep runs N times and each ratio is the median of the N (range).
 
 Usage: bench/middlewares.py [--transports NAME,...] [--duration 2] [--placement cross-cpu,same-cpu]
-                            [--repeat 1] [--msgperf PATH] [and each benchmark part's options]
+                            [--repeat 1] [--stamp-every 64] [--msgperf PATH]
+                            [and each benchmark part's options]
 (the default transports: every adapter with a floor loop).
 """
 import argparse, statistics, sys
@@ -30,6 +31,8 @@ def main():
     ap.add_argument("--duration", default="2")
     ap.add_argument("--placement", default="cross-cpu,same-cpu")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--stamp-every", type=int, default=64,
+                    help="the sampled 64 B stream stamps and times 1 message in this many")
     ap.add_argument("--msgperf", help="the msgperf binary (default: build this tree with every middleware)")
     for part in parts.values():
         if hasattr(part, "add_arguments"):
@@ -74,26 +77,29 @@ def main():
 
     # Where a stream's time per message goes: the difference from the floor, measured, beside
     # what msgperf's measuring costs a role per message (from this run's clock calibration).
-    small = [i for i, r in enumerate(runs[0]) if r["workload"] == "stream" and r["size"] == 64
+    small = [i for i, r in enumerate(runs[0]) if r["workload"].startswith("stream") and r["size"] == 64
              and r["transport"] not in tool_rows]
     if small:
-        print("\n64 B streams, time per message: the floor sends and receives; msgperf also stamps each "
-              f"message (sequence number, send time) and its writer reads the clock {WRITER_MEASURING[0]}x "
+        print("\n64 B streams, time per message: the floor sends and receives; msgperf also writes each "
+              f"message's header (sequence number, send time), its writer reads the clock {WRITER_MEASURING[0]}x "
               f"and records {WRITER_MEASURING[1]} histogram samples, its reader {READER_MEASURING[0]}x and "
-              f"{READER_MEASURING[1]}. Where a role's CPU is full (its own thread and the client's I/O "
-              "thread), that measuring adds to each message's time.\n")
-        head = ("transport", "placement", "floor [ns/msg]", "msgperf [ns/msg]", "more [ns/msg]",
+              f"{READER_MEASURING[1]}, for every message (`stream`) or 1 in {a.stamp_every} "
+              f"(`stream 1/{a.stamp_every}`, --stamp-every; every message still counted and checked). "
+              "Where a role's CPU is full (its own thread and the client's I/O thread), that measuring "
+              "adds to each message's time.\n")
+        head = ("transport", "placement", "workload", "floor [ns/msg]", "msgperf [ns/msg]", "more [ns/msg]",
                 "writer measuring [ns/msg]", "reader measuring [ns/msg]")
         print(" | ".join(head))
         print(" | ".join("---" for _ in head))
         for i in small:
             rs = [run[i] for run in runs]
             more = [x["ours_ns"] - x["floor_ns"] for x in rs if x["ours_ns"] and x["floor_ns"]]
-            print(" | ".join([rs[0]["transport"], rs[0]["placement"],
+            print(" | ".join([rs[0]["transport"], rs[0]["placement"], rs[0]["workload"],
                               fig([x["floor_ns"] for x in rs], "{:.0f}"), fig([x["ours_ns"] for x in rs], "{:.0f}"),
                               fig(more, "{:.0f}") if more else "-",
                               fig([x["writer_ns"] for x in rs], "{:.0f}"), fig([x["reader_ns"] for x in rs], "{:.0f}")]))
-        print("\nmeasuring = clock reads x a read's cost + records x a record's cost, both measured by each run "
+        print("\nmeasuring = (clock reads x a stamp's cost + records x a record's cost) / messages a stamp, "
+              "both costs measured by each run (a stamp from the TSC the roles share where msgperf used it) "
               f"(median {statistics.median(x['clock_ns'] for run in runs for x in run if 'clock_ns' in x):.1f} ns "
               f"and {statistics.median(x['record_ns'] for run in runs for x in run if 'record_ns' in x):.1f} ns).")
 
@@ -146,14 +152,17 @@ WRITER_MEASURING = (2, 2)
 READER_MEASURING = (2, 3)
 
 
-def per_message(size, ours_mib, floor_mib, clock):
+def per_message(size, ours_mib, floor_mib, clock, stamps, every):
     """A stream's time per message, msgperf's and the floor's (measured), and what msgperf's
-    measuring costs each role per message (this run's clock read and histogram record costs)."""
+    measuring costs each role per message (this run's stamp and histogram record costs; 1
+    message in `every` is stamped)."""
     ns = lambda mib: size / (mib * 2**20) * 1e9 if mib else None
-    cost = lambda reads, records: reads * clock["read_cost_ns"] + records * clock["record_cost_ns"]
+    stamp = clock.get("shared_tsc_stamp_cost_ns") if stamps == "tsc" else None
+    stamp = stamp or clock["read_cost_ns"]
+    cost = lambda reads, records: (reads * stamp + records * clock["record_cost_ns"]) / every
     return dict(ours_ns=ns(ours_mib), floor_ns=ns(floor_mib),
                 writer_ns=cost(*WRITER_MEASURING), reader_ns=cost(*READER_MEASURING),
-                clock_ns=clock["read_cost_ns"], record_ns=clock["record_cost_ns"])
+                clock_ns=stamp, record_ns=clock["record_cost_ns"])
 
 
 def sweep(a, msgperf, contexts):
@@ -165,9 +174,12 @@ def sweep(a, msgperf, contexts):
             def add(found):
                 rows.extend(dict(r, transport=t, placement=placement) for r in found)
 
-            for workload, sizes in (("pingpong", "64,4k"), ("stream", "64,64k")):
+            every = a.stamp_every
+            for label, workload, sizes, extra in (
+                    ("pingpong", "pingpong", "64,4k", []), ("stream", "stream", "64,64k", []),
+                    (f"stream 1/{every}", "stream", "64", ["--stamp-every", str(every)])):
                 run = msgperf_run(msgperf, workload, t, ["--size", sizes, "--duration", a.duration + "s",
-                                                         "--placement", placement])
+                                                         "--placement", placement] + extra)
                 clock = run["environment"]["clock"]
                 for c in run["cases"]:
                     s = c["summary"]
@@ -177,12 +189,14 @@ def sweep(a, msgperf, contexts):
                         ours, floor = s["latency"]["p50_ns"] / 1e3, (s["floor_p50_ns"] or 0) / 1e3
                     else:
                         ours, floor = s["mib_per_s"], s["floor_mib_per_s"]
-                    row = dict(workload=workload, size=size, ours=ours, floor=floor,
+                    row = dict(workload=label, size=size, ours=ours, floor=floor,
                                ratio=ours / floor if floor else None)
                     if workload == "stream":
-                        row.update(per_message(size, ours, floor, clock))
+                        row.update(per_message(size, ours, floor, clock, c.get("stamps"),
+                                               every if extra else 1))
                     add([row])
-                    if part and hasattr(part, "after_case"):
+                    # A tool compares with the stream that times every message.
+                    if part and hasattr(part, "after_case") and not extra:
                         add(part.after_case(ctx, workload, c, placement))
             if part and hasattr(part, "tools"):
                 add(part.tools(ctx, placement))

@@ -276,6 +276,59 @@ fn paced_streams_record_latency_from_the_intended_send_time() {
     }
 }
 
+/// `--stamp-every N`: every message counted and checked, 1 in N stamped and timed (paced ones
+/// too), and the rate counts the messages received up to the last one timed.
+#[test]
+fn a_stream_that_stamps_every_nth_message_counts_every_one_and_times_one_in_n() {
+    for (t, rate) in [
+        ("uds", None),
+        ("shm", None),
+        ("inproc", None),
+        ("uds", Some("20khz")),
+    ] {
+        let what = format!("{t} {rate:?}");
+        let mut r = request("stream", t);
+        r.params.0.insert("stamp-every".into(), "10".into());
+        r.size = Some("64".into());
+        r.count = Some(1000);
+        r.rate = rate.map(String::from);
+        let case = &plan::cases(&r).unwrap()[0];
+        let c = Runner::new(None, false).run_case(case);
+        assert_eq!(c.error, None, "{what}");
+        let (writer, reader) = (&c.roles[0].counters, &c.roles[1].counters);
+        assert_eq!(writer.messages_sent, 1000, "{what}");
+        assert_eq!(reader.messages_received, 1000, "{what}");
+        let s = summarize(&c);
+        assert_eq!(
+            (s.lost, s.duplicated, s.reordered, s.corrupted),
+            (0, 0, 0, 0),
+            "{what}"
+        );
+        // Any 1000 consecutive sequence numbers hold 100 multiples of 10.
+        let d = s.latency.expect("one-way latency");
+        assert_eq!(d.samples, 100, "{what}");
+        assert!(d.min_ns > 0 && d.min_ns <= d.max_ns, "{what}: {d:?}");
+        let samples = |role: usize, m: Metric| c.roles[role].histogram(m).map_or(0, |h| h.len());
+        assert_eq!(
+            samples(0, Metric::SEND_CALL),
+            100,
+            "{what}: send calls timed"
+        );
+        // One read call a message, the reader counting its calls from its first: 100 of the
+        // 1000 measured ones are timed.
+        let reads = samples(1, Metric::RECV_CALL);
+        assert_eq!(reads, 100, "{what}: read calls timed");
+        // The window ends at the last stamped message: at most 9 arrive after it.
+        let in_window = reader.received_in_window();
+        assert!((991..=1000).contains(&in_window), "{what}: {in_window}");
+        assert!(s.msgs_per_s > 0.0, "{what}");
+        if rate.is_some() {
+            let intended = s.latency_from_intended.expect("intended-time latency");
+            assert_eq!(intended.samples, 100, "{what}");
+        }
+    }
+}
+
 /// `burst`: every burst acknowledged at its last message, every message counted once by both
 /// roles, in processes; refused where a lost message would leave a burst unacknowledged.
 #[test]

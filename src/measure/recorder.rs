@@ -200,6 +200,15 @@ impl Recorder {
         self.end_ns = now;
     }
 
+    /// Marks the end of the window at a message just received and counted: the rate counts
+    /// the messages received up to it (a reader that times every Nth message ends its window
+    /// at the last one it timed, and those after it are outside).
+    #[inline(always)]
+    pub fn mark_end_received(&mut self, now: u64) {
+        self.end_ns = now;
+        self.counters.received_in_window = self.counters.messages_received;
+    }
+
     pub fn start_ns(&self) -> u64 {
         self.start_ns
     }

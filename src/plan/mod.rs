@@ -872,6 +872,18 @@ mod tests {
             o.params.0.insert("n".into(), "10,x".into());
         })
         .contains("--n `x` is not a count"));
+        for bad in ["0", "100001"] {
+            assert!(
+                with(&|o| {
+                    o.workload = Some("stream".into());
+                    o.params.0.insert("stamp-every".into(), bad.into());
+                })
+                .contains(&format!(
+                    "--stamp-every `{bad}` is not a count: give whole numbers from 1 to 100000"
+                )),
+                "{bad}"
+            );
+        }
         assert!(
             with(&|o| o.transports = vec!["carrier-pigeon".into()]).contains("unknown transport")
         );

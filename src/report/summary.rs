@@ -253,7 +253,7 @@ fn role_summary(r: &RoleResult, own_process: bool) -> RoleSummary {
             / messages as f64,
         preempted_per_msg: r.cpu.involuntary_switches as f64 / messages as f64,
         read_calls_per_s: rate(c.read_calls, r.measured_ns),
-        new_messages_per_s: rate(c.messages_received, r.measured_ns),
+        new_messages_per_s: rate(c.received_in_window(), r.measured_ns),
         peak_rss_kib: r.cpu.peak_rss_kib,
         other_threads_ns_per_msg: (own_process && r.role.kind != RoleKind::BROKER)
             .then(|| r.cpu.other_threads_ns as f64 / messages as f64),
@@ -320,7 +320,7 @@ fn primary(case: &CaseResult) -> Option<(Histogram<u64>, f64, usize)> {
             let n = if case.latency_kind.from_send {
                 r.counters.messages_sent
             } else {
-                r.counters.messages_received.saturating_sub(1)
+                r.counters.received_in_window().saturating_sub(1)
             };
             rate(n, r.measured_ns)
         })

@@ -727,6 +727,10 @@ pub struct Counters {
     /// included, as its CPU window is), which its CPU per message divides by.
     #[serde(default)]
     pub relayed: u64,
+    /// A reader: the messages received up to its window's end (the last one it timed), which
+    /// its rate divides; 0 where the window ends at the last message received.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub received_in_window: u64,
 }
 
 /// CPU and memory of a role over its measured window.
@@ -800,7 +804,17 @@ impl RoleResult {
 }
 
 impl Counters {
+    /// The messages received inside the measured window: a rate's count.
+    pub fn received_in_window(&self) -> u64 {
+        match self.received_in_window {
+            0 => self.messages_received,
+            n => n,
+        }
+    }
+
     pub fn add(&mut self, o: &Counters) {
+        // Before the received count changes: 0 stands for all of it.
+        self.received_in_window = self.received_in_window() + o.received_in_window();
         self.messages_sent += o.messages_sent;
         self.bytes_sent += o.bytes_sent;
         self.messages_received += o.messages_received;

@@ -38,7 +38,10 @@ const BURST: Param = Param {
     value_name: "N[,N...]",
     default: Some("16"),
     about: "messages a burst sends back to back before it waits for the acknowledgement of its last; a list runs a case for each",
-    kind: ParamKind::Count { min: 1 },
+    kind: ParamKind::Count {
+        min: 1,
+        max: u64::MAX,
+    },
     sweeps: true,
     always_shown: true,
 };

@@ -70,7 +70,10 @@ const BACKLOG: Param = Param {
     value_name: "N",
     default: None,
     about: "the listener's backlog, the connections the kernel queues for it [default: net.core.somaxconn, the most it allows]",
-    kind: ParamKind::Count { min: 1 },
+    kind: ParamKind::Count {
+        min: 1,
+        max: u64::MAX,
+    },
     sweeps: false,
     always_shown: false,
 };

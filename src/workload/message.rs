@@ -3,9 +3,9 @@
 //!
 //! ```text
 //! 0..4   length of the whole message (u32 LE; the transport contract's delimiter)
-//! 4..8   flags (MEASURED, END, ACK)
+//! 4..8   flags (MEASURED, END, UNSTAMPED, ACK)
 //! 8..16  sequence number
-//! 16..24 send time, CLOCK_MONOTONIC ns
+//! 16..24 send time, CLOCK_MONOTONIC ns (0 where UNSTAMPED)
 //! 24..28 CRC32 of seq and payload (with --checksum), else 0
 //! 28..32 paced sends: how late the sender was behind its schedule, ns (u32, saturating)
 //! len-8..len  the sequence number again (messages of 40 B and more): a cheap check that the
@@ -65,6 +65,8 @@ pub fn body(b: &[u8]) -> Result<&[u8], String> {
 pub const MEASURED: u32 = 1;
 /// The sender is done; `seq` holds the number of messages it sent.
 pub const END: u32 = 2;
+/// Carries no send time: a stream's writer stamps only every Nth message (`--stamp-every`).
+pub const UNSTAMPED: u32 = 4;
 /// Acknowledges message `seq` (`--confirm`).
 pub const ACK: u32 = 8;
 

@@ -146,8 +146,8 @@ pub struct Param {
 pub enum ParamKind {
     /// `--KEY` alone or `--KEY=true|false`.
     Flag,
-    /// A whole number from `min` up.
-    Count { min: u64 },
+    /// A whole number from `min` to `max`.
+    Count { min: u64, max: u64 },
     /// A duration, e.g. `2ms`.
     Duration,
     /// One of these words.
@@ -172,13 +172,19 @@ impl Param {
         match &self.kind {
             ParamKind::Flag if matches!(v, "true" | "false") => Ok(()),
             ParamKind::Flag => bad("is not true or false".into()),
-            ParamKind::Count { min } => match v.replace('_', "").parse::<u64>() {
-                Ok(n) if n >= *min => Ok(()),
-                _ => bad(format!(
-                    "is not a count: give whole numbers from {min}, e.g. --{} {}",
-                    self.key,
-                    self.default.unwrap_or("100")
-                )),
+            ParamKind::Count { min, max } => match v.replace('_', "").parse::<u64>() {
+                Ok(n) if (*min..=*max).contains(&n) => Ok(()),
+                _ => {
+                    let up_to = match *max {
+                        u64::MAX => String::new(),
+                        max => format!(" to {max}"),
+                    };
+                    bad(format!(
+                        "is not a count: give whole numbers from {min}{up_to}, e.g. --{} {}",
+                        self.key,
+                        self.default.unwrap_or("100")
+                    ))
+                }
             },
             ParamKind::Duration => crate::units::parse_duration(v)
                 .map(|_| ())
@@ -273,7 +279,10 @@ pub(crate) const N: Param = Param {
     value_name: "N[,N...]",
     default: Some("100"),
     about: "how many channel pairs, threads or tasks, waiters or connections; a list runs a case for each, e.g. 1,100,1000,10000",
-    kind: ParamKind::Count { min: 1 },
+    kind: ParamKind::Count {
+        min: 1,
+        max: u64::MAX,
+    },
     sweeps: true,
     always_shown: true,
 };

@@ -1,8 +1,9 @@
 //! The one-way loops that `stream` and `pubsub` share: a writer that sends message after
 //! message (open loop at `--rate`, or as fast as the transport takes them), and a reader that
-//! checks and times every one, with loss, duplicates and reordering counted.
+//! checks every one, with loss, duplicates and reordering counted, and times every one (or
+//! every Nth, `--stamp-every`).
 
-use super::message::{self, Outgoing, ACK, END, HEADER, MEASURED};
+use super::message::{self, Outgoing, ACK, END, HEADER, MEASURED, UNSTAMPED};
 use super::payload::Typed;
 use super::{
     phases, receive, receive_buffer, receive_in_place, Param, ParamKind, RoleError, Sent, StopRule,
@@ -26,6 +27,22 @@ pub(crate) const SLOW_SUBSCRIBER: Param = Param {
     always_shown: false,
 };
 
+/// `--stamp-every`: the writer stamps and times every Nth message only, the reader times the
+/// arrival of those and every Nth read call; every message is still counted and checked.
+pub(crate) const STAMP_EVERY: Param = Param {
+    key: "stamp-every",
+    value_name: "N",
+    default: Some("1"),
+    about: "stamp and time every Nth message only (latency from 1 in N; rate, loss and checks from all): a small-message stream's rate without a clock read per message",
+    kind: ParamKind::Count {
+        min: 1,
+        // A writer checks its --duration at stamped messages: at most this many apart.
+        max: 100_000,
+    },
+    sweeps: false,
+    always_shown: false,
+};
+
 /// How a one-way stream runs, read from the case's parameters once, before its loop.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Flow {
@@ -36,6 +53,17 @@ pub(crate) struct Flow {
     /// A reader: added to each message's send time to put it on the reader's clock (a sender
     /// on another host; see `RoleControl::clock_shifts_ns`).
     pub clock_shift_ns: i64,
+    /// Every how many messages one is stamped and timed (`--stamp-every`; 1: each).
+    pub stamp_every: u64,
+}
+
+impl Flow {
+    /// `--stamp-every` of `case` (1 where not given).
+    pub fn stamp_every(case: &CaseConfig) -> u64 {
+        super::param::count(case, STAMP_EVERY.key)
+            .unwrap_or(1)
+            .max(1)
+    }
 }
 
 /// The writer: a warm-up, then the measured messages.
@@ -83,8 +111,16 @@ pub(crate) fn read_stream(
     let mut tracker = SeqTracker::new();
     let mut measuring = false;
     let mut typed = Typed::of(case)?;
+    let every = flow.stamp_every.max(1);
+    let mut reads = 0u64;
+    // The clock as last read (a slow reader's window check where a message carried no stamp).
+    let mut last = clock::now();
     let result = loop {
-        let t0 = clock::now();
+        // Every Nth read call is timed, by the reader's own count: it cannot know beforehand
+        // whether the message it waits for is stamped.
+        let timed_read = every == 1 || reads.is_multiple_of(every);
+        reads += 1;
+        let t0 = if timed_read { clock::now() } else { 0 };
         let got = if case.read_in_place {
             let mut seen = Seen::default();
             let typed = &mut typed;
@@ -98,7 +134,11 @@ pub(crate) fn read_stream(
             Ok(got) => got,
             Err(e) => break Err(e.into()),
         };
-        let t1 = clock::now();
+        let stamped = m.flags & UNSTAMPED == 0;
+        if timed_read || stamped {
+            last = clock::now();
+        }
+        let t1 = last;
         if m.flags & END != 0 {
             if !measuring {
                 // Not one measured message came: every one of them is lost.
@@ -134,28 +174,36 @@ pub(crate) fn read_stream(
             }
             // A typed body was decoded before t1: one-way latency includes it, the read call
             // does not.
-            rec.record(Metric::RECV_CALL, t1 - t0 - m.decode_ns);
+            if timed_read {
+                rec.record(Metric::RECV_CALL, t1 - t0 - m.decode_ns);
+            }
             if typed.is_some() {
                 rec.record(Metric::DECODE, m.decode_ns);
             }
-            let one_way = one_way(rec, t1, m.send_ns.wrapping_add_signed(flow.clock_shift_ns));
-            rec.record_primary(Metric::ONE_WAY, one_way, t1);
-            if case.rate_hz.is_some() {
-                rec.record(Metric::ONE_WAY_INTENDED, one_way + m.lag_ns);
-                // Sent while this reader already waited in its read: it had to be woken.
-                let idle = t0 < m.send_ns;
-                rec.record(
-                    if idle {
-                        Metric::ONE_WAY_READER_IDLE
-                    } else {
-                        Metric::ONE_WAY_READER_BUSY
-                    },
-                    one_way,
-                );
-            }
             rec.counters.messages_received += 1;
             rec.counters.bytes_received += n as u64;
-            rec.mark_end(t1);
+            if stamped {
+                let one_way = one_way(rec, t1, m.send_ns.wrapping_add_signed(flow.clock_shift_ns));
+                rec.record_primary(Metric::ONE_WAY, one_way, t1);
+                if case.rate_hz.is_some() {
+                    rec.record(Metric::ONE_WAY_INTENDED, one_way + m.lag_ns);
+                    // Sent while this reader already waited in its read: it had to be woken
+                    // (known where the read was timed).
+                    if timed_read {
+                        rec.record(
+                            if t0 < m.send_ns {
+                                Metric::ONE_WAY_READER_IDLE
+                            } else {
+                                Metric::ONE_WAY_READER_BUSY
+                            },
+                            one_way,
+                        );
+                    }
+                }
+                // The window ends at the last message timed: the rate counts the messages
+                // received up to it.
+                rec.mark_end_received(t1);
+            }
             // Slow only inside the measured window, so the backlog drains before END
             // rather than for minutes after it.
             if let Some(d) = flow.slow {
@@ -274,19 +322,28 @@ fn write(
     stop: &AtomicBool,
 ) -> Result<(), RoleError> {
     let flags = if record { MEASURED } else { 0 };
+    let every = flow.stamp_every.max(1);
     let mut done = 0u64;
     // Each phase keeps its own open-loop schedule from its start (see measure::pacing).
     let schedule = Schedule::new(clock::now(), case.rate_hz);
     let mut pacer = RealClock { stop };
+    // The clock as last read: an unstamped message reads none, and the stop rule's --duration
+    // is checked against the last stamped one.
+    let mut now = clock::now();
     loop {
         let intended = schedule.wait_for(done, &mut pacer);
-        let t0 = clock::now();
-        let lag = if schedule.paced() {
+        let this = *seq;
+        let stamped = every == 1 || this.is_multiple_of(every);
+        let (t0, flags) = if stamped {
+            (clock::now(), flags)
+        } else {
+            (0, flags | UNSTAMPED)
+        };
+        let lag = if schedule.paced() && stamped {
             t0.saturating_sub(intended)
         } else {
             0
         };
-        let this = *seq;
         // A typed body is encoded before the send call is timed; one-way latency includes it.
         let mut t_send = t0;
         let sent = if case.zero_copy {
@@ -295,7 +352,9 @@ fn write(
                 Some(t) => {
                     message::build_header(slot, this, t0, flags, lag);
                     encoded = t.encode(this, slot);
-                    t_send = clock::now();
+                    if stamped {
+                        t_send = clock::now();
+                    }
                     if case.checksum {
                         message::reseal(slot);
                     }
@@ -307,25 +366,28 @@ fn write(
         } else {
             if let Some(t) = typed.as_mut() {
                 t.encode(this, out.buf_mut())?;
-                t_send = clock::now();
+                if stamped {
+                    t_send = clock::now();
+                }
             }
             ep.send(out.stamp(this, t0, flags, lag))
         };
-        let t1 = clock::now();
-        if record && typed.is_some() {
+        let t1 = if stamped { clock::now() } else { 0 };
+        if record && stamped && typed.is_some() {
             rec.record(Metric::ENCODE, t_send - t0);
         }
-        if record && schedule.paced() {
+        if record && stamped && schedule.paced() {
             rec.record(Metric::SEND_LAG, lag);
         }
-        let mut now = t1;
+        if stamped {
+            now = t1;
+        }
         match sent {
             Ok(()) => {
                 // It went out: END counts it, whatever its acknowledgement does.
                 *seq += 1;
                 if flow.confirm {
                     let n = receive(ep, buf, case, &mut rec.counters)?;
-                    now = clock::now();
                     let m = &buf[..n];
                     if message::flags(m) & ACK == 0 || message::seq(m) != this {
                         return Err(RoleError::Integrity(format!(
@@ -334,17 +396,24 @@ fn write(
                         )));
                     }
                     if record {
-                        rec.record(Metric::RTT, now - t0);
-                        rec.record(Metric::RECV_CALL, now - t1);
                         rec.counters.messages_received += 1;
                         rec.counters.bytes_received += n as u64;
                     }
+                    if stamped {
+                        now = clock::now();
+                        if record {
+                            rec.record(Metric::RTT, now - t0);
+                            rec.record(Metric::RECV_CALL, now - t1);
+                        }
+                    }
                 }
                 if record {
-                    rec.record_primary(Metric::SEND_CALL, t1 - t_send, t1);
                     rec.counters.messages_sent += 1;
                     rec.counters.bytes_sent += case.size_bytes as u64;
-                    rec.mark_end(now);
+                    if stamped {
+                        rec.record_primary(Metric::SEND_CALL, t1 - t_send, t1);
+                        rec.mark_end(now);
+                    }
                 }
             }
             // A full queue told not to wait: the message is not sent, and counted.

@@ -5,7 +5,7 @@
 //! turn. Every publisher-to-subscriber stream is a `stream`'s; a subscriber reads each
 //! publisher's on a thread of its own, and its result is the sum of them.
 
-use super::oneway::{read_stream, write_stream, Flow, SLOW_SUBSCRIBER};
+use super::oneway::{read_stream, write_stream, Flow, SLOW_SUBSCRIBER, STAMP_EVERY};
 use super::payload::PAYLOAD;
 use super::{
     check_common, check_one_way, param, Param, RoleError, RoleRun, RoleSpec, Sent, Topology,
@@ -33,7 +33,7 @@ impl Workload for PubSub {
         "P publishers to S subscribers (--pubs, --subs) at --rate: per-subscriber latency, loss and CPU"
     }
     fn params(&self) -> &'static [&'static Param] {
-        &[&SLOW_SUBSCRIBER, &PAYLOAD]
+        &[&SLOW_SUBSCRIBER, &STAMP_EVERY, &PAYLOAD]
     }
     fn fans_out(&self) -> bool {
         true
@@ -131,6 +131,7 @@ impl Workload for PubSub {
             // Only the first subscriber is the slow one.
             slow: param::duration(case, SLOW_SUBSCRIBER.key).filter(|_| role.id.number == Some(1)),
             clock_shift_ns: ctl.clock_shift(0),
+            stamp_every: Flow::stamp_every(case),
         };
         if role.drives {
             if let [ep] = ends {

@@ -2,7 +2,7 @@
 //! checks each one; throughput is measured at the reader. With `--confirm` the writer waits for
 //! an acknowledgement of every message (NML's confirm_write).
 
-use super::oneway::{read_stream, write_stream, Flow, SLOW_SUBSCRIBER};
+use super::oneway::{read_stream, write_stream, Flow, SLOW_SUBSCRIBER, STAMP_EVERY};
 use super::payload::PAYLOAD;
 use super::{
     check_common, check_exchange, check_one_way, check_two_roles, only_end, param, two_roles,
@@ -40,7 +40,7 @@ impl Workload for Stream {
         "one-way stream at full speed: messages/s and MB/s at the reader, loss, duplicates, reordering"
     }
     fn params(&self) -> &'static [&'static Param] {
-        &[&CONFIRM, &SLOW_SUBSCRIBER, &PAYLOAD]
+        &[&CONFIRM, &SLOW_SUBSCRIBER, &STAMP_EVERY, &PAYLOAD]
     }
     fn message_size(&self, params: &super::Params) -> Option<Result<usize, String>> {
         super::payload::message_size(params)
@@ -95,6 +95,7 @@ impl Workload for Stream {
             confirm: confirm(case),
             slow: param::duration(case, SLOW_SUBSCRIBER.key),
             clock_shift_ns: ctl.clock_shift(0),
+            stamp_every: Flow::stamp_every(case),
         };
         if role.drives {
             let sent = write_stream(ep, case, flow, rec, ctl.stop)?;
