@@ -984,21 +984,28 @@ pub(crate) fn in_place<'a>(
 
 /// Waits at most `timeout` for what `next` gives (it waits at most the slice it is handed), in
 /// slices of 100 ms: a role its runner told to stop gives up at once (`Stopped`) instead of
-/// waiting out its timeout, however long its library would block.
+/// waiting out its timeout, however long its library would block. The deadline starts once a
+/// slice passed empty, so a message that is there already (a stream's reader nearly always
+/// finds one) costs no clock read; a wait may so run one slice past `timeout`.
 #[allow(dead_code)]
 pub(crate) fn next_within<T>(
     timeout: Duration,
     mut next: impl FnMut(Duration) -> Result<Option<T>, TransportError>,
 ) -> Result<T, TransportError> {
-    let deadline = crate::deadline::Deadline::after(timeout);
+    let slice = Duration::from_millis(100);
+    let mut deadline: Option<crate::deadline::Deadline> = None;
     loop {
+        let left = deadline.map_or(timeout, |d| d.remaining());
         // A slice that passes empty is no timeout of the read's, however `next` says it.
-        match next(deadline.remaining().min(Duration::from_millis(100))) {
+        match next(left.min(slice)) {
             Ok(Some(got)) => return Ok(got),
             Ok(None) | Err(TransportError::Timeout(_)) => {}
             Err(e) => return Err(e),
         }
-        if deadline.expired() {
+        if deadline
+            .get_or_insert_with(|| crate::deadline::Deadline::after(timeout))
+            .expired()
+        {
             return Err(TransportError::Timeout(timeout));
         }
         if crate::deadline::role_told_to_stop() {
@@ -1347,4 +1354,37 @@ pub(crate) fn check_flag(v: &str) -> Result<(), String> {
     parse_flag(v)
         .map(|_| ())
         .ok_or_else(|| "give true or false".into())
+}
+
+#[cfg(test)]
+mod sliced_waits {
+    use super::*;
+
+    #[test]
+    fn a_sliced_wait_takes_what_is_there_and_gives_up_only_past_its_timeout() {
+        assert!(matches!(
+            next_within(Duration::from_secs(5), |_| Ok(Some(7))),
+            Ok(7)
+        ));
+        // A library's own timeout is a slice that passed empty, not the read's.
+        let mut first = true;
+        let got = next_within(Duration::from_secs(5), |t| {
+            if std::mem::take(&mut first) {
+                return Err(TransportError::Timeout(t));
+            }
+            Ok(Some(8))
+        });
+        assert!(matches!(got, Ok(8)), "{got:?}");
+        // Nothing comes: slices of at most 100 ms, and never given up before the timeout.
+        let (start, mut slices) = (std::time::Instant::now(), Vec::new());
+        let got: Result<(), _> = next_within(Duration::from_millis(250), |t| {
+            slices.push(t);
+            std::thread::sleep(t);
+            Ok(None)
+        });
+        assert!(matches!(got, Err(TransportError::Timeout(_))), "{got:?}");
+        assert!(start.elapsed() >= Duration::from_millis(250));
+        assert!(slices.len() >= 3, "{slices:?}");
+        assert!(slices.iter().all(|s| *s <= Duration::from_millis(100)));
+    }
 }
