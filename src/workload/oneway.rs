@@ -58,11 +58,40 @@ pub(crate) struct Flow {
 }
 
 impl Flow {
-    /// `--stamp-every` of `case` (1 where not given).
+    /// `--stamp-every` of `case` (1 where not given; the plan refuses 0).
     pub fn stamp_every(case: &CaseConfig) -> u64 {
-        super::param::count(case, STAMP_EVERY.key)
-            .unwrap_or(1)
-            .max(1)
+        super::param::count(case, STAMP_EVERY.key).unwrap_or(1)
+    }
+}
+
+/// Picks every Nth of a count (those that are multiples of N) by counting down, so the loops
+/// pay no division a message.
+struct EveryNth {
+    every: u64,
+    /// How many more calls until the next one picked (0: this one).
+    left: u64,
+}
+
+impl EveryNth {
+    /// Counting on from `from` (the first call asks about `from`); `every` 0 is taken as 1.
+    fn new(every: u64, from: u64) -> Self {
+        let every = every.max(1);
+        EveryNth {
+            every,
+            left: (every - from % every) % every,
+        }
+    }
+
+    /// Whether the next of the count is picked.
+    #[inline(always)]
+    fn next(&mut self) -> bool {
+        if self.left == 0 {
+            self.left = self.every - 1;
+            true
+        } else {
+            self.left -= 1;
+            false
+        }
     }
 }
 
@@ -111,15 +140,13 @@ pub(crate) fn read_stream(
     let mut tracker = SeqTracker::new();
     let mut measuring = false;
     let mut typed = Typed::of(case)?;
-    let every = flow.stamp_every.max(1);
-    let mut reads = 0u64;
+    let mut timed_reads = EveryNth::new(flow.stamp_every, 0);
     // The clock as last read (a slow reader's window check where a message carried no stamp).
     let mut last = clock::now();
     let result = loop {
         // Every Nth read call is timed, by the reader's own count: it cannot know beforehand
         // whether the message it waits for is stamped.
-        let timed_read = every == 1 || reads.is_multiple_of(every);
-        reads += 1;
+        let timed_read = timed_reads.next();
         let t0 = if timed_read { clock::now() } else { 0 };
         let got = if case.read_in_place {
             let mut seen = Seen::default();
@@ -322,7 +349,8 @@ fn write(
     stop: &AtomicBool,
 ) -> Result<(), RoleError> {
     let flags = if record { MEASURED } else { 0 };
-    let every = flow.stamp_every.max(1);
+    // Each pass of the loop below sends (or drops as full) message `seq`, then counts it.
+    let mut stamps = EveryNth::new(flow.stamp_every, *seq);
     let mut done = 0u64;
     // Each phase keeps its own open-loop schedule from its start (see measure::pacing).
     let schedule = Schedule::new(clock::now(), case.rate_hz);
@@ -333,7 +361,7 @@ fn write(
     loop {
         let intended = schedule.wait_for(done, &mut pacer);
         let this = *seq;
-        let stamped = every == 1 || this.is_multiple_of(every);
+        let stamped = stamps.next();
         let (t0, flags) = if stamped {
             (clock::now(), flags)
         } else {
@@ -428,6 +456,27 @@ fn write(
         done += 1;
         if rule.done(done, now, stop) {
             return Ok(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EveryNth;
+
+    #[test]
+    fn every_nth_picks_the_multiples_of_n_from_any_start() {
+        for every in [0, 1, 2, 3, 7, 64] {
+            for from in [0, 1, 5, 63, 64, 1000] {
+                let mut nth = EveryNth::new(every, from);
+                for i in from..from + 300 {
+                    assert_eq!(
+                        nth.next(),
+                        i % every.max(1) == 0,
+                        "every {every} from {from} at {i}"
+                    );
+                }
+            }
         }
     }
 }
