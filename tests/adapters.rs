@@ -19,9 +19,16 @@ use support::*;
 /// long its broker took to start. Its main thread blocks about once per message (1.0-1.6 times
 /// unloaded, AMQP the most, more under load), and the callers want more than 100 messages.
 fn exchanging(pid: u32) {
+    exchanging_by(pid, 1);
+}
+
+/// [`exchanging`] with both marks `times` higher: for a try again after a role was found busy
+/// too early (an opening that waits in short sleeps is woken often too, and on a loaded machine
+/// it can wait long).
+fn exchanging_by(pid: u32, times: u64) {
     // Or a second of CPU: a reader that polls is never woken (and no role's opening takes
     // that much).
-    wait_until_busy(pid, 2000, 100).expect("a role exchanging messages");
+    wait_until_busy(pid, 2000 * times, 100 * times).expect("a role exchanging messages");
 }
 
 /// Runs msgperf with `--json`: what it printed and what it wrote, whether or not it failed.
@@ -211,22 +218,25 @@ fn slow_subscriber_counts_what_it_missed(
 /// A responder killed mid-run ends the case within the timeout, naming it, and the
 /// initiator's round trips until then are kept.
 fn killed_peer_ends_the_case(transport: &str, extra: &[&str]) {
-    // A peer that polls (Aeron's) spends its second of CPU before the case measures when the
-    // machine is loaded, and is killed too early to test anything: tried again, twice at most.
-    for _ in 0..2 {
-        match kill_peer_once(transport, extra) {
+    // A peer that polls (Aeron's) spends its second of CPU, or is woken its 2000 times while
+    // it waits in short sleeps for its publication to connect, before the case measures when
+    // the machine is loaded, and is killed too early to test anything: tried again, twice at
+    // most, waiting three times as long each time.
+    for times in [1, 3] {
+        match kill_peer_once(transport, extra, times) {
             Some(sent) => eprintln!("{transport}: killed after {sent} sent, too early: again"),
             None => return,
         }
     }
-    if let Some(sent) = kill_peer_once(transport, extra) {
+    if let Some(sent) = kill_peer_once(transport, extra, 9) {
         panic!("{transport}: the peer was killed after {sent} sent, three times");
     }
 }
 
-/// One try of [`killed_peer_ends_the_case`]: `Some(sent)` when the kill came before the
-/// initiator had sent over 100 messages, which tests nothing.
-fn kill_peer_once(transport: &str, extra: &[&str]) -> Option<u64> {
+/// One try of [`killed_peer_ends_the_case`], waiting for the peer to be `busier` times as busy
+/// as [`exchanging`] does: `Some(sent)` when the kill came before the initiator had sent over
+/// 100 messages, which tests nothing.
+fn kill_peer_once(transport: &str, extra: &[&str], busier: u64) -> Option<u64> {
     let dir = temp_dir();
     let json = dir.path().join("r.json");
     let mut args = vec![
@@ -247,7 +257,7 @@ fn kill_peer_once(transport: &str, extra: &[&str]) -> Option<u64> {
     args.extend_from_slice(extra);
     let mut child = spawn(&args);
     let peer = wait_for_role(&mut child, "responder");
-    exchanging(peer);
+    exchanging_by(peer, busier);
     let start = Instant::now();
     signal(peer, libc::SIGKILL);
     let out = wait_output(child, Duration::from_secs(60));
