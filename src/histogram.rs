@@ -19,6 +19,15 @@ pub fn new(digits: u8) -> Histogram<u64> {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct EncodedHistogram(pub String);
 
+/// Why a stored histogram could not be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum HistogramError {
+    #[error("a histogram is not base64: {0}")]
+    NotBase64(#[from] base64::DecodeError),
+    #[error("a histogram does not decode: {0}")]
+    Deserialize(#[from] hdrhistogram::serialization::DeserializeError),
+}
+
 impl EncodedHistogram {
     pub fn encode(h: &Histogram<u64>) -> Self {
         let mut bytes = Vec::new();
@@ -28,12 +37,8 @@ impl EncodedHistogram {
         EncodedHistogram(base64::engine::general_purpose::STANDARD.encode(bytes))
     }
 
-    pub fn decode(&self) -> Result<Histogram<u64>, String> {
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(&self.0)
-            .map_err(|e| format!("histogram is not base64: {e}"))?;
-        Deserializer::new()
-            .deserialize(&mut bytes.as_slice())
-            .map_err(|e| format!("histogram does not decode: {e:?}"))
+    pub fn decode(&self) -> Result<Histogram<u64>, HistogramError> {
+        let bytes = base64::engine::general_purpose::STANDARD.decode(&self.0)?;
+        Ok(Deserializer::new().deserialize(&mut bytes.as_slice())?)
     }
 }

@@ -35,6 +35,16 @@ pub enum CliError {
     /// Roles that could not run: exit 1.
     #[error(transparent)]
     Exec(#[from] exec::ExecError),
+    /// An output refused before a run (exit 2) or that failed while results were written
+    /// (exit 1).
+    #[error(transparent)]
+    Output(#[from] output::OutputError),
+    /// A suite that cannot run as written: exit 2.
+    #[error(transparent)]
+    Suite(#[from] crate::suite::SuiteError),
+    /// Results that could not be rendered in a format: exit 1.
+    #[error(transparent)]
+    Export(#[from] export::ExportError),
     /// The run itself failed: exit 1.
     #[error("{0}")]
     Run(String),
@@ -43,8 +53,9 @@ pub enum CliError {
 impl CliError {
     fn exit_code(&self) -> i32 {
         match self {
-            CliError::Usage(_) | CliError::Plan(_) | CliError::Unknown(_) => 2,
-            CliError::Exec(_) | CliError::Run(_) => 1,
+            CliError::Usage(_) | CliError::Plan(_) | CliError::Unknown(_) | CliError::Suite(_) => 2,
+            CliError::Output(e) if e.before_run() => 2,
+            CliError::Exec(_) | CliError::Run(_) | CliError::Output(_) | CliError::Export(_) => 1,
         }
     }
 }
@@ -304,7 +315,10 @@ fn dispatch(cli: Cli, args: &[String]) -> Exit {
     if let Some(Command::Service(a)) = &cli.command {
         transport::find(&a.transport)?
             .service_main(&a.args)
-            .map_err(CliError::Run)?;
+            .map_err(|cause| exec::ExecError::Transport {
+                what: format!("msgperf service {}", a.transport),
+                cause,
+            })?;
         return Ok(0);
     }
     transport::remove_stale_dirs();
@@ -428,14 +442,12 @@ fn suite(a: SuiteArgs, args: &[String]) -> Exit {
             path.display().to_string(),
         ),
         (None, Some(name)) => (
-            crate::suite::text_of(name)
-                .map_err(CliError::Usage)?
-                .to_string(),
+            crate::suite::text_of(name)?.to_string(),
             format!("suite {name}"),
         ),
         (None, None) => unreachable!("clap requires a name or --file"),
     };
-    let suite = crate::suite::parse(&text, &origin).map_err(CliError::Usage)?;
+    let suite = crate::suite::parse(&text, &origin)?;
     if a.print {
         print_out(&text)?;
         return Ok(0);
@@ -444,8 +456,8 @@ fn suite(a: SuiteArgs, args: &[String]) -> Exit {
         duration: Some(a.duration.clone()),
         ..RunOptions::default()
     };
-    let runs = crate::suite::runs(&suite, &over).map_err(CliError::Usage)?;
-    let hosts = crate::suite::hosts(&suite, &runs).map_err(CliError::Usage)?;
+    let runs = crate::suite::runs(&suite, &over)?;
+    let hosts = crate::suite::hosts(&suite, &runs)?;
     // A case that several experiments share runs once and shows in each.
     let mut cases: Vec<CaseConfig> = Vec::new();
     let mut experiments: BTreeMap<String, Vec<usize>> = BTreeMap::new();
@@ -575,11 +587,11 @@ fn check_outputs(list: &Outputs) -> Result<(), CliError> {
                     f.name
                 ))
             })?;
-            output::check(&p.join("msgperf-probe")).map_err(CliError::Usage)?;
+            output::check(&p.join("msgperf-probe"))?;
             continue;
         }
         for path in std::iter::once(p.clone()).chain(f.beside(p)) {
-            output::check(&path).map_err(CliError::Usage)?;
+            output::check(&path)?;
         }
     }
     Ok(())
@@ -587,7 +599,7 @@ fn check_outputs(list: &Outputs) -> Result<(), CliError> {
 
 /// Writes the outputs: regular files after every case (so that a crash keeps what was
 /// measured), FIFOs and standard output once, when `last`.
-fn write_outputs(run: &RunResult, list: &Outputs, last: bool) -> Result<(), String> {
+fn write_outputs(run: &RunResult, list: &Outputs, last: bool) -> Result<(), CliError> {
     for (f, p) in list {
         if !(last || f.directory() || output::rewritable(p)) {
             continue;
@@ -652,7 +664,7 @@ fn execute(
     let progress = Progress::new("cases", steps);
     let mut runner = Runner::new(connect, floor);
     runner.hosts = hosts;
-    let mut unwritten: Option<String> = None;
+    let mut unwritten: Option<CliError> = None;
     // A rate sweep stops offering more load to a case that could not hold a lower one.
     let mut saturated: Vec<(CaseConfig, f64)> = Vec::new();
     for (i, (repetition, case)) in cases.iter().enumerate() {
@@ -1060,7 +1072,7 @@ fn compare(a: CompareArgs) -> Exit {
                 ))
             })?;
         let path = PathBuf::from(path);
-        output::check(&path).map_err(CliError::Usage)?;
+        output::check(&path)?;
         files.push((name.to_string(), path));
     }
     let mut c = compare::compare(&base, &new, a.noise, a.allow_different);
@@ -1103,9 +1115,10 @@ fn compare(a: CompareArgs) -> Exit {
                 }
                 md.into_bytes()
             }
-            _ => serde_json::to_vec_pretty(&c).map_err(|e| CliError::Run(e.to_string()))?,
+            _ => serde_json::to_vec_pretty(&c)
+                .map_err(|e| export::ExportError::new("the comparison's JSON", e))?,
         };
-        output::write(&path, &bytes).map_err(CliError::Run)?;
+        output::write(&path, &bytes)?;
     }
     match a.fail_on {
         Some(FailOn::Slower) if c.any(compare::Verdict::Slower) => Ok(1),
@@ -1132,12 +1145,12 @@ fn report_file(a: ReportArgs) -> Exit {
         })?;
         outs.push((f, o.clone()));
         check_outputs(&outs)?;
-        write_outputs(&run, &outs, true).map_err(CliError::Run)?;
+        write_outputs(&run, &outs, true)?;
         print_out(&format!("wrote {}\n", o.display()))?;
         return Ok(0);
     }
     check_outputs(&outs)?;
-    write_outputs(&run, &outs, true).map_err(CliError::Run)?;
+    write_outputs(&run, &outs, true)?;
     let layout = report::Layout {
         details: a.out.details.unwrap_or(false),
         width: width(&a.out),

@@ -8,6 +8,37 @@ use std::io::Write;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
+/// Why an output cannot be written: the path, and the OS's own error where there is one.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// Refused before a run: not something a result can be written to.
+    #[error("{} is a directory: name a file in it, e.g. {}", .0.display(), .0.join("results.json").display())]
+    Directory(PathBuf),
+    #[error("{} is neither a regular file nor a FIFO or device: name a file", .0.display())]
+    NotAFile(PathBuf),
+    /// Refused before a run: a probe file could not be made there.
+    #[error("cannot write {}: {cause}; pick a path in a directory you can write", .path.display())]
+    Unwritable {
+        path: PathBuf,
+        #[source]
+        cause: std::io::Error,
+    },
+    /// Writing results failed (a full disk, a directory removed during the run).
+    #[error("cannot write {}: {cause}", .path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        cause: std::io::Error,
+    },
+}
+
+impl OutputError {
+    /// Found before anything ran (a bad option), not while writing results.
+    pub fn before_run(&self) -> bool {
+        !matches!(self, OutputError::Write { .. })
+    }
+}
+
 /// What an output path is.
 enum Target {
     Stdout,
@@ -17,7 +48,7 @@ enum Target {
     Through(PathBuf),
 }
 
-fn target(path: &Path) -> Result<Target, String> {
+fn target(path: &Path) -> Result<Target, OutputError> {
     if path.as_os_str() == "-" {
         return Ok(Target::Stdout);
     }
@@ -35,22 +66,15 @@ fn target(path: &Path) -> Result<Target, String> {
         Ok(m) if m.file_type().is_fifo() || m.file_type().is_char_device() => {
             Ok(Target::Through(resolved))
         }
-        Ok(m) if m.is_dir() => Err(format!(
-            "{} is a directory: name a file in it, e.g. {}",
-            path.display(),
-            path.join("results.json").display()
-        )),
-        Ok(_) => Err(format!(
-            "{} is neither a regular file nor a FIFO or device: name a file",
-            path.display()
-        )),
+        Ok(m) if m.is_dir() => Err(OutputError::Directory(path.to_path_buf())),
+        Ok(_) => Err(OutputError::NotAFile(path.to_path_buf())),
         Err(_) => Ok(Target::Regular(resolved)),
     }
 }
 
 /// Checks, before anything runs, that `path` can be written: its directory exists and takes a
 /// file, or it is something to write through.
-pub fn check(path: &Path) -> Result<(), String> {
+pub fn check(path: &Path) -> Result<(), OutputError> {
     match target(path)? {
         Target::Stdout | Target::Through(_) => Ok(()),
         Target::Regular(p) => {
@@ -61,11 +85,9 @@ pub fn check(path: &Path) -> Result<(), String> {
                 .truncate(true)
                 .open(&probe);
             let _ = std::fs::remove_file(&probe);
-            r.map(|_| ()).map_err(|e| {
-                format!(
-                    "cannot write {}: {e}; pick a path in a directory you can write",
-                    path.display()
-                )
+            r.map(|_| ()).map_err(|cause| OutputError::Unwritable {
+                path: path.to_path_buf(),
+                cause,
             })
         }
     }
@@ -112,8 +134,11 @@ pub fn rewritable(path: &Path) -> bool {
 }
 
 /// Writes `bytes` to `path` as [`check`] found it.
-pub fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let fail = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
+pub fn write(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
+    let fail = |cause| OutputError::Write {
+        path: path.to_path_buf(),
+        cause,
+    };
     match target(path)? {
         Target::Stdout => {
             let mut o = std::io::stdout().lock();
@@ -154,9 +179,9 @@ mod tests {
         write(&link, b"new").unwrap();
         assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
         assert_eq!(std::fs::read(&real).unwrap(), b"new");
-        assert!(check(dir.path()).unwrap_err().contains("is a directory"));
-        assert!(check(Path::new("/nonexistent/dir/x.json"))
-            .unwrap_err()
-            .contains("cannot write"));
+        let refused = check(dir.path()).unwrap_err();
+        assert!(refused.before_run() && refused.to_string().contains("is a directory"));
+        let refused = check(Path::new("/nonexistent/dir/x.json")).unwrap_err();
+        assert!(refused.before_run() && refused.to_string().contains("cannot write"));
     }
 }

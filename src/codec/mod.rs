@@ -53,6 +53,26 @@ pub enum CodecError {
     Damaged { seq: u64 },
 }
 
+/// A payload whose codec does not round-trip its own values: which payload, and the codec's
+/// error where it gave one.
+#[derive(Debug, thiserror::Error)]
+pub enum MarshalError {
+    #[error("{payload}: encoding failed: {cause}")]
+    Encode {
+        payload: String,
+        #[source]
+        cause: CodecError,
+    },
+    #[error("{payload}: its own encoding does not decode: {cause}")]
+    Decode {
+        payload: String,
+        #[source]
+        cause: CodecError,
+    },
+    #[error("{0}: a value does not survive its round trip")]
+    RoundTrip(String),
+}
+
 impl CodecError {
     /// The format's crate's error, kept as the cause.
     pub fn format(e: impl std::error::Error + Send + Sync + 'static) -> Self {
@@ -191,7 +211,7 @@ pub struct Marshal {
 }
 
 impl Marshal {
-    pub fn new(p: &Payload) -> Result<Marshal, String> {
+    pub fn new(p: &Payload) -> Result<Marshal, MarshalError> {
         let values = Values::new(p.ty, SEED);
         let checksums = values.checksums();
         let mut codec = (p.format.codec)(values);
@@ -200,16 +220,22 @@ impl Marshal {
             .map(|i| {
                 let n = codec
                     .encode(i, &mut scratch)
-                    .map_err(|e| format!("{p}: encoding failed: {e}"))?;
+                    .map_err(|cause| MarshalError::Encode {
+                        payload: p.to_string(),
+                        cause,
+                    })?;
                 let got = codec
                     .decode(&scratch[..n])
-                    .map_err(|e| format!("{p}: its own encoding does not decode: {e}"))?;
+                    .map_err(|cause| MarshalError::Decode {
+                        payload: p.to_string(),
+                        cause,
+                    })?;
                 if got != checksums[i] {
-                    return Err(format!("{p}: a value does not survive its round trip"));
+                    return Err(MarshalError::RoundTrip(p.to_string()));
                 }
                 Ok(n)
             })
-            .collect::<Result<Vec<_>, String>>()?;
+            .collect::<Result<Vec<_>, MarshalError>>()?;
         Ok(Marshal {
             codec,
             checksums,

@@ -3,12 +3,37 @@
 //! table, its published figures, and its conclusions with the claims each is checked by. This
 //! room plans a suite's runs and renders their results in the report's layout; `cli` runs them.
 
-use crate::plan::RunOptions;
+use crate::plan::{PlanError, RunOptions};
 use crate::report::summary::{merged, summarize, CaseSummary};
 use crate::result::suite::{ClaimOutcome, Compared, ConclusionOutcome, SuiteOutcome, Verdict};
 use crate::result::{CaseConfig, CaseResult, Metric, RoleResult, RunResult};
 use serde::Deserialize;
 use std::collections::BTreeMap;
+
+/// Why a suite cannot run: each names the suite (its file or name) and keeps the parser's or
+/// the plan's own error.
+#[derive(Debug, thiserror::Error)]
+pub enum SuiteError {
+    #[error("no suite `{name}`: use one of {known} (msgperf suite --list)")]
+    Unknown { name: String, known: String },
+    #[error("{origin}: {cause}")]
+    Toml {
+        origin: String,
+        #[source]
+        cause: toml::de::Error,
+    },
+    /// The file parses but says something a suite cannot mean (a claim without its other
+    /// side, a host defined twice).
+    #[error("{origin}: {why}")]
+    Invalid { origin: String, why: String },
+    /// An experiment's scenario that the plan refuses.
+    #[error("{origin}: {cause}")]
+    Plan {
+        origin: String,
+        #[source]
+        cause: PlanError,
+    },
+}
 
 /// The suites msgperf ships: a name and its file. Adding one is its file and a line here.
 pub static SUITES: &[(&str, &str)] = &[
@@ -311,59 +336,64 @@ pub fn list() -> Vec<(String, String)> {
         .iter()
         .map(|(name, text)| match parse(text, name) {
             Ok(s) => (s.name, format!("{}: {}", s.title, s.about)),
-            Err(e) => (name.to_string(), e),
+            Err(e) => (name.to_string(), e.to_string()),
         })
         .collect()
 }
 
 /// A shipped suite's file.
-pub fn text_of(name: &str) -> Result<&'static str, String> {
+pub fn text_of(name: &str) -> Result<&'static str, SuiteError> {
     SUITES
         .iter()
         .find(|(n, _)| *n == name)
         .map(|(_, t)| *t)
-        .ok_or_else(|| {
-            format!(
-                "no suite `{name}`: use one of {} (msgperf suite --list)",
-                SUITES
-                    .iter()
-                    .map(|(n, _)| *n)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
+        .ok_or_else(|| SuiteError::Unknown {
+            name: name.to_string(),
+            known: SUITES
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", "),
         })
 }
 
 /// A suite from its file's text; `origin` names the file in errors.
-pub fn parse(text: &str, origin: &str) -> Result<Suite, String> {
-    let suite: Suite = toml::from_str(text).map_err(|e| format!("{origin}: {e}"))?;
+pub fn parse(text: &str, origin: &str) -> Result<Suite, SuiteError> {
+    let suite: Suite = toml::from_str(text).map_err(|cause| SuiteError::Toml {
+        origin: origin.to_string(),
+        cause,
+    })?;
+    let invalid = |why: String| SuiteError::Invalid {
+        origin: origin.to_string(),
+        why,
+    };
     for c in suite.conclusion.iter().flat_map(|c| &c.claims) {
         if c.b.is_some() == c.against.is_some() {
-            return Err(format!(
-                "{origin}: the claim `{}` needs either `b = {{ experiment = ... }}` or `against = {{ value = ..., is = \"...\" }}`",
+            return Err(invalid(format!(
+                "the claim `{}` needs either `b = {{ experiment = ... }}` or `against = {{ value = ..., is = \"...\" }}`",
                 c.says
-            ));
+            )));
         }
         for s in std::iter::once(&c.a).chain(&c.b) {
             if !suite.experiment.iter().any(|e| e.id == s.experiment) {
-                return Err(format!(
-                    "{origin}: the claim `{}` names experiment `{}`, which the suite does not have",
+                return Err(invalid(format!(
+                    "the claim `{}` names experiment `{}`, which the suite does not have",
                     c.says, s.experiment
-                ));
+                )));
             }
         }
         if c.ratio.is_some() == c.lower.is_some() {
-            return Err(format!(
-                "{origin}: the claim `{}` needs either `ratio = [low, high]` or `lower = true|false`",
+            return Err(invalid(format!(
+                "the claim `{}` needs either `ratio = [low, high]` or `lower = true|false`",
                 c.says
-            ));
+            )));
         }
     }
     Ok(suite)
 }
 
 /// Each experiment's run options, with `over` (what the command line gave) laid over them.
-pub fn runs(suite: &Suite, over: &RunOptions) -> Result<Vec<RunOptions>, String> {
+pub fn runs(suite: &Suite, over: &RunOptions) -> Result<Vec<RunOptions>, SuiteError> {
     suite
         .experiment
         .iter()
@@ -378,10 +408,19 @@ pub fn runs(suite: &Suite, over: &RunOptions) -> Result<Vec<RunOptions>, String>
             if let Some(toml::Value::Array(list)) = scenario.get_mut("transports") {
                 list.extend(built);
             }
-            let text = toml::to_string(&scenario).map_err(|x| x.to_string())?;
             let origin = format!("suite {}, experiment {}", suite.name, e.id);
-            let file = RunOptions::parse_scenario(&text, &origin).map_err(|x| x.to_string())?;
-            let mut o = over.over(&file).map_err(|x| format!("{origin}: {x}"))?;
+            let text = toml::to_string(&scenario).map_err(|e| SuiteError::Invalid {
+                origin: origin.clone(),
+                why: format!("its scenario does not write back as TOML: {e}"),
+            })?;
+            let file =
+                RunOptions::parse_scenario(&text, &origin).map_err(|cause| SuiteError::Plan {
+                    origin: origin.clone(),
+                    cause,
+                })?;
+            let mut o = over
+                .over(&file)
+                .map_err(|cause| SuiteError::Plan { origin, cause })?;
             // A workload of a fixed amount of work (--n) takes no duration.
             let fixed = o
                 .workload
@@ -398,16 +437,16 @@ pub fn runs(suite: &Suite, over: &RunOptions) -> Result<Vec<RunOptions>, String>
 
 /// The hosts every experiment's scenario defines, made once for the run: a name defined
 /// twice must be defined alike.
-pub fn hosts(suite: &Suite, runs: &[RunOptions]) -> Result<BTreeMap<String, String>, String> {
+pub fn hosts(suite: &Suite, runs: &[RunOptions]) -> Result<BTreeMap<String, String>, SuiteError> {
     let mut all: BTreeMap<String, String> = BTreeMap::new();
     for (r, e) in runs.iter().zip(&suite.experiment) {
         for (name, launcher) in r.hosts() {
             match all.get(&name) {
                 Some(l) if *l != launcher => {
-                    return Err(format!(
-                        "suite {}, experiment {}: host `{name}` is `{launcher}` here and `{l}` in an earlier experiment: a suite's hosts are made once for its run, so give one definition",
-                        suite.name, e.id
-                    ))
+                    return Err(SuiteError::Invalid {
+                        origin: format!("suite {}, experiment {}", suite.name, e.id),
+                        why: format!("host `{name}` is `{launcher}` here and `{l}` in an earlier experiment: a suite's hosts are made once for its run, so give one definition"),
+                    })
                 }
                 _ => {
                     all.insert(name, launcher);
@@ -878,7 +917,7 @@ mod tests {
             "b = { experiment = \"rpc-local\" }, against = {",
             1,
         );
-        let e = parse(&both, "x.toml").unwrap_err();
+        let e = parse(&both, "x.toml").unwrap_err().to_string();
         assert!(e.contains("either `b = "), "{e}");
         let suite = parse(
             &text.replacen("netns:rate=100mbit", "netns:rate=10mbit", 1),
@@ -886,7 +925,7 @@ mod tests {
         )
         .unwrap();
         let planned = runs(&suite, &RunOptions::default()).unwrap();
-        let e = hosts(&suite, &planned).unwrap_err();
+        let e = hosts(&suite, &planned).unwrap_err().to_string();
         assert!(e.contains("host `b`") && e.contains("rpc-2to1"), "{e}");
         let suite = parse(text, "vamnet").unwrap();
         let planned = runs(&suite, &RunOptions::default()).unwrap();
@@ -929,7 +968,26 @@ mod tests {
             "a = { experiment = \"same-host\", transport = \"tcp\" }",
             "a = { experiment = \"nowhere\", transport = \"tcp\" }",
         );
-        let e = parse(&text, "x.toml").unwrap_err();
+        let e = parse(&text, "x.toml").unwrap_err().to_string();
         assert!(e.contains("`nowhere`"), "{e}");
+    }
+
+    #[test]
+    fn an_experiment_the_plan_refuses_names_it_and_keeps_the_plans_error() {
+        let text = SUITES
+            .iter()
+            .find(|(n, _)| *n == "cml")
+            .unwrap()
+            .1
+            .replacen("n = \"1000\"", "n = \"1000\", colour = \"blue\"", 1);
+        let suite = parse(&text, "x.toml").unwrap();
+        let e = runs(&suite, &RunOptions::default()).unwrap_err();
+        let SuiteError::Plan { origin, cause } = &e else {
+            panic!("not the plan's refusal: {e:?}");
+        };
+        assert!(origin.contains("experiment"), "{origin}");
+        assert!(matches!(cause, PlanError::Scenario { .. }), "{cause:?}");
+        assert!(std::error::Error::source(&e).is_some());
+        assert!(e.to_string().contains("colour"), "{e}");
     }
 }

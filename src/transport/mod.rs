@@ -174,11 +174,11 @@ pub trait Transport: Sync {
     }
     /// Runs a process of this transport's own in this process (a media driver that its
     /// set-up starts as `msgperf service NAME ARGS...`), until it is told to stop.
-    fn service_main(&self, _args: &[String]) -> Result<(), String> {
-        Err(format!(
+    fn service_main(&self, _args: &[String]) -> Result<(), TransportError> {
+        Err(TransportError::Unsupported(format!(
             "transport `{}` runs no process of its own",
             self.name()
-        ))
+        )))
     }
     /// Removes `path`, a file named `msgperf-NAME` with no process id in its name, if this
     /// transport made it and its maker is gone (one killed hard cannot clean up); leaves

@@ -45,7 +45,7 @@ impl Workload for Codec {
     fn metrics(&self) -> &'static [Metric] {
         &[ENCODE, DECODE, ACCESS]
     }
-    fn message_size(&self, params: &Params) -> Option<Result<usize, String>> {
+    fn message_size(&self, params: &Params) -> Option<Result<usize, crate::codec::MarshalError>> {
         payload::message_size(params)
     }
     fn latency(&self, _: &CaseConfig) -> (LatencyKind, Metric) {
@@ -80,7 +80,7 @@ impl Workload for Codec {
         let (case, rec, ctl) = (r.case, r.rec, r.ctl);
         let p = payload::of(&case.effective_params)
             .ok_or_else(|| RoleError::Work("codec without a typed payload".into()))?;
-        let mut m = Marshal::new(&p).map_err(RoleError::Work)?;
+        let mut m = Marshal::new(&p)?;
         let mut words = vec![0u64; (m.capacity() + 4096).div_ceil(8)];
         let buf = body_buffer(&mut words, m.capacity());
         let clock = IntervalClock::new();

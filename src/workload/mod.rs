@@ -90,7 +90,7 @@ pub trait Workload: Sync {
     fn topology(&self, case: &CaseConfig, caps: &Capabilities) -> Topology;
     /// The size its messages take with these parameters where they decide it (a typed
     /// `--payload`); None where `--size` does.
-    fn message_size(&self, _params: &Params) -> Option<Result<usize, String>> {
+    fn message_size(&self, _params: &Params) -> Option<Result<usize, crate::codec::MarshalError>> {
         None
     }
     /// The message sizes at which `msgperf survey` runs it on every transport (none: not in the
@@ -370,6 +370,16 @@ pub enum RoleError {
     /// a machine limit it met): the sentence names it.
     #[error("{0}")]
     Work(String),
+    /// A typed payload's codec that does not round-trip its own values.
+    #[error(transparent)]
+    Payload(#[from] crate::codec::MarshalError),
+    /// An OS call of the workload's own failed at `what` (a runtime, a thread).
+    #[error("{what}: {cause}")]
+    Os {
+        what: &'static str,
+        #[source]
+        cause: std::io::Error,
+    },
     /// A driving role failed after sending `sent`: its END can still tell its readers so.
     #[error("{cause}")]
     Ended { sent: Sent, cause: Box<RoleError> },

@@ -429,7 +429,7 @@ type Msg = (Box<[u8]>, usize);
 /// where it lands, and each sender ends with END as a sender thread's role does.
 fn run_tasks(case: &CaseConfig, rec: &mut Recorder, stop: &AtomicBool) -> Result<(), RoleError> {
     let n = param::count(case, N.key).unwrap_or(1) as usize;
-    let runtime = tokio_runtime(Runtime::of(case)).map_err(RoleError::Work)?;
+    let runtime = tokio_runtime(Runtime::of(case))?;
     let job = Arc::new(Job {
         case: case.clone(),
         count: case.count.unwrap_or(DEFAULT_COUNT),

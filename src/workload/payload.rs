@@ -32,7 +32,7 @@ pub(crate) fn of(params: &Params) -> Option<Payload> {
 }
 
 /// The size of a typed payload's messages (None for bytes: `--size` says).
-pub(crate) fn message_size(params: &Params) -> Option<Result<usize, String>> {
+pub(crate) fn message_size(params: &Params) -> Option<Result<usize, crate::codec::MarshalError>> {
     let p = of(params)?;
     Some(Marshal::new(&p).map(|m| message::typed_size(m.capacity())))
 }
@@ -51,7 +51,7 @@ impl Typed {
         let Some(p) = of(&case.effective_params) else {
             return Ok(None);
         };
-        let marshal = Marshal::new(&p).map_err(RoleError::Work)?;
+        let marshal = Marshal::new(&p)?;
         if message::typed_size(marshal.capacity()) != case.size_bytes {
             return Err(RoleError::Work(format!(
                 "{p}: bodies need {} B messages here but the case has {} B: the two ends build different values (a different msgperf?)",

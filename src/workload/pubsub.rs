@@ -38,7 +38,10 @@ impl Workload for PubSub {
     fn fans_out(&self) -> bool {
         true
     }
-    fn message_size(&self, params: &super::Params) -> Option<Result<usize, String>> {
+    fn message_size(
+        &self,
+        params: &super::Params,
+    ) -> Option<Result<usize, crate::codec::MarshalError>> {
         super::payload::message_size(params)
     }
     fn metrics(&self) -> &'static [Metric] {

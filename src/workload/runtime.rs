@@ -1,7 +1,7 @@
 //! What the workloads that measure a runtime (`pairs`, `spawn`, `timers`) share: the runtime
 //! that runs their concurrent parts, a gate that releases them at one instant, and their checks.
 
-use super::{Param, ParamKind, RoleSpec, Topology};
+use super::{Param, ParamKind, RoleError, RoleSpec, Topology};
 use crate::deadline::Deadline;
 use crate::result::{CaseConfig, Placement, RoleId, RoleKind};
 use crate::transport::SetupPlan;
@@ -61,7 +61,7 @@ pub const RUNTIME: Param = Param {
 pub const STACK: usize = 64 << 10;
 
 /// A tokio runtime of the case's kind: a current-thread one, or one worker per allowed CPU.
-pub fn tokio_runtime(r: Runtime) -> Result<tokio::runtime::Runtime, String> {
+pub fn tokio_runtime(r: Runtime) -> Result<tokio::runtime::Runtime, RoleError> {
     let built = match r {
         Runtime::Tokio => tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -71,7 +71,10 @@ pub fn tokio_runtime(r: Runtime) -> Result<tokio::runtime::Runtime, String> {
             .enable_all()
             .build(),
     };
-    built.map_err(|e| format!("could not start a tokio runtime: {e}"))
+    built.map_err(|cause| RoleError::Os {
+        what: "could not start a tokio runtime",
+        cause,
+    })
 }
 
 /// Threads wait at the gate until it opens; all are released by one broadcast (CML's single

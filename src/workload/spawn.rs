@@ -66,7 +66,7 @@ impl Workload for Spawn {
             Runtime::Threads => threads(n, case, rec, before),
             rt => tasks(rt, n, case, rec, before),
         };
-        r.map_err(RoleError::Work)?;
+        r?;
         Ok(Some(Sent {
             first_measured: 0,
             next: rec.counters.messages_sent,
@@ -128,7 +128,7 @@ fn record(
     );
 }
 
-fn threads(n: usize, case: &CaseConfig, rec: &mut Recorder, before: u64) -> Result<(), String> {
+fn threads(n: usize, case: &CaseConfig, rec: &mut Recorder, before: u64) -> Result<(), RoleError> {
     let gate = Arc::new(Gate::default());
     let starts = Starts::new(n);
     let mut handles = Vec::with_capacity(n);
@@ -177,12 +177,12 @@ fn threads(n: usize, case: &CaseConfig, rec: &mut Recorder, before: u64) -> Resu
         join_ns as f64 / joined.max(1) as f64,
     );
     if !all {
-        return Err(format!(
+        return Err(RoleError::Work(format!(
             "only {} of {} threads ran within {:?}",
             starts.count.load(Ordering::SeqCst),
             calls.len(),
             case.timeout
-        ));
+        )));
     }
     Ok(())
 }
@@ -193,7 +193,7 @@ fn tasks(
     case: &CaseConfig,
     rec: &mut Recorder,
     before: u64,
-) -> Result<(), String> {
+) -> Result<(), RoleError> {
     let runtime = tokio_runtime(rt)?;
     let starts = Starts::new(n);
     let (tx, rx) = tokio::sync::watch::channel(false);
@@ -238,10 +238,10 @@ fn tasks(
     rec.figure("join per task", "ns", join_ns as f64 / n.max(1) as f64);
     drop(runtime);
     if !all {
-        return Err(format!(
+        return Err(RoleError::Work(format!(
             "only {} of {n} tasks ran within {timeout:?}",
             starts.count.load(Ordering::SeqCst)
-        ));
+        )));
     }
     Ok(())
 }

@@ -65,8 +65,7 @@ impl Workload for Timers {
             let pass = match Runtime::of(case) {
                 Runtime::Threads => threads(n, shared, case.timeout),
                 rt => tasks(rt, n, shared, case.timeout),
-            }
-            .map_err(RoleError::Work)?;
+            }?;
             woke += pass.record(rec, shared);
         }
         rec.counters.messages_sent = 2 * n as u64;
@@ -168,7 +167,7 @@ impl Pass {
     }
 }
 
-fn threads(n: usize, shared: bool, timeout: Duration) -> Result<Arc<Pass>, String> {
+fn threads(n: usize, shared: bool, timeout: Duration) -> Result<Arc<Pass>, RoleError> {
     let pass = Pass::new(n);
     let gate = Arc::new(Gate::default());
     let base = Arc::new(AtomicU64::new(0));
@@ -195,15 +194,18 @@ fn threads(n: usize, shared: bool, timeout: Duration) -> Result<Arc<Pass>, Strin
             .map_err(|e| {
                 // The ones started go at once, not at their bound.
                 gate.open();
-                format!("waiter thread {} of {n} could not start: {e}", i + 1)
+                RoleError::Work(format!(
+                    "waiter thread {} of {n} could not start: {e}",
+                    i + 1
+                ))
             })?;
         handles.push(h);
     }
     if !gate.all_waiting(n, timeout) {
         gate.open();
-        return Err(format!(
+        return Err(RoleError::Work(format!(
             "the {n} waiter threads did not all start within {timeout:?}"
-        ));
+        )));
     }
     base.store(clock::now() + lead(n), Ordering::SeqCst);
     gate.open();
@@ -213,7 +215,7 @@ fn threads(n: usize, shared: bool, timeout: Duration) -> Result<Arc<Pass>, Strin
     Ok(pass)
 }
 
-fn tasks(rt: Runtime, n: usize, shared: bool, timeout: Duration) -> Result<Arc<Pass>, String> {
+fn tasks(rt: Runtime, n: usize, shared: bool, timeout: Duration) -> Result<Arc<Pass>, RoleError> {
     let runtime = tokio_runtime(rt)?;
     let pass = Pass::new(n);
     let (tx, rx) = tokio::sync::watch::channel(0u64);

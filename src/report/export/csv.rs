@@ -1,6 +1,7 @@
 //! CSV: one row per case (what ran, with every option, and what it measured; units in every
 //! column name), and one per role in a second file beside it (`r.csv` → `r.roles.csv`).
 
+use super::ExportError;
 use crate::report::summary::summarize;
 use crate::result::RunResult;
 use serde::Serialize;
@@ -108,7 +109,7 @@ fn pairs(o: &std::collections::BTreeMap<String, String>) -> String {
         .join(" ")
 }
 
-fn to_csv(run: &RunResult) -> Result<Vec<u8>, String> {
+fn to_csv(run: &RunResult) -> Result<Vec<u8>, ExportError> {
     let mut w = csv::Writer::from_writer(Vec::new());
     for (i, c) in run.cases.iter().enumerate() {
         let s = summarize(c);
@@ -170,9 +171,10 @@ fn to_csv(run: &RunResult) -> Result<Vec<u8>, String> {
             cpu_model: &e.cpu_model,
             started_utc: &e.started_utc,
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| ExportError::new("the CSV table of cases", e))?;
     }
-    w.into_inner().map_err(|e| e.to_string())
+    w.into_inner()
+        .map_err(|e| ExportError::new("the CSV table of cases", e.into_error()))
 }
 
 /// One CSV row per role of every case (the second file beside the cases' one).
@@ -211,7 +213,7 @@ struct RoleRow<'a> {
     error: &'a str,
 }
 
-fn roles_csv(run: &RunResult) -> Result<Vec<u8>, String> {
+fn roles_csv(run: &RunResult) -> Result<Vec<u8>, ExportError> {
     let mut w = csv::Writer::from_writer(Vec::new());
     for (i, c) in run.cases.iter().enumerate() {
         for r in summarize(c).roles {
@@ -254,10 +256,11 @@ fn roles_csv(run: &RunResult) -> Result<Vec<u8>, String> {
                 peak_rss_kib: r.peak_rss_kib,
                 error: r.error.as_deref().unwrap_or(""),
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| ExportError::new("the CSV table of roles", e))?;
         }
     }
-    w.into_inner().map_err(|e| e.to_string())
+    w.into_inner()
+        .map_err(|e| ExportError::new("the CSV table of roles", e.into_error()))
 }
 
 #[cfg(test)]

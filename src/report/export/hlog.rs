@@ -3,7 +3,7 @@
 //! what HistogramLogAnalyzer and the HdrHistogram readers of other languages read. Values in
 //! nanoseconds; timestamps from the run's first measured window.
 
-use super::{case_slug, role_slug};
+use super::{case_slug, role_slug, ExportError};
 use crate::result::{EncodedHistogram, RunResult};
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
@@ -23,7 +23,7 @@ struct Line {
     histogram: EncodedHistogram,
 }
 
-pub fn to_hlog(run: &RunResult) -> Result<Vec<u8>, String> {
+pub fn to_hlog(run: &RunResult) -> Result<Vec<u8>, ExportError> {
     let mut lines = Vec::new();
     for c in &run.cases {
         for r in &c.roles {
@@ -53,7 +53,7 @@ pub fn to_hlog(run: &RunResult) -> Result<Vec<u8>, String> {
     lines.sort_by_key(|l| l.start_unix_ns);
     let start_ns = lines.first().map_or(0, |l| l.start_unix_ns);
     let start = UNIX_EPOCH + Duration::from_nanos(start_ns);
-    let fail = |e: &dyn std::fmt::Display| format!("cannot write the interval log: {e}");
+    let what = "the interval log";
 
     let mut out = Vec::new();
     let mut serializer = V2DeflateSerializer::new();
@@ -70,23 +70,28 @@ pub fn to_hlog(run: &RunResult) -> Result<Vec<u8>, String> {
         .with_start_time(start)
         .with_base_time(start)
         .begin_log_with(&mut out, &mut serializer)
-        .map_err(|e| fail(&e))?;
+        .map_err(|e| ExportError::new(what, e))?;
     out.extend_from_slice(
         b"\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"\n",
     );
     let mut w = IntervalLogWriterBuilder::new()
         .begin_log_with(&mut out, &mut serializer)
-        .map_err(|e| fail(&e))?;
+        .map_err(|e| ExportError::new(what, e))?;
     for l in &lines {
-        let h = l.histogram.decode()?;
-        let tag = Tag::new(&l.tag).ok_or_else(|| fail(&format!("tag `{}`", l.tag)))?;
+        let h = l
+            .histogram
+            .decode()
+            .map_err(|e| ExportError::new(format!("{what} ({})", l.tag), e))?;
+        let tag = Tag::new(&l.tag).ok_or_else(|| {
+            ExportError::new(what, format!("`{}` is not a tag it can hold", l.tag))
+        })?;
         w.write_histogram(
             &h,
             Duration::from_nanos(l.start_unix_ns - start_ns),
             Duration::from_nanos(l.length_ns),
             Some(tag),
         )
-        .map_err(|e| fail(&e))?;
+        .map_err(|e| ExportError::new(what, e))?;
     }
     Ok(out)
 }

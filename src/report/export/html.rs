@@ -4,6 +4,7 @@
 //! against size and offered rate where the run swept them, CPU per message per role, the
 //! environment and the command line to run it again.
 
+use super::ExportError;
 use crate::report::summary::{merged, summarize, CaseSummary};
 use crate::report::sweep;
 use crate::report::table::{self, escape_html};
@@ -87,7 +88,7 @@ pre{background:#f6f6f6;padding:8px;white-space:pre-wrap}
 dt{font-weight:bold;float:left;clear:left;width:13em}dd{margin-left:14em;margin-bottom:2px}
 .plots svg{margin:0.5em 1em 0.5em 0}";
 
-pub fn to_html(run: &RunResult) -> Result<String, String> {
+pub fn to_html(run: &RunResult) -> Result<String, ExportError> {
     let s: Vec<CaseSummary> = run.cases.iter().map(summarize).collect();
     let e = &run.environment;
     let mut out = format!(
@@ -196,8 +197,8 @@ fn case_label(i: usize, c: &CaseResult, repeated: bool) -> String {
     )
 }
 
-fn failed(e: impl std::fmt::Display) -> String {
-    format!("cannot draw a plot: {e}")
+fn failed(e: impl std::error::Error + Send + Sync + 'static) -> ExportError {
+    ExportError::new("a plot of the HTML report", e)
 }
 
 /// One line of a plot: its label (none: no legend entry, as for a repetition of a line
@@ -220,7 +221,7 @@ fn plot<X, Y>(
     x_format: &dyn Fn(&f64) -> String,
     lines: &[Line],
     marks: &[(f64, f64, String)],
-) -> Result<String, String>
+) -> Result<String, ExportError>
 where
     X: AsRangedCoord<Value = f64>,
     Y: AsRangedCoord<Value = f64>,
@@ -331,7 +332,7 @@ fn spectrum(h: &hdrhistogram::Histogram<u64>) -> Vec<(f64, f64)> {
 
 /// The percentile spectrum of every case on a 1/(1-p) axis, a plot per kind of latency, cases
 /// and repetitions overlaid.
-fn spectra(run: &RunResult, s: &[CaseSummary]) -> Result<Vec<String>, String> {
+fn spectra(run: &RunResult, s: &[CaseSummary]) -> Result<Vec<String>, ExportError> {
     let repeated = run.repeat > 1;
     let mut kinds: Vec<&str> = Vec::new();
     for c in s {
@@ -421,7 +422,7 @@ fn spectra(run: &RunResult, s: &[CaseSummary]) -> Result<Vec<String>, String> {
 
 /// A case's latency per interval (p50, p99, max) over its measured window, as the first role
 /// that records the case's latency saw it.
-fn over_time(i: usize, c: &CaseResult, s: &CaseSummary) -> Result<Option<String>, String> {
+fn over_time(i: usize, c: &CaseResult, s: &CaseSummary) -> Result<Option<String>, ExportError> {
     let Some(r) = c.roles.iter().find(|r| {
         r.interval_histograms
             .first()
@@ -512,7 +513,7 @@ fn medians(points: impl Iterator<Item = (f64, f64)>) -> Vec<(f64, f64)> {
 
 /// Latency and throughput against size, and latency against offered rate (knee marked), for
 /// the groups of cases the run swept.
-fn sweeps(s: &[CaseSummary]) -> Result<Vec<String>, String> {
+fn sweeps(s: &[CaseSummary]) -> Result<Vec<String>, ExportError> {
     let mut out = Vec::new();
     // Against size: the same case but for its size, at two sizes or more.
     let by_size: Vec<_> = groups(s, |c| {
@@ -631,7 +632,7 @@ fn sweeps(s: &[CaseSummary]) -> Result<Vec<String>, String> {
 }
 
 /// CPU per message of every role (user and system, its thread), a bar each.
-fn cpu_per_message(s: &[CaseSummary]) -> Result<Option<String>, String> {
+fn cpu_per_message(s: &[CaseSummary]) -> Result<Option<String>, ExportError> {
     let bars: Vec<(String, f64)> = s
         .iter()
         .enumerate()

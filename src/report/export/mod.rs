@@ -21,12 +21,33 @@ pub struct Format {
 }
 
 /// Files by path (or by name in a directory), each with its bytes.
-pub type Files<P> = Result<Vec<(P, Vec<u8>)>, String>;
+pub type Files<P> = Result<Vec<(P, Vec<u8>)>, ExportError>;
+
+/// Why a format could not render a run: what it was making, and its library's own error.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write {what}: {cause}")]
+pub struct ExportError {
+    what: String,
+    #[source]
+    cause: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl ExportError {
+    pub fn new(
+        what: impl Into<String>,
+        cause: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        ExportError {
+            what: what.into(),
+            cause: cause.into(),
+        }
+    }
+}
 
 /// What a format writes for `--export NAME=PATH`.
 pub enum Writes {
     /// One file, PATH.
-    File(fn(&RunResult) -> Result<Vec<u8>, String>),
+    File(fn(&RunResult) -> Result<Vec<u8>, ExportError>),
     /// PATH, and files beside it: their paths from PATH, and the bytes of each path.
     WithBeside(
         fn(&Path) -> Vec<PathBuf>,

@@ -146,17 +146,19 @@ impl Drop for MediaDriver {
 }
 
 /// `msgperf service aeron DIR`: runs the driver that the environment describes until SIGTERM.
-pub(super) fn run(args: &[String]) -> Result<(), String> {
+pub(super) fn run(args: &[String]) -> Result<(), TransportError> {
     use rusteron_media_driver::{AeronDriver, AeronDriverContext};
     if args.len() != 1 {
-        return Err("usage: msgperf service aeron DIR (started by a case's set-up)".into());
+        return Err(TransportError::Unsupported(
+            "usage: msgperf service aeron DIR (started by a case's set-up)".into(),
+        ));
     }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [libc::SIGTERM, libc::SIGINT] {
-        signal_hook::flag::register(sig, stop.clone()).map_err(|e| e.to_string())?;
+        signal_hook::flag::register(sig, stop.clone())?;
     }
     let failed = |what: &str, e: rusteron_media_driver::AeronCError| {
-        format!("aeron media driver: {what}: {e}")
+        TransportError::middleware("aeron media driver", what, e)
     };
     let context = AeronDriverContext::new().map_err(|e| failed("its context", e))?;
     let driver = AeronDriver::new(&context).map_err(|e| failed("starting", e))?;

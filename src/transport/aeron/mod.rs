@@ -153,7 +153,7 @@ impl Transport for Aeron {
         Some(&floor::AeronFloor)
     }
 
-    fn service_main(&self, args: &[String]) -> Result<(), String> {
+    fn service_main(&self, args: &[String]) -> Result<(), TransportError> {
         driver::run(args)
     }
 }
