@@ -25,9 +25,6 @@ pub enum PlanError {
     /// What this machine does not allow (the CPUs this process may use).
     #[error("{0}")]
     Machine(String),
-    /// A typed payload whose codec does not round-trip its own values.
-    #[error(transparent)]
-    Payload(#[from] crate::codec::MarshalError),
     /// A scenario file that does not parse: where, and what was expected.
     #[error("{origin}: {why}")]
     Scenario { origin: String, why: String },

@@ -243,7 +243,7 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, PlanError> {
                                     "--payload TYPE:FORMAT sets the message size (its encoding's): drop --size, or sweep the type's count (array:100,array:1000)".into(),
                                 ))
                             }
-                            Some(sized) => sized?,
+                            Some(sized) => sized.map_err(PlanError::BadValue)?,
                         };
                         let case = CaseConfig {
                             workload: w.name().to_string(),

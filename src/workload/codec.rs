@@ -45,7 +45,7 @@ impl Workload for Codec {
     fn metrics(&self) -> &'static [Metric] {
         &[ENCODE, DECODE, ACCESS]
     }
-    fn message_size(&self, params: &Params) -> Option<Result<usize, crate::codec::MarshalError>> {
+    fn message_size(&self, params: &Params) -> Option<Result<usize, String>> {
         payload::message_size(params)
     }
     fn latency(&self, _: &CaseConfig) -> (LatencyKind, Metric) {

@@ -90,7 +90,7 @@ pub trait Workload: Sync {
     fn topology(&self, case: &CaseConfig, caps: &Capabilities) -> Topology;
     /// The size its messages take with these parameters where they decide it (a typed
     /// `--payload`); None where `--size` does.
-    fn message_size(&self, _params: &Params) -> Option<Result<usize, crate::codec::MarshalError>> {
+    fn message_size(&self, _params: &Params) -> Option<Result<usize, String>> {
         None
     }
     /// The message sizes at which `msgperf survey` runs it on every transport (none: not in the

@@ -29,7 +29,7 @@ impl Workload for PingPong {
     fn params(&self) -> &'static [&'static Param] {
         &[&PAYLOAD]
     }
-    fn message_size(&self, params: &Params) -> Option<Result<usize, crate::codec::MarshalError>> {
+    fn message_size(&self, params: &Params) -> Option<Result<usize, String>> {
         payload::message_size(params)
     }
     fn metrics(&self) -> &'static [Metric] {

@@ -38,10 +38,7 @@ impl Workload for PubSub {
     fn fans_out(&self) -> bool {
         true
     }
-    fn message_size(
-        &self,
-        params: &super::Params,
-    ) -> Option<Result<usize, crate::codec::MarshalError>> {
+    fn message_size(&self, params: &super::Params) -> Option<Result<usize, String>> {
         super::payload::message_size(params)
     }
     fn metrics(&self) -> &'static [Metric] {

@@ -42,10 +42,7 @@ impl Workload for Stream {
     fn params(&self) -> &'static [&'static Param] {
         &[&CONFIRM, &SLOW_SUBSCRIBER, &STAMP_EVERY, &PAYLOAD]
     }
-    fn message_size(
-        &self,
-        params: &super::Params,
-    ) -> Option<Result<usize, crate::codec::MarshalError>> {
+    fn message_size(&self, params: &super::Params) -> Option<Result<usize, String>> {
         super::payload::message_size(params)
     }
     fn metrics(&self) -> &'static [Metric] {
