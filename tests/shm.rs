@@ -263,16 +263,28 @@ fn killing_either_side_leaves_no_segment() {
         "{}",
         text(&out.stdout)
     );
-    // The controller dies: its peer dies with it, and nothing is left either.
+    // The controller dies once the case runs (both sides have mapped the segment, and so
+    // removed its name): its peer dies with it, and nothing is left either. Killed before
+    // that, a segment's name outlives it until the next run sweeps it (as
+    // `leftovers_of_dead_processes_are_swept` checks): a fixed 700 ms was that on a loaded
+    // machine.
     let mut child = long_run("pingpong", "shm", None);
-    std::thread::sleep(Duration::from_millis(700));
+    let peer = wait_for_role(&mut child, "responder");
+    wait_until_busy(peer, 200, 50).expect("the responder exchanging messages");
     child.kill().unwrap();
     child.wait().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    let after: Vec<String> = shm_files()
-        .into_iter()
-        .filter(|f| !before.contains(f))
-        .collect();
+    let new_files = || -> Vec<String> {
+        shm_files()
+            .into_iter()
+            .filter(|f| !before.contains(f))
+            .collect()
+    };
+    // The peer ends at once (PR_SET_PDEATHSIG); a bound that only a hang reaches.
+    let end = Instant::now() + Duration::from_secs(10);
+    while !new_files().is_empty() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let after = new_files();
     assert!(after.is_empty(), "left in /dev/shm: {after:?}");
 }
 
