@@ -109,6 +109,10 @@ fn pairs(o: &std::collections::BTreeMap<String, String>) -> String {
         .join(" ")
 }
 
+/// What each table is called in an error.
+const CASES: &str = "the CSV table of cases";
+const ROLES: &str = "the CSV table of roles";
+
 fn to_csv(run: &RunResult) -> Result<Vec<u8>, ExportError> {
     let mut w = csv::Writer::from_writer(Vec::new());
     for (i, c) in run.cases.iter().enumerate() {
@@ -171,10 +175,10 @@ fn to_csv(run: &RunResult) -> Result<Vec<u8>, ExportError> {
             cpu_model: &e.cpu_model,
             started_utc: &e.started_utc,
         })
-        .map_err(|e| ExportError::new("the CSV table of cases", e))?;
+        .map_err(|e| ExportError::new(CASES, e))?;
     }
     w.into_inner()
-        .map_err(|e| ExportError::new("the CSV table of cases", e.into_error()))
+        .map_err(|e| ExportError::new(CASES, e.into_error()))
 }
 
 /// One CSV row per role of every case (the second file beside the cases' one).
@@ -256,11 +260,11 @@ fn roles_csv(run: &RunResult) -> Result<Vec<u8>, ExportError> {
                 peak_rss_kib: r.peak_rss_kib,
                 error: r.error.as_deref().unwrap_or(""),
             })
-            .map_err(|e| ExportError::new("the CSV table of roles", e))?;
+            .map_err(|e| ExportError::new(ROLES, e))?;
         }
     }
     w.into_inner()
-        .map_err(|e| ExportError::new("the CSV table of roles", e.into_error()))
+        .map_err(|e| ExportError::new(ROLES, e.into_error()))
 }
 
 #[cfg(test)]
