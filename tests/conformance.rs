@@ -343,6 +343,15 @@ fn leaves_nothing(t: &'static dyn Transport) -> Result<(), Failed> {
     let (setup, mut eps, rdv) = open_at(t, &s, plan, &sides)?;
     eps[0].send(&message(64, 1)).map_err(fail)?;
     eps[1].recv(&mut [0u8; 100]).map_err(fail)?;
+    // What each segment path opens while the case holds it.
+    let segments: Vec<std::path::PathBuf> = match &rdv.place {
+        Place::Segments { channels, topics } => channels
+            .iter()
+            .chain(topics)
+            .map(|at| std::fs::read_link(at).map_err(fail))
+            .collect::<Result<_, _>>()?,
+        _ => Vec::new(),
+    };
     drop(eps);
     drop(setup);
     match &rdv.place {
@@ -362,16 +371,18 @@ fn leaves_nothing(t: &'static dyn Transport) -> Result<(), Failed> {
                 return Err(fail(format!("files left in /dev/shm: {left:?}")));
             }
         }
-        Place::Segments(prefix) => {
-            let (dir, name) = prefix.rsplit_once('/').unwrap_or(("/dev/shm", prefix));
-            let left: Vec<String> = std::fs::read_dir(dir)
-                .map_err(fail)?
-                .flatten()
-                .map(|e| e.file_name().to_string_lossy().to_string())
-                .filter(|n| n.starts_with(name))
-                .collect();
-            if !left.is_empty() {
-                return Err(fail(format!("segments left in {dir}: {left:?}")));
+        Place::Segments { channels, topics } => {
+            // Each is opened through the descriptor of the process that made it, whose name
+            // is gone: once set-up is dropped no path opens the segment again.
+            for (at, was) in channels.iter().chain(topics).zip(&segments) {
+                let now = std::fs::read_link(at).ok();
+                if now.as_ref() == Some(was) {
+                    return Err(fail(format!("{at} still opens {}", was.display())));
+                }
+                let name = was.to_string_lossy().replace(" (deleted)", "");
+                if std::path::Path::new(&name).exists() {
+                    return Err(fail(format!("{name} is still there")));
+                }
             }
         }
         Place::Broker { url, .. } => {

@@ -263,14 +263,11 @@ fn killing_either_side_leaves_no_segment() {
         "{}",
         text(&out.stdout)
     );
-    // The controller dies once the case runs (both sides have mapped the segment, and so
-    // removed its name): its peer dies with it, and nothing is left either. Killed before
-    // that, a segment's name outlives it until the next run sweeps it (as
-    // `leftovers_of_dead_processes_are_swept` checks): a fixed 700 ms was that on a loaded
-    // machine.
+    // The controller dies as soon as its responder has started, before the roles may have
+    // mapped their segment: its peer dies with it, and nothing is left either (the roles open
+    // segments through the controller's descriptors, the names gone once made).
     let mut child = long_run("pingpong", "shm", None);
-    let peer = wait_for_role(&mut child, "responder");
-    wait_until_busy(peer, 200, 50).expect("the responder exchanging messages");
+    wait_for_role(&mut child, "responder");
     child.kill().unwrap();
     child.wait().unwrap();
     let new_files = || -> Vec<String> {

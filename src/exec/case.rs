@@ -63,7 +63,7 @@ pub fn run(case: &CaseConfig, connect: Option<&ControlAddr>, hosts: &Hosts) -> C
     crate::measure::clock::use_shared_tsc(stamps);
     // The runner's descriptors and its role processes' (which inherit its limit), up to the
     // hard limit the plan checked; the limit before is restored when the case ends.
-    let (runner, role) = topology.descriptors();
+    let (runner, role) = topology.descriptors(&caps);
     let _descriptors = crate::sys::FdLimit::raise_to(runner.max(role));
     let threads = case.threads || !caps.cross_process;
     let watchable = Watchdog::can_watch();

@@ -288,7 +288,7 @@ pub fn cases(o: &RunOptions) -> Result<Vec<CaseConfig>, PlanError> {
                         };
                         w.check(&case, &caps).map_err(PlanError::Unsupported)?;
                         check_rate(&case)?;
-                        check_machine(&case, &w.topology(&case, &caps), &machine)?;
+                        check_machine(&case, &w.topology(&case, &caps), &caps, &machine)?;
                         if remote {
                             check_remote(w, &case, &caps)?;
                         }
@@ -595,10 +595,11 @@ pub fn machine() -> Machine {
 fn check_machine(
     case: &CaseConfig,
     topology: &workload::Topology,
+    caps: &transport::Capabilities,
     m: &Machine,
 ) -> Result<(), PlanError> {
     let n = topology.roles.len();
-    let (runner, role) = topology.descriptors();
+    let (runner, role) = topology.descriptors(caps);
     let descriptors = runner.max(role);
     if descriptors > m.descriptors {
         return Err(PlanError::Machine(format!(
@@ -767,15 +768,30 @@ mod tests {
         let case = &cases(&o).unwrap()[0];
         let w = workload::find("pubsub").unwrap();
         let t = transport::find("uds").unwrap();
-        let topology = w.topology(case, &t.capabilities(&case.effective_options));
+        let caps = t.capabilities(&case.effective_options);
+        let topology = w.topology(case, &caps);
+        // A set-up that holds a descriptor for each of the 20 channels (shm's segments) needs
+        // them in the runner too.
+        let holding = transport::Capabilities {
+            set_up_holds_descriptors: true,
+            ..caps
+        };
+        assert_eq!(
+            topology.descriptors(&holding).0,
+            topology.descriptors(&caps).0 + 20
+        );
         let plenty = Machine {
             descriptors: 1 << 20,
             tasks: Some(1 << 20),
             memory: Some(1 << 40),
             role_memory: Some(10 << 20),
         };
-        check_machine(case, &topology, &plenty).unwrap();
-        let refused = |m: Machine| check_machine(case, &topology, &m).unwrap_err().to_string();
+        check_machine(case, &topology, &caps, &plenty).unwrap();
+        let refused = |m: Machine| {
+            check_machine(case, &topology, &caps, &m)
+                .unwrap_err()
+                .to_string()
+        };
         let e = refused(Machine {
             descriptors: 100,
             ..plenty
@@ -803,6 +819,7 @@ mod tests {
         check_machine(
             &threads,
             &topology,
+            &caps,
             &Machine {
                 memory: Some(1 << 20),
                 tasks: Some(30),

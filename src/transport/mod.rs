@@ -329,8 +329,12 @@ pub enum Place {
     Host(String),
     /// A private directory for socket paths and FIFOs.
     Dir(String),
-    /// The common prefix of a case's shared-memory segment files.
-    Segments(String),
+    /// A case's shared-memory segments, one a channel and one a topic: paths that open them
+    /// (`/proc/PID/fd/N` of the process that made them, whose names are gone once made).
+    Segments {
+        channels: Vec<String>,
+        topics: Vec<String>,
+    },
     /// A name known to the transport's own registry (in-process channels, iceoryx2 services).
     Key(String),
     /// A broker's URL, and the case's own name there (the prefix of its subjects, keys,
@@ -688,6 +692,9 @@ pub struct Capabilities {
     pub native_fan_out: usize,
     /// A server process (a broker) must run for its ends to meet.
     pub needs_server: bool,
+    /// Its set-up holds a descriptor in the runner for each channel and topic (shm's
+    /// segments), which the runner's descriptor limit must allow for.
+    pub set_up_holds_descriptors: bool,
     /// Its ends meet by connecting to a listener that takes many ([`Transport::listen`]).
     #[serde(default)]
     pub connections: bool,

@@ -298,10 +298,16 @@ pub struct Topology {
 
 impl Topology {
     /// The descriptors its runner holds: a control socket and a stderr pipe for each role,
+    /// one for each channel and topic where the transport's set-up holds one (shm's segments),
     /// and its own. A role needs its ends and its own.
-    pub fn descriptors(&self) -> (u64, u64) {
+    pub fn descriptors(&self, caps: &Capabilities) -> (u64, u64) {
         let ends = self.roles.iter().map(|r| r.ends.len()).max().unwrap_or(0) as u64;
-        (3 * self.roles.len() as u64 + 64, ends + 64)
+        let made = if caps.set_up_holds_descriptors {
+            u64::from(self.setup.channels) + self.setup.topics.len() as u64
+        } else {
+            0
+        };
+        (3 * self.roles.len() as u64 + made + 64, ends + 64)
     }
 }
 

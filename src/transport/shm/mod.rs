@@ -28,7 +28,8 @@ use crate::transport::{EndpointResult, OpenResult};
 use endpoint::{Peer, RingReader, RingWriter, ShmEndpoint};
 use memmap2::MmapRaw;
 use ring::{side_closed, Header, Ring, MAGIC, MAX_READERS, MODE_LATEST, MODE_QUEUE, VERSION};
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -76,6 +77,7 @@ impl Transport for Shm {
                 0
             },
             notices_closed_peer: true,
+            set_up_holds_descriptors: true,
             ..Capabilities::default()
         }
     }
@@ -141,43 +143,57 @@ impl Transport for Shm {
                     .into(),
             ));
         }
-        let prefix = PathBuf::from(SHM_DIR).join(super::fresh_name());
-        let mut guard = SegmentGuard(Vec::new());
-        for c in 0..plan.channels {
-            let path = channel_path(&prefix, c);
-            create_segment(&path, &cfg, 0)?;
-            guard.0.push(path);
-        }
-        for (t, &readers) in plan.topics.iter().enumerate() {
+        for &readers in &plan.topics {
             if !(1..=MAX_READERS as u32).contains(&readers) {
                 return Err(TransportError::Unsupported(format!(
                     "shm's shared ring takes 1 to {MAX_READERS} readers, not {readers}: use --opt fan-out=copy"
                 )));
             }
-            let path = topic_path(&prefix, t as u32);
-            create_segment(&path, &cfg, readers as usize)?;
-            guard.0.push(path);
         }
+        // Each segment's name is removed as soon as it is made: the roles open it through this
+        // process's descriptor, which goes with the process however it ends, so a killed run
+        // leaves nothing in /dev/shm.
+        let name = PathBuf::from(SHM_DIR).join(super::fresh_name());
+        let me = std::process::id();
+        let mut files = Vec::new();
+        let mut made = |path: PathBuf, readers: u32| -> Result<String, TransportError> {
+            let file = create_segment(&path, &cfg, readers as usize)?;
+            let at = format!("/proc/{me}/fd/{}", file.as_raw_fd());
+            files.push(file);
+            Ok(at)
+        };
+        let channels = (0..plan.channels)
+            .map(|c| made(channel_path(&name, c), 0))
+            .collect::<Result<Vec<_>, _>>()?;
+        let topics = (0..)
+            .zip(&plan.topics)
+            .map(|(t, &readers)| made(topic_path(&name, t), readers))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Setup::new(
-            Rendezvous::new(self.name(), Place::Segments(prefix.display().to_string())),
-            guard,
+            Rendezvous::new(self.name(), Place::Segments { channels, topics }),
+            files,
         ))
     }
 
     fn open(&self, at: &Rendezvous, side: Side, spec: &ChannelSpec) -> OpenResult {
         let cfg = Config::from(spec)?;
-        let Place::Segments(prefix) = &at.place else {
+        let Place::Segments { channels, topics } = &at.place else {
             return Err(TransportError::Unsupported(
                 "shm meets in segments its set-up made".into(),
             ));
         };
-        let prefix = Path::new(prefix);
         let (path, topic) = match side {
-            Side::Accept(c) | Side::Connect(c) => (channel_path(prefix, c), false),
+            Side::Accept(c) | Side::Connect(c) => (channels.get(c as usize), false),
             Side::Publish { topic: t, .. } | Side::Subscribe { topic: t, .. } => {
-                (topic_path(prefix, t), true)
+                (topics.get(t as usize), true)
             }
         };
+        let path = PathBuf::from(path.ok_or_else(|| {
+            TransportError::Unsupported(format!(
+                "the set-up made no segment for {}",
+                side.meeting()
+            ))
+        })?);
         let map = map_segment(&path, &cfg, topic)?;
         let h = header(&map);
         let me = std::process::id();
@@ -221,12 +237,7 @@ impl Transport for Shm {
                 ShmOpening::Reader { k, rx }
             }
         };
-        Ok(Box::new(Opened {
-            map,
-            path,
-            cfg,
-            opening,
-        }))
+        Ok(Box::new(Opened { map, cfg, opening }))
     }
 
     fn floor(&self) -> Option<&'static dyn Floor> {
@@ -245,17 +256,6 @@ fn topic_path(prefix: &Path, t: u32) -> PathBuf {
     PathBuf::from(format!("{}-t{t}", prefix.display()))
 }
 
-/// Removes a case's segment files (those not yet removed once every side had mapped them).
-struct SegmentGuard(Vec<PathBuf>);
-
-impl Drop for SegmentGuard {
-    fn drop(&mut self) {
-        for p in &self.0 {
-            let _ = std::fs::remove_file(p);
-        }
-    }
-}
-
 /// What a side claimed when it opened.
 enum ShmOpening {
     Pair { side: usize },
@@ -265,22 +265,16 @@ enum ShmOpening {
 
 struct Opened {
     map: MmapRaw,
-    path: PathBuf,
     cfg: Config,
     opening: ShmOpening,
 }
 
 impl Opening for Opened {
     fn finish(self: Box<Self>, _: &Rendezvous, spec: &ChannelSpec) -> EndpointResult {
-        let Opened {
-            map,
-            path,
-            cfg,
-            opening,
-        } = *self;
+        let Opened { map, cfg, opening } = *self;
         let h = header(&map);
         let deadline = Deadline::after(spec.timeout);
-        // Everyone else must have mapped the segment: then its name is no longer needed.
+        // Everyone else must have mapped the segment before the case starts.
         let arrived = |others: &mut dyn FnMut() -> bool| -> Result<(), TransportError> {
             let mut pause = Duration::from_micros(50);
             while !others() {
@@ -290,7 +284,6 @@ impl Opening for Opened {
                 std::thread::sleep(pause.min(deadline.remaining_nonzero()));
                 pause = (pause * 2).min(Duration::from_millis(5));
             }
-            let _ = std::fs::remove_file(&path);
             Ok(())
         };
         let ring_bytes = h.ring_bytes.load(Ordering::Acquire) as usize;
@@ -411,8 +404,9 @@ fn map_segment(path: &Path, cfg: &Config, topic: bool) -> Result<MmapRaw, Transp
     Ok(map)
 }
 
-/// Creates a segment at `path`: a pair (`readers == 0`) or a topic for `readers` readers.
-fn create_segment(path: &Path, cfg: &Config, readers: usize) -> Result<(), TransportError> {
+/// Creates a segment at `path`, a pair (`readers == 0`) or a topic for `readers` readers, and
+/// removes its name: the file returned keeps it.
+fn create_segment(path: &Path, cfg: &Config, readers: usize) -> Result<File, TransportError> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -435,7 +429,9 @@ fn create_segment(path: &Path, cfg: &Config, readers: usize) -> Result<(), Trans
     h.readers.store(readers as u32, Ordering::Relaxed);
     h.creator_pid.store(std::process::id(), Ordering::Relaxed);
     h.magic.store(MAGIC, Ordering::Release);
-    Ok(())
+    // Killed before this, the name is swept by the next run (its creator is dead).
+    std::fs::remove_file(path)?;
+    Ok(file)
 }
 
 /// A segment whose creator died is removed; a live one is left alone. The file is mapped
