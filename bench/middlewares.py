@@ -2,9 +2,11 @@
 """msgperf's middleware benchmark: ratios taken in one run, never absolute times.
 
 For each adapter built in (Cargo features), pinned the same way, back to back: msgperf's
-ping-pong (64 B and 4 KiB), stream (64 B and 64 KiB) and a 64 B stream that stamps 1 message in
-`--stamp-every` each divided by the floor that msgperf measures in the same invocation, the plainest loop written with the same client library and the
-same settings (so `/ floor` is what the harness costs on that middleware). The brokered
+ping-pong (64 B and 4 KiB), a 64 B ping-pong that times its calls in 1 round trip of
+`--stamp-every` (`--time-calls-every`), stream (64 B and 64 KiB) and a 64 B stream that stamps 1
+message in `--stamp-every`, each divided by the floor that msgperf measures in the same
+invocation, the plainest loop written with the same client library and the same settings (so
+`/ floor` is what the harness costs on that middleware). The brokered
 middlewares run through the broker that msgperf starts per case.
 
 Where a middleware has a tool of its own with the same work, its folder has a benchmark part
@@ -32,7 +34,8 @@ def main():
     ap.add_argument("--placement", default="cross-cpu,same-cpu")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--stamp-every", type=int, default=64,
-                    help="the sampled 64 B stream stamps and times 1 message in this many")
+                    help="the sampled 64 B stream stamps and times 1 message in this many; the "
+                         "sampled 64 B ping-pong times the calls of 1 round trip in this many")
     ap.add_argument("--msgperf", help="the msgperf binary (default: build this tree with every middleware)")
     for part in parts.values():
         if hasattr(part, "add_arguments"):
@@ -67,7 +70,7 @@ def main():
         if r["workload"] in tool_rows:
             continue
         rs = [run[i] for run in runs]
-        unit = "us p50" if r["workload"] == "pingpong" else "MiB/s"
+        unit = "us p50" if r["workload"].startswith("pingpong") else "MiB/s"
         print(" | ".join([r["transport"], r["placement"], r["workload"], str(r["size"]),
                           fig([x["ours"] for x in rs], "{:.2f}") + " " + unit,
                           fig([x["floor"] for x in rs], "{:.2f}") + " " + unit,
@@ -176,7 +179,9 @@ def sweep(a, msgperf, contexts):
 
             every = a.stamp_every
             for label, workload, sizes, extra in (
-                    ("pingpong", "pingpong", "64,4k", []), ("stream", "stream", "64,64k", []),
+                    ("pingpong", "pingpong", "64,4k", []),
+                    (f"pingpong 1/{every}", "pingpong", "64", ["--time-calls-every", str(every)]),
+                    ("stream", "stream", "64,64k", []),
                     (f"stream 1/{every}", "stream", "64", ["--stamp-every", str(every)])):
                 run = msgperf_run(msgperf, workload, t, ["--size", sizes, "--duration", a.duration + "s",
                                                          "--placement", placement] + extra)

@@ -329,6 +329,50 @@ fn a_stream_that_stamps_every_nth_message_counts_every_one_and_times_one_in_n() 
     }
 }
 
+/// `pingpong --time-calls-every N`: every round trip's latency measured and every message
+/// counted, the send and read calls of 1 round trip in N timed by each role.
+#[test]
+fn a_pingpong_that_times_every_nth_call_still_measures_every_round_trip() {
+    for t in ["uds", "shm", "inproc"] {
+        let mut r = request("pingpong", t);
+        r.params.0.insert("time-calls-every".into(), "10".into());
+        r.size = Some("64".into());
+        r.count = Some(1000);
+        let case = &plan::cases(&r).unwrap()[0];
+        let c = Runner::new(None, false).run_case(case);
+        assert_eq!(c.error, None, "{t}");
+        let (initiator, responder) = (&c.roles[0].counters, &c.roles[1].counters);
+        assert_eq!(
+            (initiator.messages_sent, initiator.messages_received),
+            (1000, 1000),
+            "{t}"
+        );
+        assert_eq!(
+            (responder.messages_received, responder.messages_sent),
+            (1000, 1000),
+            "{t}"
+        );
+        let s = summarize(&c);
+        let d = s.latency.expect("round trips");
+        assert_eq!(d.samples, 1000, "{t}: every round trip");
+        assert!(d.min_ns > 0 && d.min_ns <= d.max_ns, "{t}: {d:?}");
+        let samples = |role: usize, m: Metric| c.roles[role].histogram(m).map_or(0, |h| h.len());
+        // The initiator's multiples of 10 by sequence number; the responder's every 10th
+        // read by its own count: 100 of 1000 consecutive ones either way.
+        for (role, name) in [(0, "initiator"), (1, "responder")] {
+            assert_eq!(samples(role, Metric::SEND_CALL), 100, "{t}: {name}");
+            assert_eq!(samples(role, Metric::RECV_CALL), 100, "{t}: {name}");
+        }
+        // The responder's window ends at the last request it timed: at most 9 come after it.
+        let in_window = responder.received_in_window();
+        assert!((991..=1000).contains(&in_window), "{t}: {in_window}");
+    }
+    let mut r = request("pingpong", "uds");
+    r.params.0.insert("time-calls-every".into(), "0".into());
+    let refused = plan::cases(&r).unwrap_err().to_string();
+    assert!(refused.contains("time-calls-every"), "{refused}");
+}
+
 /// `burst`: every burst acknowledged at its last message, every message counted once by both
 /// roles, in processes; refused where a lost message would leave a burst unacknowledged.
 #[test]

@@ -66,7 +66,7 @@ impl Flow {
 
 /// Picks every Nth of a count (those that are multiples of N) by counting down, so the loops
 /// pay no division a message.
-struct EveryNth {
+pub(crate) struct EveryNth {
     every: u64,
     /// How many more calls until the next one picked (0: this one).
     left: u64,
@@ -74,7 +74,7 @@ struct EveryNth {
 
 impl EveryNth {
     /// Counting on from `from` (the first call asks about `from`); `every` 0 is taken as 1.
-    fn new(every: u64, from: u64) -> Self {
+    pub(crate) fn new(every: u64, from: u64) -> Self {
         let every = every.max(1);
         EveryNth {
             every,
@@ -84,7 +84,7 @@ impl EveryNth {
 
     /// Whether the next of the count is picked.
     #[inline(always)]
-    fn next(&mut self) -> bool {
+    pub(crate) fn next(&mut self) -> bool {
         if self.left == 0 {
             self.left = self.every - 1;
             true

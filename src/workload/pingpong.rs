@@ -2,12 +2,12 @@
 //! the round trip (a null RPC when the message is the bare header).
 
 use super::message::{self, Outgoing, END, MEASURED};
-use super::oneway::one_way;
+use super::oneway::{one_way, EveryNth};
 use super::payload::{self, Typed, PAYLOAD};
 use super::{
-    check_common, check_exchange, check_two_roles, only_end, phases, receive, receive_buffer,
-    receive_in_place, two_roles, Param, Params, RoleControl, RoleError, RoleRun, Sent, StopRule,
-    Topology, Workload,
+    check_common, check_exchange, check_two_roles, only_end, param, phases, receive,
+    receive_buffer, receive_in_place, two_roles, Param, ParamKind, Params, RoleControl, RoleError,
+    RoleRun, Sent, StopRule, Topology, Workload,
 };
 use crate::measure::{clock as mono, clock::IntervalClock, Metric, Recorder};
 use crate::result::{CaseConfig, FloorKind, LatencyKind, RoleKind};
@@ -19,6 +19,25 @@ pub struct PingPong;
 const INITIATOR: RoleKind = RoleKind::new("initiator");
 const RESPONDER: RoleKind = RoleKind::new("responder");
 
+/// `--time-calls-every`: the round trips whose send and read calls are timed.
+const TIME_CALLS_EVERY: Param = Param {
+    key: "time-calls-every",
+    value_name: "N",
+    default: Some("1"),
+    about: "time the send and read calls of every Nth round trip only (every round trip's latency is still measured): a fast transport's round trip without a clock read a call on its path",
+    kind: ParamKind::Count {
+        min: 1,
+        max: u64::MAX,
+    },
+    sweeps: false,
+    always_shown: false,
+};
+
+/// `--time-calls-every` of `case` (1 where not given; the plan refuses 0).
+fn time_calls_every(case: &CaseConfig) -> u64 {
+    param::count(case, TIME_CALLS_EVERY.key).unwrap_or(1)
+}
+
 impl Workload for PingPong {
     fn name(&self) -> &'static str {
         "pingpong"
@@ -27,7 +46,7 @@ impl Workload for PingPong {
         "round trips: send, wait for the echo, repeat (latency distribution, CPU per round trip)"
     }
     fn params(&self) -> &'static [&'static Param] {
-        &[&PAYLOAD]
+        &[&PAYLOAD, &TIME_CALLS_EVERY]
     }
     fn message_size(&self, params: &Params) -> Option<Result<usize, String>> {
         payload::message_size(params)
@@ -122,6 +141,10 @@ fn respond(
     let clock = IntervalClock::new();
     let mut typed = Typed::of(case)?;
     let mut measuring = false;
+    // The calls of every Nth request are timed, by the responder's own count (it cannot know
+    // beforehand which request comes next), and only those read the clock on the echo's way.
+    let mut timed_calls = EveryNth::new(time_calls_every(case), 0);
+    let mut timed = timed_calls.next();
     // A read is timed from the return of the call before it: only a few ns of this loop's
     // bookkeeping lie between, and one timestamp fewer per round trip matters when both
     // roles share a CPU. Every time here is subtracted from another of this process: the
@@ -129,9 +152,14 @@ fn respond(
     let mut last = clock.now();
     loop {
         let n = receive(ep, &mut buf, case, &mut rec.counters)?;
-        let t1 = clock.now();
+        // Read where the call is timed, or a typed request's decoding is.
+        let t1 = if timed || typed.is_some() {
+            clock.now()
+        } else {
+            0
+        };
         let arrival = if across_hosts { mono::now() } else { 0 };
-        let t0 = std::mem::replace(&mut last, t1);
+        let t0 = last;
         let m = &mut buf[..n];
         let flags = message::flags(m);
         if flags & END != 0 {
@@ -168,26 +196,38 @@ fn respond(
                 return Err(RoleError::Integrity(e));
             }
             rec.counters.corrupted += 1;
+            timed = timed_calls.next();
+            if timed {
+                last = clock.now();
+            }
             continue;
         }
         ep.send(m)?;
-        let t2 = clock.now();
-        last = t2;
+        let timed_next = timed_calls.next();
+        let t2 = if timed || timed_next { clock.now() } else { 0 };
+        if timed_next {
+            last = t2;
+        }
         if measuring {
             if across_hosts {
                 let sent = message::send_ns(m).wrapping_add_signed(ctl.clock_shift(0));
                 let there = one_way(rec, arrival, sent);
                 rec.record(Metric::ONE_WAY, there);
             }
-            rec.record_primary(Metric::RECV_CALL, t1 - t0, t1);
-            rec.record(Metric::SEND_CALL, t2 - send_from);
             let c = &mut rec.counters;
             c.messages_received += 1;
             c.bytes_received += n as u64;
             c.messages_sent += 1;
             c.bytes_sent += n as u64;
-            rec.mark_end(t2);
+            if timed {
+                rec.record_primary(Metric::RECV_CALL, t1 - t0, t1);
+                rec.record(Metric::SEND_CALL, t2 - send_from);
+                // The window ends at the last request timed: its rate counts the requests
+                // up to it.
+                rec.mark_end_received(t2);
+            }
         }
+        timed = timed_next;
     }
 }
 
@@ -224,8 +264,11 @@ impl Loop<'_> {
         let flags = if record { MEASURED } else { 0 };
         // A typed body is built, and checked, by its codec: no byte pattern.
         let pattern = case.zero_copy && self.typed.is_none();
+        // The round trips whose calls are timed: multiples of N by sequence number.
+        let mut timed_calls = EveryNth::new(time_calls_every(case), *seq);
         let mut done = 0u64;
         loop {
+            let timed = timed_calls.next();
             let t0 = clock.now();
             let stamp = if self.across_hosts { mono::now() } else { t0 };
             let this = *seq;
@@ -259,7 +302,7 @@ impl Loop<'_> {
             }
             // It went out: END counts it, whatever its reply does.
             *seq += 1;
-            let t1 = clock.now();
+            let t1 = if timed { clock.now() } else { 0 };
             let n = self.reply(rec, this, pattern)?;
             let t2 = clock.now();
             match n {
@@ -284,8 +327,10 @@ impl Loop<'_> {
                         rec.counters.corrupted += 1;
                     } else if record {
                         rec.record_primary(Metric::RTT, t_done - t0, t_done);
-                        rec.record(Metric::SEND_CALL, t1 - t_send);
-                        rec.record(Metric::RECV_CALL, t2 - t1);
+                        if timed {
+                            rec.record(Metric::SEND_CALL, t1 - t_send);
+                            rec.record(Metric::RECV_CALL, t2 - t1);
+                        }
                         if self.typed.is_some() {
                             rec.record(Metric::ENCODE, t_send - t0);
                             rec.record(Metric::DECODE, decode_ns);
