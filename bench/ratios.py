@@ -15,6 +15,8 @@ With --compare OTHER_BINARY, every msgperf run is also taken with that msgperf (
 say), alternating with this one, each run's JSON kept in a directory per build; `msgperf compare
 OTHER_DIR THIS_DIR` then gives each figure's change, its interval and a verdict over the
 repetitions (it needs --repeat 5 for a verdict), and the ratios table is printed for each build.
+A build old enough to write another JSON layout is refused by `compare`; its ratios to the floor
+are then compared here, with the same rules (noise band, an exact Mann-Whitney test).
 Usage: bench/ratios.py [--duration 2] [--placement cross-cpu,same-cpu] [--repeat 1] [--spin-pairs 7]
                        [--msgperf PATH] [--compare PATH]
 """
@@ -74,6 +76,49 @@ def main():
                                 "--allow-different"], capture_output=True, text=True,
                                env=dict(os.environ, COLUMNS="200"))
             print("```text\n" + (r.stdout + r.stderr).strip() + "\n```")
+            if r.returncode != 0:
+                # An older build writes an older JSON layout, which `compare` refuses: the
+                # ratios to the floor, which both builds' runs above give, are compared here.
+                print("\nSo the two builds' ratios to their floors (measured in the same runs) "
+                      "are compared here instead:\n")
+                compare_ratios([r["compared"] for r in runs], [r["this msgperf"] for r in runs])
+
+
+def mann_whitney_p(xs, ys):
+    """Two-sided exact Mann-Whitney p-value (small samples: every split of the pooled ranks)."""
+    import itertools
+    pooled = sorted(xs + ys)
+    rank = {v: statistics.mean(i + 1 for i, w in enumerate(pooled) if w == v) for v in pooled}
+    ranks = [rank[v] for v in pooled]
+    u = lambda rs: sum(rs) - len(xs) * (len(xs) + 1) / 2
+    observed = u([rank[v] for v in xs])
+    centre = len(xs) * len(ys) / 2
+    splits = list(itertools.combinations(ranks, len(xs)))
+    extreme = sum(1 for c in splits if abs(u(c) - centre) >= abs(observed - centre) - 1e-9)
+    return extreme / len(splits)
+
+
+def compare_ratios(base_runs, new_runs, noise=0.03):
+    """Per row and figure: each build's median ratio to its floor, the change, and a verdict as
+    `msgperf compare` gives one: slower/faster when the change is beyond the noise band and an
+    exact Mann-Whitney test over the repetitions agrees (p < 0.05), same inside the band."""
+    print("transport | placement | figure | compared build | this build | change | verdict")
+    print(" | ".join("---" for _ in range(7)))
+    for i, row in enumerate(base_runs[0]["rows"]):
+        for figure, key, floor, lower_better in (("round trip / floor", "rtt_us", "floor_rtt_us", True),
+                                                 ("stream / floor", "mbs", "floor_mbs", False)):
+            xs = [run["rows"][i][key] / run["rows"][i][floor] for run in base_runs]
+            ys = [run["rows"][i][key] / run["rows"][i][floor] for run in new_runs]
+            change = statistics.median(ys) / statistics.median(xs) - 1
+            p = mann_whitney_p(xs, ys) if len(xs) >= 5 and len(ys) >= 5 else 1.0
+            if abs(change) <= noise:
+                verdict = "same"
+            elif p < 0.05:
+                verdict = "slower" if (change > 0) == lower_better else "faster"
+            else:
+                verdict = "inconclusive"
+            print(f"{row['transport']} | {row['placement']} | {figure} | {fig(xs, '{:.2f}x')} | "
+                  f"{fig(ys, '{:.2f}x')} | {change:+.1%} | {verdict}")
 
 
 def fig(values, fmt):
@@ -164,7 +209,9 @@ def cache_line_us(path):
                "--placement", "cross-cpu"])
     line = next(l for l in text.splitlines() if "cache-line ping-pong" in l)
     # floor | loop | size | cpus | peer | samples | min | p50 | ...
-    return float(re.split(r"\s{2,}", line.strip())[7])
+    p50 = re.split(r"\s{2,}", line.strip())[7]
+    # `-`: no round trip completed (both vCPUs taken): the pair is dropped as unsteady.
+    return float(p50) if p50 != "-" else float("nan")
 
 
 def spin_pairs(path, pairs):
@@ -182,14 +229,14 @@ def spin_pairs(path, pairs):
                 "0.3s", "--warmup", "0.1s", "--placement", "cross-cpu", "--json", f.name])
             result = json.load(open(f.name))
         case = result["cases"][0]
-        rtt = p50(case["summary"]) / 1e3
+        rtt = (p50(case["summary"]) or float("nan")) / 1e3
         # The case's floor: shm's ring alone, with none of msgperf's work.
-        ring = case["summary"]["floor_p50_ns"] / 1e3
+        ring = (case["summary"].get("floor_p50_ns") or float("nan")) / 1e3
         means = next(r["interval_means_ns"] for r in case["roles"] if r["role"]["kind"] == "initiator")
         clock = result["environment"]["clock"]
         after = cache_line_us(path)
         steady = lambda xs: bool(xs) and max(xs) <= 1.25 * min(xs)
-        if not (steady([before, after]) and steady(means)):
+        if not (steady([before, after]) and steady(means)) or ring != ring or rtt != rtt:
             dropped += 1
             continue
         line = (before + after) / 2
