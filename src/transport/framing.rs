@@ -623,7 +623,9 @@ impl<D: DatagramIo> Endpoint for Datagrams<D> {
                         max: 0,
                     })
                 }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                // Nothing of a datagram goes out when its send is interrupted: the runner's
+                // stop (a send blocked behind a link that went down) ends it.
+                Err(e) if e.kind() == ErrorKind::Interrupted => interrupted()?,
                 // A full unix datagram queue or socket buffer: wait, within the timeout.
                 Err(e) if e.kind() == ErrorKind::WouldBlock && self.nonblocking => {
                     if deadline

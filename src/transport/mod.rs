@@ -1268,7 +1268,11 @@ pub(crate) fn accept_within<L: std::os::fd::AsRawFd, S>(
                     deadline.remaining_nonzero().as_millis() as i32,
                 )?;
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                if crate::deadline::role_told_to_stop() {
+                    return Err(TransportError::Stopped);
+                }
+            }
             Err(e) => return Err(e.into()),
         }
     }

@@ -237,6 +237,12 @@ pub(super) fn config(
             "transport/shared_memory/transport_optimization/pool_size",
             (16usize << 20).max(8 * max).to_string(),
         ),
+        // A put blocked on a full queue (a link gone down) gives up after the case's
+        // timeout, not Zenoh's 5 s: a writer told to stop is not held past the timeout.
+        (
+            "transport/link/tx/queue/congestion_control/block/wait_before_close",
+            spec.timeout.as_micros().max(1).to_string(),
+        ),
     ];
     for (k, v) in settings {
         c.insert_json5(k, &v)
