@@ -20,7 +20,7 @@ are then compared here, with the same rules (noise band, an exact Mann-Whitney t
 Usage: bench/ratios.py [--duration 2] [--placement cross-cpu,same-cpu] [--repeat 1] [--spin-pairs 7]
                        [--msgperf PATH] [--compare PATH]
 """
-import argparse, json, os, re, statistics, subprocess, sys, tempfile
+import argparse, itertools, json, math, os, re, statistics, subprocess, sys, tempfile
 
 import benchlib
 
@@ -86,7 +86,6 @@ def main():
 
 def mann_whitney_p(xs, ys):
     """Two-sided exact Mann-Whitney p-value (small samples: every split of the pooled ranks)."""
-    import itertools
     pooled = sorted(xs + ys)
     rank = {v: statistics.mean(i + 1 for i, w in enumerate(pooled) if w == v) for v in pooled}
     ranks = [rank[v] for v in pooled]
@@ -236,7 +235,7 @@ def spin_pairs(path, pairs):
         clock = result["environment"]["clock"]
         after = cache_line_us(path)
         steady = lambda xs: bool(xs) and max(xs) <= 1.25 * min(xs)
-        if not (steady([before, after]) and steady(means)) or ring != ring or rtt != rtt:
+        if not (steady([before, after]) and steady(means)) or math.isnan(ring) or math.isnan(rtt):
             dropped += 1
             continue
         line = (before + after) / 2
