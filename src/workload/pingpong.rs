@@ -249,8 +249,24 @@ struct Loop<'a> {
     typed: Option<&'a mut Typed>,
 }
 
+/// A round trip whose reply came (or was lost): its times, booked by [`Loop::book`].
+struct Answered {
+    /// Before the request was built, after it was encoded (typed), after the send call
+    /// (where the calls are timed) and after the reply was read.
+    t0: u64,
+    t_send: u64,
+    t1: u64,
+    t2: u64,
+    timed: bool,
+    reply: Option<Reply>,
+}
+
 impl Loop<'_> {
-    /// One phase of round trips, advancing `seq` past each message sent.
+    /// One phase of round trips, advancing `seq` past each message sent. A round trip is
+    /// booked (its reply checked, its times recorded) once the next request is out, while
+    /// that one is on its way: the booking is not on the next round trip's path. A typed
+    /// reply is decoded, and booked, before the next request, since its round trip ends with
+    /// its decoding.
     #[inline(always)]
     fn exchange(
         &mut self,
@@ -259,96 +275,138 @@ impl Loop<'_> {
         rule: StopRule,
         record: bool,
     ) -> Result<(), RoleError> {
-        let case = self.case;
         let clock = self.clock;
         let flags = if record { MEASURED } else { 0 };
-        // A typed body is built, and checked, by its codec: no byte pattern.
-        let pattern = case.zero_copy && self.typed.is_none();
         // The round trips whose calls are timed: multiples of N by sequence number.
-        let mut timed_calls = EveryNth::new(time_calls_every(case), *seq);
+        let mut timed_calls = EveryNth::new(time_calls_every(self.case), *seq);
         let mut done = 0u64;
+        let mut unbooked: Option<Answered> = None;
         loop {
             let timed = timed_calls.next();
             let t0 = clock.now();
-            let stamp = if self.across_hosts { mono::now() } else { t0 };
             let this = *seq;
-            // Encoded before the send call is timed; the round trip includes it.
-            let mut t_send = t0;
-            if case.zero_copy {
-                let (mut encoded, mut t_encoded) = (Ok(()), t0);
-                let typed = &mut self.typed;
-                self.ep
-                    .send_with(case.size_bytes, &mut |slot| match typed {
-                        Some(t) => {
-                            message::build_header(slot, this, stamp, flags, 0);
-                            encoded = t.encode(this, slot);
-                            t_encoded = clock.now();
-                            if case.checksum {
-                                message::reseal(slot);
-                            }
-                        }
-                        None => message::build_in_place(slot, this, stamp, flags, 0, case.checksum),
-                    })?;
-                encoded?;
-                if self.typed.is_some() {
-                    t_send = t_encoded;
+            let t_send = match self.request(this, t0, flags) {
+                Ok(t) => t,
+                Err(e) => {
+                    if let Some(a) = unbooked.take() {
+                        self.book(rec, a, record)?;
+                    }
+                    return Err(e);
                 }
-            } else {
-                if let Some(t) = self.typed.as_mut() {
-                    t.encode(this, self.out.buf_mut())?;
-                    t_send = clock.now();
-                }
-                self.ep.send(self.out.stamp(this, stamp, flags, 0))?;
-            }
+            };
             // It went out: END counts it, whatever its reply does.
             *seq += 1;
             let t1 = if timed { clock.now() } else { 0 };
-            let n = self.reply(rec, this, pattern)?;
-            let t2 = clock.now();
-            match n {
-                None => rec.counters.lost += 1,
-                Some((n, check, mut decode_ns)) => {
-                    let mut check = check.unwrap_or_else(|| {
-                        message::verify(&self.buf[..n], case.size_bytes, case.checksum)
-                    });
-                    // A reply read in place was decoded there; a copied one is decoded here.
-                    let mut t_done = t2;
-                    if let (Some(t), Ok(()), false) =
-                        (self.typed.as_mut(), &check, case.read_in_place)
-                    {
-                        check = t.decode(&self.buf[..n]);
-                        t_done = clock.now();
-                        decode_ns = t_done - t2;
-                    }
-                    if let Err(e) = check {
-                        if case.strict {
-                            return Err(RoleError::Integrity(e));
-                        }
-                        rec.counters.corrupted += 1;
-                    } else if record {
-                        rec.record_primary(Metric::RTT, t_done - t0, t_done);
-                        if timed {
-                            rec.record(Metric::SEND_CALL, t1 - t_send);
-                            rec.record(Metric::RECV_CALL, t2 - t1);
-                        }
-                        if self.typed.is_some() {
-                            rec.record(Metric::ENCODE, t_send - t0);
-                            rec.record(Metric::DECODE, decode_ns);
-                        }
-                        let c = &mut rec.counters;
-                        c.messages_sent += 1;
-                        c.bytes_sent += case.size_bytes as u64;
-                        c.messages_received += 1;
-                        c.bytes_received += n as u64;
-                        rec.mark_end(t_done);
-                    }
-                }
+            if let Some(a) = unbooked.take() {
+                self.book(rec, a, record)?;
             }
+            let reply = self.reply(rec, this, self.pattern())?;
+            let t2 = clock.now();
+            let answered = Answered {
+                t0,
+                t_send,
+                t1,
+                t2,
+                timed,
+                reply,
+            };
             done += 1;
-            if rule.done(done, t2, self.stop) {
+            let finished = rule.done(done, t2, self.stop);
+            if finished || self.typed.is_some() {
+                self.book(rec, answered, record)?;
+            } else {
+                unbooked = Some(answered);
+            }
+            if finished {
                 return Ok(());
             }
         }
+    }
+
+    /// Whether replies carry the byte pattern that a message built in place has (a typed body
+    /// is built, and checked, by its codec).
+    fn pattern(&self) -> bool {
+        self.case.zero_copy && self.typed.is_none()
+    }
+
+    /// Sends round trip `this`'s request, begun at `t0`; returns when its encoding ended
+    /// (`t0` where nothing is encoded), which the send call is timed from.
+    #[inline(always)]
+    fn request(&mut self, this: u64, t0: u64, flags: u32) -> Result<u64, RoleError> {
+        let (case, clock) = (self.case, self.clock);
+        let stamp = if self.across_hosts { mono::now() } else { t0 };
+        // Encoded before the send call is timed; the round trip includes it.
+        let mut t_send = t0;
+        if case.zero_copy {
+            let (mut encoded, mut t_encoded) = (Ok(()), t0);
+            let typed = &mut self.typed;
+            self.ep
+                .send_with(case.size_bytes, &mut |slot| match typed {
+                    Some(t) => {
+                        message::build_header(slot, this, stamp, flags, 0);
+                        encoded = t.encode(this, slot);
+                        t_encoded = clock.now();
+                        if case.checksum {
+                            message::reseal(slot);
+                        }
+                    }
+                    None => message::build_in_place(slot, this, stamp, flags, 0, case.checksum),
+                })?;
+            encoded?;
+            if self.typed.is_some() {
+                t_send = t_encoded;
+            }
+        } else {
+            if let Some(t) = self.typed.as_mut() {
+                t.encode(this, self.out.buf_mut())?;
+                t_send = clock.now();
+            }
+            self.ep.send(self.out.stamp(this, stamp, flags, 0))?;
+        }
+        Ok(t_send)
+    }
+
+    /// Books a round trip: checks its reply (decoding a typed one that was copied), then
+    /// records its latency, its calls' times and its counts where the phase is measured.
+    #[inline(always)]
+    fn book(&mut self, rec: &mut Recorder, a: Answered, record: bool) -> Result<(), RoleError> {
+        let case = self.case;
+        let Some((n, check, mut decode_ns)) = a.reply else {
+            rec.counters.lost += 1;
+            return Ok(());
+        };
+        let mut check = check
+            .unwrap_or_else(|| message::verify(&self.buf[..n], case.size_bytes, case.checksum));
+        // A reply read in place was decoded there; a copied one is decoded here.
+        let mut t_done = a.t2;
+        if let (Some(t), Ok(()), false) = (self.typed.as_mut(), &check, case.read_in_place) {
+            check = t.decode(&self.buf[..n]);
+            t_done = self.clock.now();
+            decode_ns = t_done - a.t2;
+        }
+        if let Err(e) = check {
+            if case.strict {
+                return Err(RoleError::Integrity(e));
+            }
+            rec.counters.corrupted += 1;
+        } else if record {
+            rec.record_primary(Metric::RTT, t_done - a.t0, t_done);
+            if a.timed {
+                rec.record(Metric::SEND_CALL, a.t1 - a.t_send);
+                rec.record(Metric::RECV_CALL, a.t2 - a.t1);
+            }
+            if self.typed.is_some() {
+                rec.record(Metric::ENCODE, a.t_send - a.t0);
+                rec.record(Metric::DECODE, decode_ns);
+            }
+            let c = &mut rec.counters;
+            c.messages_sent += 1;
+            c.bytes_sent += case.size_bytes as u64;
+            c.messages_received += 1;
+            c.bytes_received += n as u64;
+            rec.mark_end(t_done);
+        }
+        Ok(())
     }
 
     /// Waits for round trip `this`'s reply (its length, its check if made in place, and how

@@ -1,7 +1,7 @@
 //! Writing and reading one ring with a wait strategy, and the endpoint built of them: a pair's
 //! two sides (two rings), or a topic's reader (which reads the shared ring).
 
-use super::ring::{self, Body, Record, Ring, MODE_LATEST};
+use super::ring::{self, Body, Record, Ring, MODE_LATEST, MODE_QUEUE};
 use super::{header, Config, WaitKind};
 use crate::transport::{Endpoint, TransportError};
 use memmap2::MmapRaw;
@@ -79,7 +79,42 @@ impl RingWriter {
     }
 
     /// Writes a message of `len` bytes made of `body`, to every reader or `to` one.
+    #[inline]
     pub fn write(
+        &mut self,
+        cfg: &Config,
+        timeout: Duration,
+        len: usize,
+        to: Option<usize>,
+        body: Body,
+        gone: &mut dyn FnMut() -> bool,
+    ) -> Result<(), TransportError> {
+        // The common case here, in as few instructions as it takes (they lie on every
+        // message's path), the rest in a function of its own: a copy for every reader, before
+        // the ring's end, in the room the slowest reader left when last looked at, with the
+        // cell after it cleared.
+        if let (Body::Copy(m), None, MODE_QUEUE) = (&body, to, cfg.mode) {
+            let end = self.w + ring::cells(len);
+            if (4..=self.ring.max_message(false)).contains(&len)
+                && self.ring.fits_unwrapped(self.w, end, self.min_reader)
+                && self.clearance.covers(end)
+            {
+                self.ring.put_copy(self.w, &m[..len]);
+                self.clearance.ahead(&self.ring, end, self.min_reader);
+                if cfg.wait == WaitKind::Block {
+                    self.ring.wake_readers();
+                }
+                self.w = end;
+                return Ok(());
+            }
+        }
+        self.write_any(cfg, timeout, len, to, body, gone)
+    }
+
+    /// [`RingWriter::write`] in every case: latest-value, built in place, to one reader, with
+    /// padding to the ring's end, or waiting for room.
+    #[inline(never)]
+    fn write_any(
         &mut self,
         cfg: &Config,
         timeout: Duration,
@@ -173,7 +208,39 @@ impl RingReader {
 
     /// Queue mode: hands the next message for this reader to `read`, in place; skips what was
     /// for other readers.
+    #[inline]
     pub fn read(
+        &mut self,
+        cfg: &Config,
+        timeout: Duration,
+        read: &mut dyn FnMut(&[u8]),
+        gone: &mut dyn FnMut() -> bool,
+    ) -> Result<usize, TransportError> {
+        // The common record here (a message for every reader, there already), the rest in a
+        // function of its own.
+        match self.read_plain(cfg, read) {
+            Some(n) => Ok(n),
+            None => self.read_any(cfg, timeout, read, gone),
+        }
+    }
+
+    /// The message for every reader at this reader's position, if one is there.
+    #[inline(always)]
+    fn read_plain(&mut self, cfg: &Config, read: &mut dyn FnMut(&[u8])) -> Option<usize> {
+        let r = self.r;
+        let msg = self.ring.plain_record(r)?;
+        let n = msg.len();
+        let next = r + ring::cells(n);
+        read(msg);
+        self.ring
+            .release(self.cursor, next, cfg.wait == WaitKind::Block);
+        self.r = next;
+        Some(n)
+    }
+
+    /// [`RingReader::read`] in every case: waiting, padding, records for one reader.
+    #[inline(never)]
+    fn read_any(
         &mut self,
         cfg: &Config,
         timeout: Duration,
@@ -182,6 +249,9 @@ impl RingReader {
     ) -> Result<usize, TransportError> {
         let block = cfg.wait == WaitKind::Block;
         loop {
+            if let Some(n) = self.read_plain(cfg, read) {
+                return Ok(n);
+            }
             let r = self.r;
             let record = match self.ring.record_for_read(r, self.cursor) {
                 Some(record) => record,

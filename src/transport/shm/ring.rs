@@ -123,6 +123,12 @@ pub fn segment_bytes(ring_bytes: usize, rings: usize) -> usize {
     HEADER_BYTES + rings * (ctl_bytes() + ring_bytes)
 }
 
+/// The largest message a ring of `cap` cells holds (see `Ring::max_message`).
+fn max_message(cap: u64, latest: bool) -> usize {
+    let cells = if latest { cap } else { cap / 2 };
+    (cells as usize * CELL - 8).min(u32::MAX as usize - 1)
+}
+
 /// What a reader finds at its position.
 pub enum Record<'a> {
     /// A message for it, in place, and the position after it.
@@ -164,17 +170,34 @@ impl Clearance {
         body: Body,
         min_reader: u64,
     ) {
-        if self.cleared <= end {
+        if !self.covers(end) {
             ring.clear_heads(end, end + 1);
             self.cleared = end + 1;
         }
         ring.put(w, start, len, to, body);
+        self.ahead(ring, end, min_reader);
+    }
+
+    /// Whether the head of the cell at `end` (after a record) is cleared already.
+    #[inline(always)]
+    pub fn covers(&self, end: u64) -> bool {
+        self.cleared > end
+    }
+
+    /// After a record that ends at `end`: clears the next batch if the cleared cells run low.
+    #[inline(always)]
+    pub fn ahead(&mut self, ring: &Ring, end: u64, min_reader: u64) {
         if self.cleared <= end + CLEAR_AHEAD / 2 {
-            let to = (end + CLEAR_AHEAD).min(min_reader + ring.cap);
-            if to > self.cleared {
-                ring.clear_heads(self.cleared, to);
-                self.cleared = to;
-            }
+            self.clear_batch(ring, end, min_reader);
+        }
+    }
+
+    #[inline(never)]
+    fn clear_batch(&mut self, ring: &Ring, end: u64, min_reader: u64) {
+        let to = (end + CLEAR_AHEAD).min(min_reader + ring.cap);
+        if to > self.cleared {
+            ring.clear_heads(self.cleared, to);
+            self.cleared = to;
         }
     }
 }
@@ -188,6 +211,8 @@ pub struct Ring {
     /// `cap - 1` when `cap` is a power of two (the default capacities): positions then wrap
     /// with a mask, not a 64-bit division, which costs tens of cycles on the message's path.
     mask: Option<u64>,
+    /// `max_message(false)`, read on every record.
+    max_queued: usize,
 }
 
 // SAFETY: the ring only holds pointers into a shared mapping whose lifetime the endpoint
@@ -200,13 +225,13 @@ impl Ring {
     /// mapped while the ring is used.
     pub unsafe fn new(base: *mut u8, index: usize, ring_bytes: usize) -> Ring {
         let start = base.add(HEADER_BYTES + index * (ctl_bytes() + ring_bytes));
+        let cap = (ring_bytes / CELL) as u64;
         Ring {
             ctl: start as *const RingCtl,
             cells: start.add(ctl_bytes()),
-            cap: (ring_bytes / CELL) as u64,
-            mask: (ring_bytes / CELL)
-                .is_power_of_two()
-                .then_some((ring_bytes / CELL) as u64 - 1),
+            cap,
+            mask: cap.is_power_of_two().then_some(cap - 1),
+            max_queued: max_message(cap, false),
         }
     }
 
@@ -218,8 +243,11 @@ impl Ring {
     /// The largest message: half the ring in queue mode (so that padding can always fit), the
     /// whole record in latest mode.
     pub fn max_message(&self, latest: bool) -> usize {
-        let cells = if latest { self.cap } else { self.cap / 2 };
-        (cells as usize * CELL - 8).min(u32::MAX as usize - 1)
+        if latest {
+            max_message(self.cap, true)
+        } else {
+            self.max_queued
+        }
     }
 
     fn cell(&self, pos: u64) -> *mut u8 {
@@ -317,6 +345,39 @@ impl Ring {
         }
     }
 
+    /// Queue mode, the common record (see `put`): a copy of `m` for every reader, in the
+    /// cells from `w` on, which the caller checked are free, end before the ring's, and are
+    /// followed by a cleared head.
+    #[inline(always)]
+    pub fn put_copy(&self, w: u64, m: &[u8]) {
+        // SAFETY: as in `put`; `m` holds its length in its first four bytes.
+        unsafe {
+            let c = self.cell(w);
+            std::ptr::copy_nonoverlapping(m.as_ptr().add(4), c.add(4), m.len() - 4);
+        }
+        self.head(w).store(m.len() as u32, Ordering::Release);
+    }
+
+    /// Queue mode: whether a record from `w` to `end` fits before the ring's end and in the
+    /// room that readers at `min_reader` or later leave (the cell after it included).
+    #[inline(always)]
+    pub fn fits_unwrapped(&self, w: u64, end: u64, min_reader: u64) -> bool {
+        self.index(w) + (end - w) <= self.cap && self.has_space(end, min_reader)
+    }
+
+    /// Queue mode, the common record as a reader finds it: a message for every reader at `r`,
+    /// in place (None for anything else: nothing yet, padding, or a prefixed record).
+    #[inline(always)]
+    pub fn plain_record(&self, r: u64) -> Option<&[u8]> {
+        let head = self.head(r).load(Ordering::Acquire);
+        if head == 0 || head >= BUILT {
+            return None;
+        }
+        let len = (head as usize).min(self.max_queued);
+        // SAFETY: as in `record_for_read`.
+        Some(unsafe { std::slice::from_raw_parts(self.cell(r), len) })
+    }
+
     /// Queue mode: zeroes the heads of the cells from `from` to `to`, which every reader has
     /// released.
     pub fn clear_heads(&self, from: u64, to: u64) {
@@ -376,6 +437,7 @@ impl Ring {
     }
 
     /// Queue mode: reader `i` is done with everything before `next`.
+    #[inline]
     pub fn release(&self, i: usize, next: u64, blocking_writer: bool) {
         let seq = &self.ctl().readers[i].0.seq;
         if !blocking_writer {
