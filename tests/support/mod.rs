@@ -288,11 +288,15 @@ pub fn fail_with_output(child: &mut Child, why: &str) -> ! {
         let _ = child.kill();
         let _ = child.wait();
     }
-    let mut said = String::new();
+    let (mut said, mut out) = (String::new(), String::new());
     if let Some(mut err) = child.stderr.take() {
         let _ = err.read_to_string(&mut said);
     }
-    panic!("{why}\nmsgperf's stderr: {said}");
+    // Its tables too: a case that ended without an error says so only there.
+    if let Some(mut o) = child.stdout.take() {
+        let _ = o.read_to_string(&mut out);
+    }
+    panic!("{why}\nmsgperf's stderr: {said}\nmsgperf's stdout: {out}");
 }
 
 /// A 60-second run in processes, to be killed or interrupted by the test; `json` collects
@@ -418,14 +422,26 @@ pub fn wait_until_busy(pid: u32, times: u64, cpu_ticks: u64) -> Result<(), Strin
     // Switches of both kinds: a reader that polls and yields between polls is switched out
     // without blocking, and where a busy loop shares its CPU that is nearly all it does (it
     // then gets a sliver of the CPU: its ticks grow slowly).
-    wait_for_switches(pid, times, cpu_ticks, true)
+    wait_for_switches(pid, times, cpu_ticks, true, None)
+}
+
+/// [`wait_until_busy`], or `enough` time with the process alive, whichever comes first: a role
+/// of a slow middleware on a loaded machine (a Kafka round trip takes 25 ms or more beside two
+/// busy loops) is woken its `times` only after a minute, though it exchanges long before.
+pub fn wait_until_busy_or_after(
+    pid: u32,
+    times: u64,
+    cpu_ticks: u64,
+    enough: Duration,
+) -> Result<(), String> {
+    wait_for_switches(pid, times, cpu_ticks, true, Some(enough))
 }
 
 /// Waits, at most 60 s, until process `pid` has blocked `times` more times than when the wait
 /// began (voluntary switches alone: on a loaded machine a process is also switched out while
 /// it still starts, and those would count before it waits for its first message).
 pub fn wait_until_blocked(pid: u32, times: u64, what: &str) {
-    if let Err(e) = wait_for_switches(pid, times, u64::MAX, false) {
+    if let Err(e) = wait_for_switches(pid, times, u64::MAX, false, None) {
         panic!("{what}: {e}");
     }
 }
@@ -435,6 +451,7 @@ fn wait_for_switches(
     times: u64,
     cpu_ticks: u64,
     involuntary: bool,
+    enough: Option<Duration>,
 ) -> Result<(), String> {
     let switches = || -> u64 {
         std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -460,8 +477,12 @@ fn wait_for_switches(
         f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)
     };
     let (first, first_ticks) = (switches(), ticks());
-    let end = std::time::Instant::now() + Duration::from_secs(60);
-    while switches() < first + times && ticks() < first_ticks.saturating_add(cpu_ticks) {
+    let began = std::time::Instant::now();
+    let end = began + Duration::from_secs(60);
+    while switches() < first + times
+        && ticks() < first_ticks.saturating_add(cpu_ticks)
+        && enough.is_none_or(|d| began.elapsed() < d)
+    {
         // A peer gone before it ran says so at once, rather than after the whole wait.
         if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
             return Err(format!(
