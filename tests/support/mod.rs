@@ -292,7 +292,7 @@ pub fn fail_with_output(child: &mut Child, why: &str) -> ! {
     if let Some(mut err) = child.stderr.take() {
         let _ = err.read_to_string(&mut said);
     }
-    // Its tables too: a case that ended without an error says so only there.
+    // Its tables too: a failed case's error was found there with nothing on stderr.
     if let Some(mut o) = child.stdout.take() {
         let _ = o.read_to_string(&mut out);
     }
