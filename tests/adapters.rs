@@ -223,21 +223,30 @@ fn slow_subscriber_counts_what_it_missed(
     );
 }
 
-/// A responder killed mid-run ends the case within the timeout, naming it, and the
-/// initiator's round trips until then are kept.
-fn killed_peer_ends_the_case(transport: &str, extra: &[&str]) {
+/// The `--timeout` of a fault test, in seconds: what a fault must be noticed within, and what
+/// each role has to get ready in.
+const FAULT_TIMEOUT: u64 = 3;
+
+/// How long after a fault a case with `timeout` may end: only a hang passes it.
+fn fault_noticed_within(timeout: u64) -> Duration {
+    Duration::from_secs(timeout + 12)
+}
+
+/// A responder killed mid-run ends the case within the timeout (`timeout` seconds), naming
+/// it, and the initiator's round trips until then are kept.
+fn killed_peer_ends_the_case(transport: &str, extra: &[&str], timeout: u64) {
     // A peer that polls (Aeron's) spends its second of CPU, or is woken its 2000 times while
     // it waits in short sleeps for its publication to connect, before the case measures when
     // the machine is loaded, and is killed before the first round trip, which tests nothing:
     // tried again, twice at most, waiting three times as long each time.
     for times in [1, 3] {
-        if kill_peer_once(transport, extra, times) {
+        if kill_peer_once(transport, extra, times, timeout) {
             return;
         }
         eprintln!("{transport}: killed before its first round trip: again");
     }
     assert!(
-        kill_peer_once(transport, extra, 9),
+        kill_peer_once(transport, extra, 9, timeout),
         "{transport}: the peer was killed before its first round trip, three times"
     );
 }
@@ -245,9 +254,10 @@ fn killed_peer_ends_the_case(transport: &str, extra: &[&str]) {
 /// One try of [`killed_peer_ends_the_case`], waiting for the peer to be `busier` times as busy
 /// as [`exchanging`] does: whether the initiator had measured a round trip by then (how many
 /// depends on how loaded the machine is: under two busy loops an Aeron case made 4 to 92).
-fn kill_peer_once(transport: &str, extra: &[&str], busier: u64) -> bool {
+fn kill_peer_once(transport: &str, extra: &[&str], busier: u64, timeout: u64) -> bool {
     let dir = temp_dir();
     let json = dir.path().join("r.json");
+    let timeout_arg = format!("{timeout}s");
     let mut args = vec![
         "run",
         "pingpong",
@@ -258,7 +268,7 @@ fn kill_peer_once(transport: &str, extra: &[&str], busier: u64) -> bool {
         "--warmup",
         "0s",
         "--timeout",
-        "3s",
+        &timeout_arg,
         "--no-floor",
         "--json",
         json.to_str().unwrap(),
@@ -277,7 +287,7 @@ fn kill_peer_once(transport: &str, extra: &[&str], busier: u64) -> bool {
         text(&out.stderr)
     );
     assert!(
-        start.elapsed() < Duration::from_secs(15),
+        start.elapsed() < fault_noticed_within(timeout),
         "{transport}: {:?}",
         start.elapsed()
     );
@@ -311,12 +321,12 @@ fn words(line: &str) -> Vec<&str> {
 }
 
 /// A killed peer, a killed and a stopped broker (`program`) each end the case within the
-/// timeout, and the broker dies with msgperf.
+/// timeout (`timeout` seconds), and the broker dies with msgperf.
 #[cfg(feature = "_broker")]
-fn peer_and_broker_faults_end_the_case(transport: &str, program: &str) {
-    killed_peer_ends_the_case(transport, &[]);
-    broker_fault_ends_the_case(transport, program, libc::SIGKILL);
-    broker_fault_ends_the_case(transport, program, libc::SIGSTOP);
+fn peer_and_broker_faults_end_the_case(transport: &str, program: &str, timeout: u64) {
+    killed_peer_ends_the_case(transport, &[], timeout);
+    broker_fault_ends_the_case(transport, program, libc::SIGKILL, timeout);
+    broker_fault_ends_the_case(transport, program, libc::SIGSTOP, timeout);
     broker_dies_with_msgperf(transport, program);
 }
 
@@ -377,8 +387,8 @@ fn broker_of(child: &mut std::process::Child, program: &str) -> u32 {
 /// naming the broker; what was measured until then is kept, and no broker process or
 /// directory is left.
 #[cfg(feature = "_broker")]
-fn broker_fault_ends_the_case(transport: &str, program: &str, sig: i32) {
-    service_fault_ends_the_case(transport, program, "broker", sig)
+fn broker_fault_ends_the_case(transport: &str, program: &str, sig: i32, timeout: u64) {
+    service_fault_ends_the_case(transport, program, "broker", sig, timeout)
 }
 
 /// A process the case's set-up started (a broker, a media driver: `label` in the error),
@@ -388,9 +398,15 @@ fn broker_fault_ends_the_case(transport: &str, program: &str, sig: i32) {
 /// before the exchange (nothing sent) must still end the case naming the process, leaving
 /// nothing, and the run is tried again, waiting longer before the fault.
 #[cfg(feature = "_service")]
-fn service_fault_ends_the_case(transport: &str, program: &str, label: &str, sig: i32) {
+fn service_fault_ends_the_case(
+    transport: &str,
+    program: &str,
+    label: &str,
+    sig: i32,
+    timeout: u64,
+) {
     for attempt in 0..3 {
-        let sent = service_fault_once(transport, program, label, sig, attempt * 3);
+        let sent = service_fault_once(transport, program, label, sig, attempt * 3, timeout);
         if sent > 100 {
             return;
         }
@@ -400,9 +416,17 @@ fn service_fault_ends_the_case(transport: &str, program: &str, label: &str, sig:
 
 /// One run of [`service_fault_ends_the_case`], the fault `after` seconds more: what was sent.
 #[cfg(feature = "_service")]
-fn service_fault_once(transport: &str, program: &str, label: &str, sig: i32, after: u64) -> u64 {
+fn service_fault_once(
+    transport: &str,
+    program: &str,
+    label: &str,
+    sig: i32,
+    after: u64,
+    timeout: u64,
+) -> u64 {
     let dir = temp_dir();
     let json = dir.path().join("r.json");
+    let timeout_arg = format!("{timeout}s");
     let mut child = spawn(&[
         "run",
         "pingpong",
@@ -413,7 +437,7 @@ fn service_fault_once(transport: &str, program: &str, label: &str, sig: i32, aft
         "--warmup",
         "0s",
         "--timeout",
-        "3s",
+        &timeout_arg,
         "--no-floor",
         "--json",
         json.to_str().unwrap(),
@@ -429,7 +453,7 @@ fn service_fault_once(transport: &str, program: &str, label: &str, sig: i32, aft
     let took = start.elapsed();
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{transport}: {err}");
-    assert!(took < Duration::from_secs(15), "{took:?}");
+    assert!(took < fault_noticed_within(timeout), "{took:?}");
     assert!(
         err.contains(label),
         "signal {sig}, the case ended {took:?} after it: {err}"

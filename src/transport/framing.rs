@@ -3,7 +3,7 @@
 //! message, as the floor loop's does. With `--opt framing=text`, each message travels as a line
 //! of text instead ([`Lines`]).
 
-use super::{declared_len, ChannelSpec, Endpoint, TransportError};
+use super::{declared_len, interrupted, ChannelSpec, Endpoint, TransportError};
 use crate::deadline::Deadline;
 use crate::sys;
 use crate::transport::EndpointResult;
@@ -680,17 +680,6 @@ impl<D: DatagramIo> Endpoint for Datagrams<D> {
                 Err(e) => return Err(TransportError::from_io(e, self.timeout)),
             }
         }
-    }
-}
-
-/// A read, or a write not begun, that the kernel interrupted: tried again, unless the runner
-/// told this role to stop (a write begun is always finished, within its timeout).
-#[cold]
-fn interrupted() -> Result<(), TransportError> {
-    if crate::deadline::role_told_to_stop() {
-        Err(TransportError::Stopped)
-    } else {
-        Ok(())
     }
 }
 

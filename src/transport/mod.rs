@@ -1268,13 +1268,21 @@ pub(crate) fn accept_within<L: std::os::fd::AsRawFd, S>(
                     deadline.remaining_nonzero().as_millis() as i32,
                 )?;
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
-                if crate::deadline::role_told_to_stop() {
-                    return Err(TransportError::Stopped);
-                }
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => interrupted()?,
             Err(e) => return Err(e.into()),
         }
+    }
+}
+
+/// A call that the kernel interrupted (a read, an accept, a write not begun): tried again,
+/// unless the runner told this role to stop (a write begun is always finished, within its
+/// timeout).
+#[cold]
+pub(crate) fn interrupted() -> Result<(), TransportError> {
+    if crate::deadline::role_told_to_stop() {
+        Err(TransportError::Stopped)
+    } else {
+        Ok(())
     }
 }
 

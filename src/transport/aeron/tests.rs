@@ -19,9 +19,21 @@ fn aeron_fans_a_topic_out_without_loss() {
 
 #[test]
 fn aeron_a_killed_peer_or_media_driver_ends_the_case_within_the_timeout() {
-    killed_peer_ends_the_case("aeron", &[]);
-    service_fault_ends_the_case("aeron", "service", "media driver", libc::SIGKILL);
-    service_fault_ends_the_case("aeron", "service", "media driver", libc::SIGSTOP);
+    killed_peer_ends_the_case("aeron", &[], FAULT_TIMEOUT);
+    service_fault_ends_the_case(
+        "aeron",
+        "service",
+        "media driver",
+        libc::SIGKILL,
+        FAULT_TIMEOUT,
+    );
+    service_fault_ends_the_case(
+        "aeron",
+        "service",
+        "media driver",
+        libc::SIGSTOP,
+        FAULT_TIMEOUT,
+    );
 }
 
 #[test]

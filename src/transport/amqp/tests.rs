@@ -83,7 +83,7 @@ fn amqp_pubsub_fans_out_without_loss_measures_the_broker_and_counts_a_bounded_qu
 
 #[test]
 fn amqp_a_killed_peer_or_broker_ends_the_case_within_the_timeout() {
-    peer_and_broker_faults_end_the_case("amqp", "beam.smp");
+    peer_and_broker_faults_end_the_case("amqp", "beam.smp", FAULT_TIMEOUT);
 }
 
 #[test]

@@ -42,7 +42,7 @@ fn dds_pubsub_fans_out_without_loss_and_counts_what_best_effort_overwrites() {
 
 #[test]
 fn dds_a_killed_peer_ends_the_case_within_the_timeout() {
-    killed_peer_ends_the_case("dds", &[]);
+    killed_peer_ends_the_case("dds", &[], FAULT_TIMEOUT);
 }
 
 #[test]

@@ -21,7 +21,7 @@ fn grpc_pubsub_server_streams_lose_nothing() {
 
 #[test]
 fn grpc_a_killed_peer_ends_the_case_within_the_timeout() {
-    killed_peer_ends_the_case("grpc", &[]);
+    killed_peer_ends_the_case("grpc", &[], FAULT_TIMEOUT);
 }
 
 #[test]

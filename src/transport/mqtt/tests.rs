@@ -30,7 +30,7 @@ fn mqtt_pubsub_fans_out_without_loss_and_measures_the_broker() {
 
 #[test]
 fn mqtt_a_killed_peer_or_broker_ends_the_case_within_the_timeout() {
-    peer_and_broker_faults_end_the_case("mqtt", "mosquitto");
+    peer_and_broker_faults_end_the_case("mqtt", "mosquitto", FAULT_TIMEOUT);
 }
 
 #[test]

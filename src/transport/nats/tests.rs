@@ -136,7 +136,7 @@ fn nats_pubsub_fans_out_without_loss_measures_the_broker_and_counts_slow_consume
 
 #[test]
 fn nats_a_killed_peer_or_broker_ends_the_case_within_the_timeout() {
-    peer_and_broker_faults_end_the_case("nats", "nats-server");
+    peer_and_broker_faults_end_the_case("nats", "nats-server", FAULT_TIMEOUT);
 }
 
 #[test]

@@ -51,8 +51,8 @@ fn quic_pubsub_loses_nothing_and_a_slow_datagram_reader_counts_its_losses() {
 
 #[test]
 fn quic_a_killed_peer_ends_the_case_within_the_timeout() {
-    killed_peer_ends_the_case("quic", &[]);
-    killed_peer_ends_the_case("quic", &["--opt", "datagrams=true"]);
+    killed_peer_ends_the_case("quic", &[], FAULT_TIMEOUT);
+    killed_peer_ends_the_case("quic", &["--opt", "datagrams=true"], FAULT_TIMEOUT);
 }
 
 #[test]

@@ -28,7 +28,7 @@ fn redis_pubsub_fans_out_without_loss_measures_the_broker_and_counts_trimmed_ent
 
 #[test]
 fn redis_a_killed_peer_or_broker_ends_the_case_within_the_timeout() {
-    peer_and_broker_faults_end_the_case("redis", "redis-server");
+    peer_and_broker_faults_end_the_case("redis", "redis-server", FAULT_TIMEOUT);
 }
 
 /// `redis-cli` with `args` against the redis-server at `port`.

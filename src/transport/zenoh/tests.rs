@@ -31,8 +31,8 @@ fn zenoh_pubsub_fans_out_without_loss_and_counts_best_effort_drops() {
 
 #[test]
 fn zenoh_a_killed_peer_ends_the_case_and_leaves_no_segment() {
-    killed_peer_ends_the_case("zenoh", &[]);
-    killed_peer_ends_the_case("zenoh", &["--opt", "shm=true"]);
+    killed_peer_ends_the_case("zenoh", &[], FAULT_TIMEOUT);
+    killed_peer_ends_the_case("zenoh", &["--opt", "shm=true"], FAULT_TIMEOUT);
     let left = zenoh_files();
     // Another zenoh program may be running: only a leftover of a dead process is a leak.
     for f in &left {

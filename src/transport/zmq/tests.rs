@@ -46,7 +46,7 @@ fn zmq_pubsub_fans_out_without_loss_and_counts_best_effort_drops() {
 
 #[test]
 fn zmq_a_killed_peer_ends_the_case_within_the_timeout() {
-    killed_peer_ends_the_case("zmq", &[]);
+    killed_peer_ends_the_case("zmq", &[], FAULT_TIMEOUT);
 }
 
 #[test]
