@@ -87,7 +87,12 @@ impl FloorRun<'_> {
     pub fn write_stream(&self, mut write: impl FnMut() -> bool) {
         let time = self.roles.warmup + self.roles.duration;
         let end = sys::monotonic_ns() + time.as_nanos() as u64;
-        while sys::monotonic_ns() < end && !self.stop.load(Ordering::Relaxed) && write() {}
+        let mut clock = SparseClock::new();
+        while !self.stop.load(Ordering::Relaxed) && write() {
+            if clock.step().is_some_and(|now| now >= end) {
+                break;
+            }
+        }
     }
 }
 
@@ -349,37 +354,21 @@ impl Floor for FdFloor {
                         sys::write(w, &[1]);
                     }
                 }
-                let warm = roles.warmup.as_nanos() as u64;
-                let (mut first, mut start, mut last, mut bytes, mut msgs) =
-                    (0u64, 0u64, 0u64, 0u64, 0u64);
+                let mut window = ReadWindow::new(roles.warmup);
                 while !stop.load(Ordering::Relaxed) {
                     let n = sys::read(r, &mut buf);
                     if n <= 0 {
                         break;
                     }
-                    let now = sys::monotonic_ns();
-                    if first == 0 {
-                        first = now;
-                    }
-                    if now >= first + warm {
-                        if msgs == 0 {
-                            start = now;
-                        } else {
-                            bytes += n as u64;
-                        }
-                        last = now;
-                        msgs += 1;
-                    }
+                    window.read_bytes(n as u64);
                 }
-                if msgs < 2 && !stop.load(Ordering::Relaxed) {
+                if !window.measured() && !stop.load(Ordering::Relaxed) {
                     return Err(io(format!(
                         "its reader read nothing after its {} ms of warm-up: the writer was done before it began",
-                        warm / 1_000_000
+                        roles.warmup.as_millis()
                     )));
                 }
-                // The first measured read opens the window; the bytes after it are inside it.
-                let ns = last.saturating_sub(start);
-                let mut f = stream_figure(msgs.saturating_sub(1), bytes, ns);
+                let mut f = window.figure_of_bytes();
                 if !datagram {
                     // A byte stream's reads do not follow message boundaries.
                     f.msgs_per_s = f.bytes_per_s.map(|b| b / size as f64);
@@ -542,39 +531,130 @@ pub fn memcpy_bandwidth(size: usize, roles: &FloorRoles) -> FloorFigure {
     stream_figure(copies, copies * size as u64, ns)
 }
 
-/// A stream floor's reader's window: it opens `warmup` after the first message
-/// arrived, at the first read after that, and closes at the last read.
+/// The clock as a loop of many short steps reads it: at every step while a step takes a
+/// microsecond or more, else at every 64th. A clock read costs 20-25 ns on this kind of VM,
+/// most of a small message's time on the fastest transports, and a case that stamps one
+/// message in 64 does not pay it: a floor that paid it would stand below the case.
+pub(crate) struct SparseClock {
+    now: fn() -> u64,
+    steps: u64,
+    every: u64,
+    /// The last reading, and the step it was taken at.
+    at: u64,
+    at_step: u64,
+}
+
+/// Steps between two clock readings where steps are short.
+const CLOCK_EVERY: u64 = 64;
+
+impl SparseClock {
+    pub fn new() -> SparseClock {
+        SparseClock::on(sys::monotonic_ns)
+    }
+
+    /// On the clock `now` (a test's fake one).
+    fn on(now: fn() -> u64) -> SparseClock {
+        SparseClock {
+            now,
+            steps: 0,
+            every: 1,
+            at: now(),
+            at_step: 0,
+        }
+    }
+
+    /// Counts a step: the time now, if the clock was read at it.
+    #[inline(always)]
+    pub fn step(&mut self) -> Option<u64> {
+        self.steps += 1;
+        if self.steps - self.at_step < self.every {
+            return None;
+        }
+        self.read()
+    }
+
+    #[inline(never)]
+    fn read(&mut self) -> Option<u64> {
+        let now = (self.now)();
+        let per_step = now.saturating_sub(self.at) / (self.steps - self.at_step);
+        self.every = if per_step < 1_000 { CLOCK_EVERY } else { 1 };
+        self.at = now;
+        self.at_step = self.steps;
+        Some(now)
+    }
+
+    /// Steps counted so far.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+}
+
+/// A stream floor's reader's window: it opens `warmup` after the first message arrived, at
+/// the first clock reading after that, and closes at the last one ([`SparseClock`]: the
+/// reads after that one, 63 at most, are left out).
 pub(crate) struct ReadWindow {
     warm: u64,
+    clock: SparseClock,
     first: u64,
-    start: u64,
-    last: u64,
+    bytes: u64,
+    /// Where the window opened and its last reading: the time, and the reads and bytes
+    /// counted by then.
+    start: Mark,
+    last: Mark,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Mark {
+    ns: u64,
     reads: u64,
+    bytes: u64,
 }
 
 impl ReadWindow {
     pub fn new(warmup: std::time::Duration) -> ReadWindow {
+        ReadWindow::on(warmup, SparseClock::new())
+    }
+
+    fn on(warmup: std::time::Duration, clock: SparseClock) -> ReadWindow {
         ReadWindow {
             warm: warmup.as_nanos() as u64,
+            clock,
             first: 0,
-            start: 0,
-            last: 0,
-            reads: 0,
+            bytes: 0,
+            start: Mark::default(),
+            last: Mark::default(),
         }
     }
 
     /// Counts a message read now.
+    #[inline(always)]
     pub fn read(&mut self) {
-        let now = sys::monotonic_ns();
-        if self.first == 0 {
-            self.first = now;
+        self.read_bytes(0);
+    }
+
+    /// Counts a read of `n` bytes now (of a byte stream, whose reads are not messages).
+    #[inline(always)]
+    pub fn read_bytes(&mut self, n: u64) {
+        self.bytes += n;
+        if let Some(ns) = self.clock.step() {
+            self.mark(ns);
         }
-        if now >= self.first + self.warm {
-            if self.reads == 0 {
-                self.start = now;
+    }
+
+    fn mark(&mut self, ns: u64) {
+        if self.first == 0 {
+            self.first = ns;
+        }
+        if ns >= self.first + self.warm {
+            let here = Mark {
+                ns,
+                reads: self.clock.steps(),
+                bytes: self.bytes,
+            };
+            if self.start.ns == 0 {
+                self.start = here;
             }
-            self.last = now;
-            self.reads += 1;
+            self.last = here;
         }
     }
 
@@ -587,14 +667,28 @@ impl ReadWindow {
     /// The window is open and has lasted `d`.
     #[allow(dead_code)] // Only some middlewares' floors ask.
     pub fn lasted(&self, d: std::time::Duration) -> bool {
-        self.reads > 0 && self.last - self.start >= d.as_nanos() as u64
+        self.start.ns > 0 && self.last.ns - self.start.ns >= d.as_nanos() as u64
+    }
+
+    /// Whether the window holds a read after the one that opened it.
+    pub fn measured(&self) -> bool {
+        self.last.reads > self.start.reads
     }
 
     /// The stream's figure for messages of `size`.
     pub fn figure(&self, size: usize) -> FloorFigure {
-        // The first measured read opens the window; the ones after it are inside it.
-        let n = self.reads.saturating_sub(1);
-        stream_figure(n, n * size as u64, self.last.saturating_sub(self.start))
+        // The read that opens the window is not in it; the ones after it are.
+        let n = self.last.reads - self.start.reads;
+        stream_figure(n, n * size as u64, self.last.ns - self.start.ns)
+    }
+
+    /// The figure of a stream of `read_bytes` calls: its reads and bytes.
+    pub fn figure_of_bytes(&self) -> FloorFigure {
+        stream_figure(
+            self.last.reads - self.start.reads,
+            self.last.bytes - self.start.bytes,
+            self.last.ns - self.start.ns,
+        )
     }
 }
 
@@ -720,5 +814,74 @@ impl Notes {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    thread_local! {
+        static NOW: Cell<u64> = const { Cell::new(1_000_000) };
+    }
+
+    fn fake() -> u64 {
+        NOW.with(Cell::get)
+    }
+
+    fn pass(ns: u64) {
+        NOW.with(|n| n.set(n.get() + ns));
+    }
+
+    /// Which of `steps` steps of `ns` each read the clock.
+    fn readings(c: &mut SparseClock, steps: u64, ns: u64) -> Vec<u64> {
+        (0..steps)
+            .filter_map(|_| {
+                pass(ns);
+                c.step().map(|_| c.steps())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_sparse_clock_reads_at_every_slow_step_and_every_64th_fast_one() {
+        let mut c = SparseClock::on(fake);
+        assert_eq!(readings(&mut c, 100, 2_000), (1..=100).collect::<Vec<_>>());
+        // The first fast step is read (the steps before it were slow), then every 64th.
+        let fast = readings(&mut c, 640, 10);
+        assert_eq!(fast, (101..=740).step_by(64).collect::<Vec<_>>());
+        // Slow again: seen at the next reading, 64 steps on, and read at each step from then.
+        let slow = readings(&mut c, 100, 100_000);
+        assert_eq!(slow[0], 741);
+        assert_eq!(slow[1..], (742..=840).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_read_window_counts_exactly_the_reads_between_its_readings() {
+        let mut w = ReadWindow::on(Duration::from_micros(100), SparseClock::on(fake));
+        // 1000 fast reads (10 ns each) of 8 bytes: the warm-up (100 us) outlasts them.
+        for _ in 0..1000 {
+            pass(10);
+            w.read_bytes(8);
+        }
+        assert!(!w.measured());
+        // 100 us later, 10000 more: the window opens at the first reading and closes at the
+        // last (every 64th read), and holds the reads and bytes between those two.
+        pass(100_000);
+        for _ in 0..10_000 {
+            pass(10);
+            w.read_bytes(8);
+        }
+        assert!(w.measured());
+        let f = w.figure_of_bytes();
+        let (reads, ns) = (w.last.reads - w.start.reads, w.last.ns - w.start.ns);
+        assert!(reads > 9_900, "{reads}");
+        assert_eq!(ns, reads * 10);
+        let per_s = reads as f64 / (ns as f64 / 1e9);
+        assert!((f.msgs_per_s.unwrap() - per_s).abs() < 1.0, "{f:?}");
+        assert!((f.bytes_per_s.unwrap() - 8.0 * per_s).abs() < 8.0, "{f:?}");
+        assert!(w.lasted(Duration::from_micros(99)));
+        assert!(!w.lasted(Duration::from_micros(101)));
     }
 }

@@ -11,7 +11,7 @@ use super::Config;
 use crate::sys;
 use crate::transport::floor::{
     measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles,
-    FloorRun,
+    FloorRun, SparseClock,
 };
 use crate::transport::{ChannelSpec, TransportError};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -135,7 +135,9 @@ impl Floor for ShmFloor {
                 let mut rx = RingReader::join(ring(0), 0);
                 let warm_end = sys::monotonic_ns() + roles.warmup.as_nanos() as u64;
                 let end = warm_end + roles.duration.as_nanos() as u64;
-                let (mut n, mut start) = (0u64, None);
+                let mut clock = SparseClock::new();
+                // When the measured window opened, and the reads by then.
+                let mut start = None;
                 let got = loop {
                     let read = rx.read(
                         &cfg,
@@ -149,16 +151,15 @@ impl Floor for ShmFloor {
                     if !over(read)? {
                         break None;
                     }
-                    let now = sys::monotonic_ns();
+                    let Some(now) = clock.step() else {
+                        continue;
+                    };
                     match start {
-                        None if now >= warm_end => start = Some(now),
-                        Some(s) => {
-                            n += 1;
-                            if now >= end || stop.load(Ordering::Relaxed) {
-                                break Some((n, now - s));
-                            }
+                        None if now >= warm_end => start = Some((now, clock.steps())),
+                        Some((s, at)) if now >= end || stop.load(Ordering::Relaxed) => {
+                            break Some((clock.steps() - at, now - s));
                         }
-                        None => {}
+                        _ => {}
                     }
                 };
                 done.store(1, Ordering::Release);
