@@ -567,20 +567,17 @@ impl SparseClock {
     #[inline(always)]
     pub fn step(&mut self) -> Option<u64> {
         self.steps += 1;
-        if self.steps - self.at_step < self.every {
-            return None;
-        }
-        self.read()
+        (self.steps - self.at_step >= self.every).then(|| self.read())
     }
 
     #[inline(never)]
-    fn read(&mut self) -> Option<u64> {
+    fn read(&mut self) -> u64 {
         let now = (self.now)();
         let per_step = now.saturating_sub(self.at) / (self.steps - self.at_step);
         self.every = if per_step < 1_000 { CLOCK_EVERY } else { 1 };
         self.at = now;
         self.at_step = self.steps;
-        Some(now)
+        now
     }
 
     /// Steps counted so far.
@@ -665,7 +662,6 @@ impl ReadWindow {
     }
 
     /// The window is open and has lasted `d`.
-    #[allow(dead_code)] // Only some middlewares' floors ask.
     pub fn lasted(&self, d: std::time::Duration) -> bool {
         self.start.ns > 0 && self.last.ns - self.start.ns >= d.as_nanos() as u64
     }

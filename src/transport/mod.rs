@@ -995,6 +995,7 @@ pub(crate) fn in_place<'a>(
 /// slice passed empty, so a message that is there already (a stream's reader nearly always
 /// finds one) costs no clock read; a wait may so run one slice past `timeout`.
 #[allow(dead_code)]
+#[inline(always)]
 pub(crate) fn next_within<T>(
     timeout: Duration,
     mut next: impl FnMut(Duration) -> Result<Option<T>, TransportError>,

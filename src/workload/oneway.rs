@@ -148,17 +148,18 @@ pub(crate) fn read_stream(
         // whether the message it waits for is stamped.
         let timed_read = timed_reads.next();
         let t0 = if timed_read { clock::now() } else { 0 };
+        // What the message says is written in place: a result carrying it would be copied
+        // at every step of the call chain back.
+        let mut m = Seen::default();
         let got = if case.read_in_place {
-            let mut seen = Seen::default();
             let typed = &mut typed;
-            receive_in_place(ep, rec, &mut |m| seen = Seen::of(m, case, typed.as_mut()))
-                .map(|n| (n, seen))
+            receive_in_place(ep, rec, &mut |msg| m = Seen::of(msg, case, typed.as_mut()))
         } else {
             receive(ep, &mut buf, case, &mut rec.counters)
-                .map(|n| (n, Seen::of(&buf[..n], case, typed.as_mut())))
+                .inspect(|&n| m = Seen::of(&buf[..n], case, typed.as_mut()))
         };
-        let (n, m) = match got {
-            Ok(got) => got,
+        let n = match got {
+            Ok(n) => n,
             Err(e) => break Err(e.into()),
         };
         let stamped = m.flags & UNSTAMPED == 0;

@@ -547,6 +547,19 @@ impl Netns {
 
 impl Drop for Netns {
     fn drop(&mut self) {
+        // `ip netns del` leaves a process inside running (an sshd's session child, say), an
+        // orphan in a namespace no one can name: every process in it goes first.
+        if let Ok(out) = Command::new("ip")
+            .args(["netns", "pids", &self.name])
+            .output()
+        {
+            for pid in String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .filter_map(|pid| pid.parse::<u32>().ok())
+            {
+                signal(pid, libc::SIGKILL);
+            }
+        }
         let _ = Command::new("ip")
             .args(["netns", "del", &self.name])
             .status();

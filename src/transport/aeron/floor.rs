@@ -1,7 +1,8 @@
 //! Aeron's floor: the plainest loops with the same client, driver settings and channel, and
 //! nothing of msgperf, as Aeron's own ping/pong samples do: side 0 offers `size` bytes and
 //! polls for the echo (ping-pong), or polls and counts what side 1 offers (a stream), reading
-//! each message in place where the poll hands it over. Side 0 starts the media driver (the
+//! each message's first and last 8 bytes in place where the poll hands it over (one fragment
+//! per poll, as the adapter polls). Side 0 starts the media driver (the
 //! same configuration as a case's) and writes its directory into a small memory file that both
 //! sides share.
 
@@ -19,6 +20,23 @@ pub struct AeronFloor;
 /// The stream each way: side 0 writes on PING, side 1 on PONG.
 const PING: i32 = 1;
 const PONG: i32 = 2;
+
+/// What a poll handed over: the message's length, and its first and last 8 bytes, read as
+/// msgperf's reader reads a message's header and tail: the floor touches what it receives.
+#[derive(Default)]
+struct Read {
+    got: Option<usize>,
+    ends: u64,
+}
+
+fn read_ends(read: &mut Read, m: &[u8], _: rc::AeronHeader) {
+    let word = |at: usize| {
+        m.get(at..at + 8)
+            .map_or(0, |w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
+    };
+    read.ends = word(0) ^ word(m.len().saturating_sub(8));
+    read.got = Some(m.len());
+}
 
 fn io(what: &str, e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(format!("aeron floor: {what}: {e}"))
@@ -113,13 +131,11 @@ impl NotesFloor for AeronFloor {
         let mut assembler = rc::AeronFragmentClosureAssembler::new()
             .map_err(|e| io("an assembler", format!("{e:?}")))?;
         // A poll's one message: its length, 0 for the end.
-        let mut poll = |got: &mut Option<usize>| {
-            let _ = assembler.poll(
-                &subscription,
-                got,
-                |got: &mut Option<usize>, m: &[u8], _| *got = Some(m.len()),
-                1,
-            );
+        let mut poll = || {
+            let mut read = Read::default();
+            let _ = assembler.poll(&subscription, &mut read, read_ends, 1);
+            std::hint::black_box(read.ends);
+            read.got
         };
         let data = vec![7u8; size];
         let bound =
@@ -131,14 +147,13 @@ impl NotesFloor for AeronFloor {
                     if !offer(&data) {
                         return false;
                     }
-                    let mut got = None;
-                    while got.is_none() {
-                        poll(&mut got);
-                        if got.is_none() {
-                            idle();
+                    let got = loop {
+                        match poll() {
+                            Some(n) => break n,
+                            None => idle(),
                         }
-                    }
-                    got == Some(size)
+                    };
+                    got == size
                 });
                 offer(&[]);
                 f.map(Some)
@@ -147,9 +162,7 @@ impl NotesFloor for AeronFloor {
             // clock read a message would slow the floor below the case it stands under.
             (FloorLoop::PingPong, _) => {
                 loop {
-                    let mut got = None;
-                    poll(&mut got);
-                    match got {
+                    match poll() {
                         Some(0) => break,
                         Some(_) => {
                             if !offer(&data) {
@@ -165,9 +178,7 @@ impl NotesFloor for AeronFloor {
             (FloorLoop::Stream, 0) => {
                 let mut window = ReadWindow::new(roles.warmup);
                 loop {
-                    let mut got = None;
-                    poll(&mut got);
-                    match got {
+                    match poll() {
                         Some(0) => break,
                         Some(_) => window.read(),
                         None if ended() => break,

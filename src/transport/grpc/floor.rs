@@ -5,7 +5,7 @@
 
 use super::proto::bench_server::Bench;
 use super::proto::{Done, Frame, Hello};
-use super::{connect, runtime, serve, wait_on, Local};
+use super::{connect, runtime, serve, Local};
 use crate::sys;
 use crate::transport::floor::{
     measure_round_trips, FloorFigure, FloorLoop, FloorRun, Notes, NotesFloor, ReadWindow,
@@ -23,6 +23,9 @@ pub struct GrpcFloor;
 /// Lines of the shared notes: the server's address, the client's end.
 const ADDRESS: u64 = 0;
 const DONE: u64 = 1;
+
+/// How often a ping-pong's server looks at the notes for the client's end.
+const LOOK: Duration = Duration::from_millis(20);
 
 /// The floor's server: echoes calls, counts a client stream.
 struct Plain {
@@ -89,34 +92,29 @@ impl NotesFloor for GrpcFloor {
             };
             let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
             notes.put(ADDRESS, &listener.local_addr()?.to_string())?;
-            // A stream's reader runs its connections on its own thread, as msgperf's does.
-            let own = match l {
-                FloorLoop::Stream => Some(Local::new()?),
-                FloorLoop::PingPong => None,
-            };
+            // The server runs its connections on this thread, as msgperf's stream reader and
+            // responder do.
+            let own = Local::new()?;
             let (stop_tx, stopped) = oneshot::channel::<()>();
-            let server = serve(own.as_ref(), listener, plain, size, stopped)?;
+            let mut server = serve(Some(&own), listener, plain, size, stopped)?;
             let bound = roles.warmup + roles.duration + Notes::WAIT;
             let got = if l == FloorLoop::Stream {
-                wait_on(own.as_ref(), bound, figure)
-                    .ok()
-                    .and_then(Result::ok)
+                own.wait(bound, figure).ok().and_then(Result::ok)
             } else {
-                // Serve until the client's end (a one-byte call) or the loop's time is up.
+                // Serve until the client's end (a one-byte call) or the loop's time is up,
+                // looking at the notes between turns of the runtime.
                 let end = sys::monotonic_ns() + bound.as_nanos() as u64;
                 while sys::monotonic_ns() < end && !stop.load(Ordering::Relaxed) {
-                    if server.is_finished() {
-                        break;
-                    }
-                    std::thread::sleep(Duration::from_millis(20));
-                    if notes.get(DONE)?.is_some() {
+                    if own.wait(LOOK, &mut server).is_ok() || notes.get(DONE)?.is_some() {
                         break;
                     }
                 }
                 None
             };
             let _ = stop_tx.send(());
-            let _ = wait_on(own.as_ref(), Duration::from_secs(1), server);
+            if !server.is_finished() {
+                let _ = own.wait(Duration::from_secs(1), server);
+            }
             return match (l, got) {
                 (FloorLoop::Stream, None) => {
                     Err(std::io::Error::other("the grpc floor's stream never ended"))

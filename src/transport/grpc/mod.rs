@@ -112,6 +112,9 @@ enum Incoming {
     /// A unary call's request, and where its reply goes.
     Request(Bytes, oneshot::Sender<Bytes>),
     Message(Bytes),
+    /// A client stream, read by the end's role where tonic decodes it (no queue between them);
+    /// the call returns when the sender is dropped.
+    Stream(Streaming<Frame>, oneshot::Sender<()>),
 }
 
 type Outgoing = mpsc::Sender<Result<Frame, Status>>;
@@ -145,13 +148,12 @@ impl Bench for Service {
     }
 
     async fn push(&self, req: Request<Streaming<Frame>>) -> Result<Response<Done>, Status> {
-        let mut s = req.into_inner();
-        while let Some(f) = s.message().await? {
-            self.inbound
-                .send(Incoming::Message(f.data))
-                .await
-                .map_err(|_| gone())?;
-        }
+        let (done, ended) = oneshot::channel();
+        self.inbound
+            .send(Incoming::Stream(req.into_inner(), done))
+            .await
+            .map_err(|_| gone())?;
+        let _ = ended.await;
         Ok(Response::new(Done {}))
     }
 
@@ -195,6 +197,8 @@ impl Bench for Service {
 struct Server {
     address: String,
     inbound: mpsc::Receiver<Incoming>,
+    /// The client stream this end reads, once its call came (see [`Incoming::Stream`]).
+    stream: Option<(Streaming<Frame>, oneshot::Sender<()>)>,
     outbound: Outgoing,
     subscribers: Arc<Mutex<Vec<Outgoing>>>,
     stop: Option<oneshot::Sender<()>>,
@@ -235,6 +239,7 @@ impl Server {
         Ok(Server {
             address,
             inbound,
+            stream: None,
             outbound,
             subscribers,
             stop: Some(stop),
@@ -246,7 +251,9 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        // Calls still waiting on this end (an END's unary call) end with an error now.
+        // A client stream's call returns, and calls still waiting on this end (an END's unary
+        // call) end with an error now.
+        self.stream.take();
         self.inbound.close();
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
@@ -328,6 +335,7 @@ impl Opening for GrpcOpening {
             }
             return Ok(Box::new(GrpcEndpoint {
                 timeout,
+                watched: spec.watched,
                 server: Some(server),
                 reply: None,
                 client: None,
@@ -369,6 +377,7 @@ impl Opening for GrpcOpening {
         };
         Ok(Box::new(GrpcEndpoint {
             timeout,
+            watched: spec.watched,
             server: None,
             reply: None,
             client: Some(client),
@@ -424,6 +433,9 @@ enum ClientEnd {
 
 struct GrpcEndpoint {
     timeout: Duration,
+    /// Every peer is watched by msgperf (`ChannelSpec::watched`): a writer waiting for room
+    /// needs no timer of its own.
+    watched: bool,
     server: Option<Server>,
     /// A unary call's reply, owed by the serving end.
     reply: Option<oneshot::Sender<Bytes>>,
@@ -456,37 +468,40 @@ impl GrpcEndpoint {
         take: &mut Take,
         timeout: Duration,
     ) -> Result<Option<usize>, TransportError> {
-        let limit = self.timeout;
-        if let Some(server) = &mut self.server {
-            // What is queued is taken without a timed wait (which costs a timer).
-            let got = match server.inbound.try_recv() {
-                Ok(m) => Some(m),
-                Err(mpsc::error::TryRecvError::Disconnected) => None,
-                // On an end's own runtime its connections run only now: they take what their
-                // sockets hold.
-                Err(mpsc::error::TryRecvError::Empty) if timeout.is_zero() => {
-                    match server
-                        .own
-                        .as_ref()
-                        .and_then(|own| own.now(server.inbound.recv()))
-                    {
-                        Some(m) => m,
-                        None => return Ok(None),
-                    }
-                }
-                Err(mpsc::error::TryRecvError::Empty) => {
-                    wait_on(server.own.as_ref(), timeout, server.inbound.recv())?
-                }
-            };
-            return match got {
+        let Some(server) = &mut self.server else {
+            return self.next_reply(take, timeout);
+        };
+        let mut left = timeout;
+        if server.stream.is_none() {
+            match sent_by_client(server, timeout)? {
+                Some(Incoming::Stream(stream, done)) => server.stream = Some((stream, done)),
                 Some(Incoming::Request(data, reply)) => {
                     self.reply = Some(reply);
-                    take(&data).map(Some)
+                    return take(&data).map(Some);
                 }
-                Some(Incoming::Message(data)) => take(&data).map(Some),
-                None => Err(TransportError::PeerClosed),
-            };
+                Some(Incoming::Message(data)) => return take(&data).map(Some),
+                None => return Ok(None),
+            }
+            // The wait went to the stream's call: its first message is read if it is there,
+            // else on the next slice of the wait (`next_within`).
+            left = Duration::ZERO;
         }
+        let (stream, _) = server.stream.as_mut().expect("a client stream");
+        let got = from_stream(stream, server.own.as_ref(), take, left);
+        if matches!(got, Err(TransportError::PeerClosed)) {
+            // The client ended its stream: its call returns.
+            server.stream = None;
+        }
+        got
+    }
+
+    /// The next message a client end gets from the server it calls (a reply, a stream's).
+    fn next_reply(
+        &mut self,
+        take: &mut Take,
+        timeout: Duration,
+    ) -> Result<Option<usize>, TransportError> {
+        let limit = self.timeout;
         match self.client.as_mut() {
             Some(ClientEnd::Unary { pending, .. }) => {
                 let Some(call) = pending else {
@@ -517,9 +532,71 @@ impl GrpcEndpoint {
     }
 }
 
+/// What a client sent to a serving end, waiting at most `timeout`; None if `timeout` is zero
+/// and nothing is there now.
+fn sent_by_client(
+    server: &mut Server,
+    timeout: Duration,
+) -> Result<Option<Incoming>, TransportError> {
+    // What is queued is taken without a timed wait (which costs a timer).
+    let got = match server.inbound.try_recv() {
+        Ok(m) => Some(m),
+        Err(mpsc::error::TryRecvError::Disconnected) => None,
+        // On an end's own runtime its connections run only now: they take what their sockets
+        // hold.
+        Err(mpsc::error::TryRecvError::Empty) if timeout.is_zero() => {
+            match server
+                .own
+                .as_ref()
+                .and_then(|own| own.now(server.inbound.recv()))
+            {
+                Some(m) => m,
+                None => return Ok(None),
+            }
+        }
+        Err(mpsc::error::TryRecvError::Empty) => {
+            wait_on(server.own.as_ref(), timeout, server.inbound.recv())?
+        }
+    };
+    got.map(Some).ok_or(TransportError::PeerClosed)
+}
+
+/// The next message of a client stream, handed to `take` where tonic decoded it, waiting at
+/// most `timeout` (zero: only what is there now).
+fn from_stream(
+    stream: &mut Streaming<Frame>,
+    own: Option<&Local>,
+    take: &mut Take,
+    timeout: Duration,
+) -> Result<Option<usize>, TransportError> {
+    use std::task::{Context, Poll, Waker};
+    use tokio_stream::Stream;
+    // What tonic has decoded already is taken with no turn of the runtime (which costs more
+    // than the message).
+    let polled =
+        std::pin::Pin::new(&mut *stream).poll_next(&mut Context::from_waker(Waker::noop()));
+    let ready = match polled {
+        Poll::Ready(got) => Some(got.transpose()),
+        Poll::Pending if timeout.is_zero() => match own.and_then(|own| own.now(stream.message())) {
+            Some(got) => Some(got),
+            None => return Ok(None),
+        },
+        Poll::Pending => None,
+    };
+    let got = match ready {
+        Some(got) => got,
+        None => wait_on(own, timeout, stream.message())?,
+    };
+    match got {
+        Ok(Some(f)) => take(&f.data).map(Some),
+        Ok(None) => Err(TransportError::PeerClosed),
+        Err(s) => Err(status(s)),
+    }
+}
+
 impl Endpoint for GrpcEndpoint {
     fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
-        let timeout = self.timeout;
+        let (timeout, watched) = (self.timeout, self.watched);
         let data = Bytes::copy_from_slice(msg);
         if let Some(reply) = self.reply.take() {
             return reply.send(data).map_err(|_| TransportError::PeerClosed);
@@ -569,6 +646,11 @@ impl Endpoint for GrpcEndpoint {
                 // Into the queue at once if it has room: a timed wait costs a timer.
                 match out.try_send(Frame { data }) {
                     Ok(()) => Ok(()),
+                    // A watched end waits for room with no timer: msgperf ends it if its
+                    // reader stops.
+                    Err(mpsc::error::TrySendError::Full(frame)) if watched => out
+                        .blocking_send(frame)
+                        .map_err(|_| TransportError::PeerClosed),
                     Err(mpsc::error::TrySendError::Full(frame)) => {
                         match wait(timeout, out.send(frame))? {
                             Ok(()) => Ok(()),

@@ -8,10 +8,8 @@
 use super::endpoint::{RingReader, RingWriter};
 use super::ring::{segment_bytes, Body, Ring, SharedMem, MODE_QUEUE};
 use super::Config;
-use crate::sys;
 use crate::transport::floor::{
-    measure_round_trips, stream_figure, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles,
-    FloorRun, SparseClock,
+    measure_round_trips, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, FloorRun, ReadWindow,
 };
 use crate::transport::{ChannelSpec, TransportError};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -133,12 +131,10 @@ impl Floor for ShmFloor {
             // Side 1 writes ring 0 as fast as side 0, which measures, reads it.
             (FloorLoop::Stream, 0) => {
                 let mut rx = RingReader::join(ring(0), 0);
-                let warm_end = sys::monotonic_ns() + roles.warmup.as_nanos() as u64;
-                let end = warm_end + roles.duration.as_nanos() as u64;
-                let mut clock = SparseClock::new();
-                // When the measured window opened, and the reads by then.
-                let mut start = None;
-                let got = loop {
+                // Opened and closed as every stream floor's reader's: on the clock read once
+                // in 64 messages where they come fast.
+                let mut window = ReadWindow::new(roles.warmup);
+                let measured = loop {
                     let read = rx.read(
                         &cfg,
                         timeout,
@@ -149,25 +145,22 @@ impl Floor for ShmFloor {
                         &mut || false,
                     );
                     if !over(read)? {
-                        break None;
+                        break false;
                     }
-                    let Some(now) = clock.step() else {
-                        continue;
-                    };
-                    match start {
-                        None if now >= warm_end => start = Some((now, clock.steps())),
-                        Some((s, at)) if now >= end || stop.load(Ordering::Relaxed) => {
-                            break Some((clock.steps() - at, now - s));
-                        }
-                        _ => {}
+                    window.read();
+                    if window.lasted(roles.duration)
+                        || (stop.load(Ordering::Relaxed) && window.measured())
+                    {
+                        break true;
                     }
                 };
                 done.store(1, Ordering::Release);
                 // The writer may wait for room: leaving frees it.
                 rx.leave();
-                let (n, ns) =
-                    got.ok_or_else(|| std::io::Error::other("the shm floor's writer stopped"))?;
-                Ok(Some(stream_figure(n, n * size as u64, ns)))
+                if !measured {
+                    return Err(std::io::Error::other("the shm floor's writer stopped"));
+                }
+                Ok(Some(window.figure(size)))
             }
             (FloorLoop::Stream, _) => {
                 let mut tx = RingWriter::new(ring(0));
