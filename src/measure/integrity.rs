@@ -57,7 +57,7 @@ impl SeqTracker {
         (i / 64, 1u64 << (i % 64))
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn observe(&mut self, seq: u64) -> Arrival {
         if !self.started {
             self.started = true;

@@ -12,7 +12,7 @@ mod driver;
 mod floor;
 
 use super::{
-    as_it_is, dir_of, private_dir, reads_in_place, Capabilities, ChannelSpec, DeliveryMap,
+    as_it_is, dir_of, into_buffer, next_within, private_dir, Capabilities, ChannelSpec, DeliveryMap,
     DirGuard, Endpoint, Exchange, Floor, Opening, OptionSpec, Options, Place, Rendezvous, Setup,
     SetupPlan, Side, Take, Transport, TransportError,
 };
@@ -323,24 +323,39 @@ struct AeronEnd {
 #[allow(unsafe_code)]
 unsafe impl Send for AeronEnd {}
 
-/// What a poll handed over: the reader's take, and the length it took or why it failed
-/// (apart, not as one `Result`: a result as large as an error is copied out of the callback
-/// and back, which stalls a read that lasts a few nanoseconds).
+/// Where a poll hands its message: a take (a copy out, for `recv`), or the reader's own read
+/// in place (`recv_with`), called straight from Aeron's callback: one call fewer a message, a
+/// few nanoseconds of a message that lasts twenty.
+enum Hand<'t, 'a> {
+    Take(&'t mut Take<'a>),
+    Read(&'t mut dyn FnMut(&[u8])),
+}
+
+/// What a poll handed over: where to, and the length it took or why it failed (apart, not as
+/// one `Result`: a result as large as an error is copied out of the callback and back, which
+/// stalls a read that lasts a few nanoseconds).
 struct Got<'t, 'a> {
-    take: &'t mut Take<'a>,
+    hand: Hand<'t, 'a>,
     took: Option<usize>,
     failed: Option<TransportError>,
 }
 
 fn on_message(got: &mut Got, msg: &[u8], _: rc::AeronHeader) {
-    if got.took.is_none() {
-        match (got.take)(msg) {
+    if got.took.is_some() {
+        return;
+    }
+    match &mut got.hand {
+        Hand::Read(read) => {
+            read(msg);
+            got.took = Some(msg.len());
+        }
+        Hand::Take(take) => match take(msg) {
             Ok(n) => got.took = Some(n),
             Err(e) => {
                 got.took = Some(0);
                 got.failed = Some(e);
             }
-        }
+        },
     }
 }
 
@@ -356,21 +371,17 @@ impl AeronEnd {
         }
     }
 
-    /// The next message, handed to `take` where Aeron keeps it, waiting at most `timeout`
-    /// (zero: one poll).
+    /// The next message, handed over where Aeron keeps it, waiting at most `timeout` (zero:
+    /// one poll).
     #[inline(always)]
-    fn next(
-        &mut self,
-        take: &mut Take,
-        timeout: Duration,
-    ) -> Result<Option<usize>, TransportError> {
+    fn next(&mut self, hand: Hand, timeout: Duration) -> Result<Option<usize>, TransportError> {
         let Some(sub) = &self.subscription else {
             return Err(TransportError::Unsupported(
                 "aeron: this end only writes (a topic's publisher)".into(),
             ));
         };
         let mut got = Got {
-            take,
+            hand,
             took: None,
             failed: None,
         };
@@ -440,5 +451,17 @@ impl Endpoint for AeronEnd {
         }
     }
 
-    reads_in_place!();
+    fn recv(&mut self, buf: &mut [u8]) -> Result<usize, TransportError> {
+        next_within(self.timeout, |t| {
+            self.next(Hand::Take(&mut into_buffer(&mut *buf)), t)
+        })
+    }
+
+    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, TransportError> {
+        self.next(Hand::Take(&mut into_buffer(buf)), Duration::ZERO)
+    }
+
+    fn recv_with(&mut self, read: &mut dyn FnMut(&[u8])) -> Result<usize, TransportError> {
+        next_within(self.timeout, |t| self.next(Hand::Read(&mut *read), t))
+    }
 }
