@@ -12,9 +12,9 @@ mod driver;
 mod floor;
 
 use super::{
-    as_it_is, dir_of, into_buffer, next_within, private_dir, Capabilities, ChannelSpec, DeliveryMap,
-    DirGuard, Endpoint, Exchange, Floor, Opening, OptionSpec, Options, Place, Rendezvous, Setup,
-    SetupPlan, Side, Take, Transport, TransportError,
+    as_it_is, dir_of, into_buffer, next_within, private_dir, Capabilities, ChannelSpec,
+    DeliveryMap, DirGuard, Endpoint, Exchange, Floor, Opening, OptionSpec, Options, Place,
+    Rendezvous, Setup, SetupPlan, Side, Take, Transport, TransportError,
 };
 use crate::deadline::Deadline;
 use crate::delivery::{Delivery, Reliability, Setting};
