@@ -24,6 +24,9 @@ pub enum Arrival {
 
 pub struct SeqTracker {
     expected: u64,
+    /// Every number from here up to `expected` arrived, in order: their bits in `seen` are
+    /// written only when a gap ends the run, so an arrival in order touches no bitmap.
+    run_from: u64,
     first: u64,
     started: bool,
     seen: [u64; (WINDOW / 64) as usize],
@@ -40,6 +43,7 @@ impl SeqTracker {
     pub fn new() -> Self {
         SeqTracker {
             expected: 0,
+            run_from: 0,
             first: 0,
             started: false,
             seen: [0; (WINDOW / 64) as usize],
@@ -62,29 +66,38 @@ impl SeqTracker {
         if !self.started {
             self.started = true;
             self.expected = seq;
+            self.run_from = seq;
             self.first = seq;
         }
         self.counts.received += 1;
-        if seq >= self.expected {
+        if seq == self.expected {
+            self.expected = seq + 1;
+            return Arrival::InOrder;
+        }
+        self.out_of_order(seq)
+    }
+
+    #[inline(never)]
+    fn out_of_order(&mut self, seq: u64) -> Arrival {
+        if seq > self.expected {
             let gap = seq - self.expected;
-            // Clear the slots of numbers entering the window.
+            // Clear the slots of numbers entering the window, after writing the run's.
             if gap >= WINDOW {
                 self.seen = [0; (WINDOW / 64) as usize];
             } else {
+                for s in self.run_from.max(self.expected.saturating_sub(WINDOW))..self.expected {
+                    let (w, b) = self.bit(s);
+                    self.seen[w] |= b;
+                }
                 for s in self.expected..seq {
                     let (w, b) = self.bit(s);
                     self.seen[w] &= !b;
                 }
             }
-            let (w, b) = self.bit(seq);
-            self.seen[w] |= b;
+            self.run_from = seq;
             self.expected = seq + 1;
             self.counts.lost += gap;
-            return if gap == 0 {
-                Arrival::InOrder
-            } else {
-                Arrival::AfterGap(gap)
-            };
+            return Arrival::AfterGap(gap);
         }
         if self.expected - seq > WINDOW {
             // Too old to tell: counted late, as it had been counted lost.
@@ -93,7 +106,7 @@ impl SeqTracker {
             return Arrival::Late;
         }
         let (w, b) = self.bit(seq);
-        if self.seen[w] & b != 0 {
+        if seq >= self.run_from || self.seen[w] & b != 0 {
             self.counts.duplicated += 1;
             Arrival::Duplicate
         } else {
@@ -158,6 +171,41 @@ mod tests {
                 lost: 5,
                 duplicated: 1,
                 reordered: 1
+            }
+        );
+    }
+
+    #[test]
+    fn duplicates_are_told_within_a_run_and_after_the_gap_that_ends_it() {
+        let mut t = SeqTracker::new();
+        let arrivals: Vec<Arrival> = [0, 1, 2, 1, 5, 2, 4, 3, 4, 5, 6]
+            .into_iter()
+            .map(|s| t.observe(s))
+            .collect();
+        use Arrival::*;
+        assert_eq!(
+            arrivals,
+            [
+                InOrder,
+                InOrder,
+                InOrder,
+                Duplicate,
+                AfterGap(2),
+                Duplicate,
+                Late,
+                Late,
+                Duplicate,
+                Duplicate,
+                InOrder
+            ]
+        );
+        assert_eq!(
+            t.counts,
+            SeqCounts {
+                received: 11,
+                lost: 0,
+                duplicated: 4,
+                reordered: 2
             }
         );
     }

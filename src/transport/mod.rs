@@ -509,6 +509,16 @@ pub trait Endpoint: Send {
             "this transport hands a reader no buffer of its own to read in place".into(),
         ))
     }
+    /// Receives the messages there now, at least one (waiting within the timeout for it),
+    /// handing each to `read` in place until `read` returns false; returns how many it handed.
+    /// A reader doing all its work inside `read` then pays no call a message (Aeron's poll,
+    /// say). By default one message, through [`Endpoint::recv_with`].
+    fn recv_each(&mut self, read: &mut dyn FnMut(&[u8]) -> bool) -> Result<usize, TransportError> {
+        self.recv_with(&mut |m| {
+            read(m);
+        })
+        .map(|_| 1)
+    }
 }
 
 /// How a channel is opened: the same on every side.

@@ -5,9 +5,7 @@
 
 use super::message::{self, Outgoing, ACK, END, HEADER, MEASURED, UNSTAMPED};
 use super::payload::Typed;
-use super::{
-    phases, receive, receive_buffer, receive_in_place, Param, ParamKind, RoleError, Sent, StopRule,
-};
+use super::{phases, receive, receive_buffer, Param, ParamKind, RoleError, Sent, StopRule};
 use crate::measure::integrity::{Arrival, SeqTracker};
 use crate::measure::pacing::{RealClock, Schedule};
 use crate::measure::{clock, Metric, Recorder};
@@ -137,111 +135,31 @@ pub(crate) fn read_stream(
 ) -> Result<(), RoleError> {
     let mut buf = receive_buffer(case);
     let mut ack = [0u8; HEADER];
-    let mut tracker = SeqTracker::new();
-    let mut measuring = false;
-    let mut typed = Typed::of(case)?;
-    let mut timed_reads = EveryNth::new(flow.stamp_every, 0);
-    // The clock as last read (a slow reader's window check where a message carried no stamp).
-    let mut last = clock::now();
+    let mut reader = StreamReader::new(case, flow)?;
     let result = loop {
-        // Every Nth read call is timed, by the reader's own count: it cannot know beforehand
-        // whether the message it waits for is stamped.
-        let timed_read = timed_reads.next();
-        let t0 = if timed_read { clock::now() } else { 0 };
-        // What the message says is written in place: a result carrying it would be copied
-        // at every step of the call chain back.
-        let mut m = Seen::default();
+        reader.call();
+        // In place, every message is taken inside the transport's own read, as many as it
+        // has at once: the reader pays no call a message for the transport's loop.
         let got = if case.read_in_place {
-            let typed = &mut typed;
-            receive_in_place(ep, rec, &mut |msg| m = Seen::of(msg, case, typed.as_mut()))
+            rec.counters.read_calls += 1;
+            ep.recv_each(&mut |msg| reader.take(msg, rec))
         } else {
-            receive(ep, &mut buf, case, &mut rec.counters)
-                .inspect(|&n| m = Seen::of(&buf[..n], case, typed.as_mut()))
+            receive(ep, &mut buf, case, &mut rec.counters).map(|n| {
+                reader.take(&buf[..n], rec);
+                1
+            })
         };
-        let n = match got {
-            Ok(n) => n,
-            Err(e) => break Err(e.into()),
-        };
-        let stamped = m.flags & UNSTAMPED == 0;
-        if timed_read || stamped {
-            last = clock::now();
+        if let Err(e) = got {
+            break Err(e.into());
         }
-        let t1 = last;
-        if m.flags & END != 0 {
-            if !measuring {
-                // Not one measured message came: every one of them is lost.
-                rec.reset();
-                tracker.reset();
-            }
-            // END's send-time field holds the first measured sequence number.
-            tracker.end(m.seq, m.send_ns);
-            break Ok(());
+        if let Some(done) = reader.done.take() {
+            break done;
         }
-        if m.flags & MEASURED != 0 && !measuring {
-            measuring = true;
-            rec.reset();
-            tracker.reset();
-        }
-        if let Err(e) = m.check {
-            if case.strict {
-                break Err(RoleError::Integrity(e));
-            }
-            rec.counters.corrupted += 1;
-            continue;
-        }
-        if flow.confirm {
-            ep.send(message::signal(&mut ack, ACK, m.seq))?;
-        }
-        if measuring {
-            let arrival = tracker.observe(m.seq);
-            if case.strict && arrival != Arrival::InOrder {
-                break Err(RoleError::Integrity(format!(
-                    "message {} arrived {arrival:?} on a reliable transport",
-                    m.seq
-                )));
-            }
-            // A typed body was decoded before t1: one-way latency includes it, the read call
-            // does not.
-            if timed_read {
-                rec.record(Metric::RECV_CALL, t1 - t0 - m.decode_ns);
-            }
-            if typed.is_some() {
-                rec.record(Metric::DECODE, m.decode_ns);
-            }
-            rec.counters.messages_received += 1;
-            rec.counters.bytes_received += n as u64;
-            if stamped {
-                let one_way = one_way(rec, t1, m.send_ns.wrapping_add_signed(flow.clock_shift_ns));
-                rec.record_primary(Metric::ONE_WAY, one_way, t1);
-                if case.rate_hz.is_some() {
-                    rec.record(Metric::ONE_WAY_INTENDED, one_way + m.lag_ns);
-                    // Sent while this reader already waited in its read: it had to be woken
-                    // (known where the read was timed).
-                    if timed_read {
-                        rec.record(
-                            if t0 < m.send_ns {
-                                Metric::ONE_WAY_READER_IDLE
-                            } else {
-                                Metric::ONE_WAY_READER_BUSY
-                            },
-                            one_way,
-                        );
-                    }
-                }
-                // The window ends at the last message timed: the rate counts the messages
-                // received up to it.
-                rec.mark_end_received(t1);
-            }
-            // Slow only inside the measured window, so the backlog drains before END
-            // rather than for minutes after it.
-            if let Some(d) = flow.slow {
-                let window = case.duration.map_or(u64::MAX, |w| w.as_nanos() as u64);
-                if t1.saturating_sub(rec.start_ns()) < window {
-                    std::thread::sleep(d);
-                }
-            }
+        if let Some(seq) = reader.ack_due.take() {
+            ep.send(message::signal(&mut ack, ACK, seq))?;
         }
     };
+    let StreamReader { typed, tracker, .. } = reader;
     if let Some(t) = &typed {
         t.record_figures(rec, clock::now);
     }
@@ -261,6 +179,179 @@ pub(crate) fn read_stream(
         )));
     }
     result
+}
+
+/// A stream reader's state across messages and read calls: [`StreamReader::take`] does all
+/// the work a message needs, wherever the transport hands it over.
+struct StreamReader<'c> {
+    case: &'c CaseConfig,
+    flow: Flow,
+    tracker: SeqTracker,
+    measuring: bool,
+    typed: Option<Typed>,
+    timed_reads: EveryNth,
+    /// The read call under way is timed, from `t0`; `first` until its first message is in.
+    timed_call: bool,
+    first: bool,
+    t0: u64,
+    /// The clock as last read (a slow reader's window check where a message carried no stamp).
+    last: u64,
+    /// How the stream ended (END, or an error), once it has.
+    done: Option<Result<(), RoleError>>,
+    /// A message to acknowledge (`--confirm`) before the next read.
+    ack_due: Option<u64>,
+}
+
+impl<'c> StreamReader<'c> {
+    fn new(case: &'c CaseConfig, flow: Flow) -> Result<Self, RoleError> {
+        Ok(StreamReader {
+            case,
+            flow,
+            tracker: SeqTracker::new(),
+            measuring: false,
+            typed: Typed::of(case)?,
+            timed_reads: EveryNth::new(flow.stamp_every, 0),
+            timed_call: false,
+            first: false,
+            t0: 0,
+            last: clock::now(),
+            done: None,
+            ack_due: None,
+        })
+    }
+
+    /// A read call begins. Every Nth is timed, by the reader's own count: it cannot know
+    /// beforehand whether the message it waits for is stamped.
+    #[inline(always)]
+    fn call(&mut self) {
+        self.timed_call = self.timed_reads.next();
+        self.first = true;
+        self.t0 = if self.timed_call { clock::now() } else { 0 };
+    }
+
+    /// Checks, counts and times message `msg`; false where the read must stop taking more
+    /// (the stream ended, or the message is to be acknowledged first). What few messages
+    /// need (END, the first measured, a bad one, a stamped or timed one) is done out of line,
+    /// so that the common message runs a short path.
+    #[inline(always)]
+    fn take(&mut self, msg: &[u8], rec: &mut Recorder) -> bool {
+        let (case, flow) = (self.case, self.flow);
+        let m = Seen::of(msg, case, self.typed.as_mut());
+        // A call's time is until its first message is in hand.
+        let timed_read = std::mem::take(&mut self.first) && self.timed_call;
+        let stamped = m.flags & UNSTAMPED == 0;
+        if timed_read || stamped {
+            self.last = clock::now();
+        }
+        if m.flags & END != 0 {
+            return self.end(&m, rec);
+        }
+        if m.flags & MEASURED != 0 && !self.measuring {
+            self.start_measuring(rec);
+        }
+        if let Err(e) = m.check {
+            return self.corrupted(e, rec);
+        }
+        if flow.confirm {
+            self.ack_due = Some(m.seq);
+        }
+        if self.measuring {
+            let arrival = self.tracker.observe(m.seq);
+            if case.strict && arrival != Arrival::InOrder {
+                return self.out_of_order(m.seq, arrival);
+            }
+            rec.counters.messages_received += 1;
+            rec.counters.bytes_received += msg.len() as u64;
+            if timed_read || stamped || self.typed.is_some() || flow.slow.is_some() {
+                self.record_times(&m, timed_read, stamped, rec);
+            }
+        }
+        self.ack_due.is_none()
+    }
+
+    #[inline(never)]
+    fn end(&mut self, m: &Seen, rec: &mut Recorder) -> bool {
+        if !self.measuring {
+            // Not one measured message came: every one of them is lost.
+            rec.reset();
+            self.tracker.reset();
+        }
+        // END's send-time field holds the first measured sequence number.
+        self.tracker.end(m.seq, m.send_ns);
+        self.done = Some(Ok(()));
+        false
+    }
+
+    #[inline(never)]
+    fn start_measuring(&mut self, rec: &mut Recorder) {
+        self.measuring = true;
+        rec.reset();
+        self.tracker.reset();
+    }
+
+    #[inline(never)]
+    fn corrupted(&mut self, e: String, rec: &mut Recorder) -> bool {
+        if self.case.strict {
+            self.done = Some(Err(RoleError::Integrity(e)));
+            return false;
+        }
+        rec.counters.corrupted += 1;
+        true
+    }
+
+    #[cold]
+    fn out_of_order(&mut self, seq: u64, arrival: Arrival) -> bool {
+        self.done = Some(Err(RoleError::Integrity(format!(
+            "message {seq} arrived {arrival:?} on a reliable transport"
+        ))));
+        false
+    }
+
+    /// The times a measured message gives: its read call's, its decoding's, its one-way
+    /// latency (stamped); and a slow reader's pause.
+    #[inline(never)]
+    fn record_times(&mut self, m: &Seen, timed_read: bool, stamped: bool, rec: &mut Recorder) {
+        let (case, flow) = (self.case, self.flow);
+        let (t0, t1) = (self.t0, self.last);
+        // A typed body was decoded before t1: one-way latency includes it, the read call
+        // does not.
+        if timed_read {
+            rec.record(Metric::RECV_CALL, t1 - t0 - m.decode_ns);
+        }
+        if self.typed.is_some() {
+            rec.record(Metric::DECODE, m.decode_ns);
+        }
+        if stamped {
+            let one_way = one_way(rec, t1, m.send_ns.wrapping_add_signed(flow.clock_shift_ns));
+            rec.record_primary(Metric::ONE_WAY, one_way, t1);
+            if case.rate_hz.is_some() {
+                rec.record(Metric::ONE_WAY_INTENDED, one_way + m.lag_ns);
+                // Sent while this reader already was in its read (waiting, or taking the
+                // messages before it): known where the read was timed.
+                if self.timed_call {
+                    rec.record(
+                        if t0 < m.send_ns {
+                            Metric::ONE_WAY_READER_IDLE
+                        } else {
+                            Metric::ONE_WAY_READER_BUSY
+                        },
+                        one_way,
+                    );
+                }
+            }
+            // The window ends at the last message timed: the rate counts the messages
+            // received up to it.
+            rec.mark_end_received(t1);
+        }
+        // Slow only inside the measured window, so the backlog drains before END rather
+        // than for minutes after it.
+        if let Some(d) = flow.slow {
+            let window = case.duration.map_or(u64::MAX, |w| w.as_nanos() as u64);
+            if t1.saturating_sub(rec.start_ns()) < window {
+                std::thread::sleep(d);
+            }
+        }
+    }
 }
 
 /// A one-way sample: `arrival` less `sent`, both on the reader's clock. Across hosts one may

@@ -329,6 +329,8 @@ unsafe impl Send for AeronEnd {}
 enum Hand<'t, 'a> {
     Take(&'t mut Take<'a>),
     Read(&'t mut dyn FnMut(&[u8])),
+    /// Each message there now, until the read returns false (`recv_each`).
+    Each(&'t mut dyn FnMut(&[u8]) -> bool),
 }
 
 /// What a poll handed over: where to, and the length it took or why it failed (apart, not as
@@ -336,15 +338,25 @@ enum Hand<'t, 'a> {
 /// stalls a read that lasts a few nanoseconds).
 struct Got<'t, 'a> {
     hand: Hand<'t, 'a>,
+    /// The length taken (a take, a read) or how many messages were handed (each).
     took: Option<usize>,
     failed: Option<TransportError>,
+    /// Each: the read takes more.
+    more: bool,
 }
 
 fn on_message(got: &mut Got, msg: &[u8], _: rc::AeronHeader) {
+    if let Hand::Each(read) = &mut got.hand {
+        // One fragment a poll: a poll ends at most one message, so `more` is asked in time.
+        got.more = read(msg);
+        got.took = Some(got.took.map_or(1, |n| n + 1));
+        return;
+    }
     if got.took.is_some() {
         return;
     }
     match &mut got.hand {
+        Hand::Each(_) => {}
         Hand::Read(read) => {
             read(msg);
             got.took = Some(msg.len());
@@ -371,8 +383,8 @@ impl AeronEnd {
         }
     }
 
-    /// The next message, handed over where Aeron keeps it, waiting at most `timeout` (zero:
-    /// one poll).
+    /// The next message, handed over where Aeron keeps it (each message there then, for
+    /// [`Hand::Each`]), waiting at most `timeout` (zero: one poll).
     #[inline(always)]
     fn next(&mut self, hand: Hand, timeout: Duration) -> Result<Option<usize>, TransportError> {
         let Some(sub) = &self.subscription else {
@@ -384,15 +396,21 @@ impl AeronEnd {
             hand,
             took: None,
             failed: None,
+            more: true,
         };
         let mut deadline: Option<Deadline> = None;
         let mut polls = 0u32;
         loop {
             // One fragment at a time, so that at most one message ends per poll.
-            self.assembler
+            let fragments = self
+                .assembler
                 .poll(sub, &mut got, on_message, 1)
                 .map_err(|e| aeron_error("a poll", e))?;
             if let Some(n) = got.took {
+                // Each: on while the read takes more and a poll finds more.
+                if matches!(got.hand, Hand::Each(_)) && got.more && fragments > 0 {
+                    continue;
+                }
                 return match got.failed.take() {
                     None => Ok(Some(n)),
                     Some(e) => Err(e),
@@ -463,5 +481,9 @@ impl Endpoint for AeronEnd {
 
     fn recv_with(&mut self, read: &mut dyn FnMut(&[u8])) -> Result<usize, TransportError> {
         next_within(self.timeout, |t| self.next(Hand::Read(&mut *read), t))
+    }
+
+    fn recv_each(&mut self, read: &mut dyn FnMut(&[u8]) -> bool) -> Result<usize, TransportError> {
+        next_within(self.timeout, |t| self.next(Hand::Each(&mut *read), t))
     }
 }
