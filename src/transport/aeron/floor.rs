@@ -60,13 +60,14 @@ impl NotesFloor for AeronFloor {
         // Side 0 starts the driver (and picks the UDP ports); side 1 reads where.
         let (_driver, dir, ports) = if side == 0 {
             let made = crate::transport::private_dir()?;
-            let d = MediaDriver::start(
-                &made.join("aeron"),
-                &roles.options,
-                roles.cpus.1,
-                Notes::WAIT,
-            )
-            .map_err(|e| io("its media driver", e))?;
+            // On the CPU of the side that does not drive, as a case's driver runs beside its
+            // non-driving roles: the echoing side, or a stream's reader (side 0 here).
+            let cpu = match l {
+                FloorLoop::Stream => roles.cpus.0,
+                FloorLoop::PingPong => roles.cpus.1,
+            };
+            let d = MediaDriver::start(&made.join("aeron"), &roles.options, cpu, Notes::WAIT)
+                .map_err(|e| io("its media driver", e))?;
             let ports = if udp {
                 (Some(super::free_port()?), Some(super::free_port()?))
             } else {
