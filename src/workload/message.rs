@@ -151,34 +151,72 @@ fn crc(b: &[u8]) -> u32 {
     h.finalize()
 }
 
-/// Checks a received message: its length, its declared length, its tail and (if asked) its
-/// checksum. Returns what is wrong, in words.
+/// What is wrong with a received message, told apart without building words: a reader's
+/// path per message carries this, and [`Fault::describe`] writes the words for the rare one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Not the length that was sent.
+    Length,
+    /// Not the length its header declares.
+    Declared,
+    /// Its tail is another message's.
+    Tail,
+    /// Its CRC32 fails.
+    Checksum,
+    /// A payload byte was not written for it (a message built in place).
+    Payload,
+}
+
+impl Fault {
+    /// What is wrong with message `b`, which has this fault, in words.
+    #[cold]
+    #[inline(never)]
+    pub fn describe(self, b: &[u8], expected_len: usize) -> String {
+        let n = b.len();
+        match self {
+            Fault::Length => format!("received {n} B where {expected_len} B were sent: the transport truncated or merged messages"),
+            Fault::Declared => format!("a message declares {} B but {n} B arrived", u32_at(b, 0)),
+            Fault::Tail => format!(
+                "message {} ends with the tail of message {}: its bytes were mixed",
+                seq(b),
+                u64_at(b, n - 8)
+            ),
+            Fault::Checksum => format!("message {} fails its CRC32: the payload was corrupted", seq(b)),
+            Fault::Payload => format!(
+                "message {} has payload bytes that were not written for it",
+                seq(b)
+            ),
+        }
+    }
+}
+
+/// The first fault of a received message: its length, its declared length, its tail and (if
+/// asked) its checksum.
 #[inline(always)]
-pub fn verify(b: &[u8], expected_len: usize, checksum: bool) -> Result<(), String> {
+pub fn fault(b: &[u8], expected_len: usize, checksum: bool) -> Option<Fault> {
     let n = b.len();
     if n != expected_len {
-        return Err(format!("received {n} B where {expected_len} B were sent: the transport truncated or merged messages"));
+        return Some(Fault::Length);
     }
     if u32_at(b, 0) as usize != n {
-        return Err(format!(
-            "a message declares {} B but {n} B arrived",
-            u32_at(b, 0)
-        ));
+        return Some(Fault::Declared);
     }
     if n >= HEADER + 8 && u64_at(b, n - 8) != seq(b) {
-        return Err(format!(
-            "message {} ends with the tail of message {}: its bytes were mixed",
-            seq(b),
-            u64_at(b, n - 8)
-        ));
+        return Some(Fault::Tail);
     }
     if checksum && crc(b) != u32_at(b, 24) {
-        return Err(format!(
-            "message {} fails its CRC32: the payload was corrupted",
-            seq(b)
-        ));
+        return Some(Fault::Checksum);
     }
-    Ok(())
+    None
+}
+
+/// Checks a received message ([`fault`]); what is wrong, in words.
+#[inline(always)]
+pub fn verify(b: &[u8], expected_len: usize, checksum: bool) -> Result<(), String> {
+    match fault(b, expected_len, checksum) {
+        None => Ok(()),
+        Some(f) => Err(f.describe(b, expected_len)),
+    }
 }
 
 /// Writes the header of message `seq` in place and its tail (a typed body goes between).
@@ -229,10 +267,13 @@ fn in_place_byte(seq: u64) -> u8 {
     (seq as u8) ^ 0x5a
 }
 
-/// Checks a message built in place, reading every payload byte (as a consumer would).
+/// The first fault of a message built in place, reading every payload byte (as a consumer
+/// would).
 #[inline(always)]
-pub fn verify_in_place(b: &[u8], expected_len: usize, checksum: bool) -> Result<(), String> {
-    verify(b, expected_len, checksum)?;
+pub fn fault_in_place(b: &[u8], expected_len: usize, checksum: bool) -> Option<Fault> {
+    if let Some(f) = fault(b, expected_len, checksum) {
+        return Some(f);
+    }
     let n = b.len();
     if n >= HEADER + 8 {
         let want = in_place_byte(seq(b));
@@ -243,13 +284,19 @@ pub fn verify_in_place(b: &[u8], expected_len: usize, checksum: bool) -> Result<
             acc | (u64::from_ne_bytes(w.try_into().unwrap()) ^ word)
         });
         if diff != 0 || !words.remainder().iter().all(|&x| x == want) {
-            return Err(format!(
-                "message {} has payload bytes that were not written for it",
-                seq(b)
-            ));
+            return Some(Fault::Payload);
         }
     }
-    Ok(())
+    None
+}
+
+/// Checks a message built in place ([`fault_in_place`]); what is wrong, in words.
+#[inline(always)]
+pub fn verify_in_place(b: &[u8], expected_len: usize, checksum: bool) -> Result<(), String> {
+    match fault_in_place(b, expected_len, checksum) {
+        None => Ok(()),
+        Some(f) => Err(f.describe(b, expected_len)),
+    }
 }
 
 /// A header-only message (END, ACK) into `out`.

@@ -3,7 +3,7 @@
 //! checks every one, with loss, duplicates and reordering counted, and times every one (or
 //! every Nth, `--stamp-every`).
 
-use super::message::{self, Outgoing, ACK, END, HEADER, MEASURED, UNSTAMPED};
+use super::message::{self, Fault, Outgoing, ACK, END, HEADER, MEASURED, UNSTAMPED};
 use super::payload::Typed;
 use super::{phases, receive, receive_buffer, Param, ParamKind, RoleError, Sent, StopRule};
 use crate::measure::integrity::{Arrival, SeqTracker};
@@ -104,8 +104,12 @@ pub(crate) fn write_stream(
     let mut out = Outgoing::new(case.size_bytes, case.checksum);
     let mut buf = receive_buffer(case);
     let mut typed = Typed::of(case)?;
+    // The plain stream (unpaced, bytes, copied, unconfirmed) runs a loop compiled without the
+    // other cases' branches: a 64 B message lasts a few tens of nanoseconds.
+    let plain = case.rate_hz.is_none() && typed.is_none() && !case.zero_copy && !flow.confirm;
+    let write_phase = if plain { write::<true> } else { write::<false> };
     let sent = phases(case, rec, |rec, seq, rule, record| {
-        write(
+        write_phase(
             ep,
             case,
             flow,
@@ -200,16 +204,33 @@ struct StreamReader<'c> {
     done: Option<Result<(), RoleError>>,
     /// A message to acknowledge (`--confirm`) before the next read.
     ack_due: Option<u64>,
+    /// A message's payload is checked byte by byte (built in place, untyped).
+    in_place: bool,
+    /// Every measured message has times to record (typed: its decoding; slow: its pause).
+    times_each: bool,
+    /// The decoder's words for the last body that failed ([`Bad::Body`]).
+    body_error: String,
+}
+
+/// What is wrong with a message the reader took: its frame, or its typed body (whose words
+/// wait in [`StreamReader::body_error`]). Small, so the path a message takes carries no text.
+#[derive(Clone, Copy)]
+enum Bad {
+    Frame(Fault),
+    Body,
 }
 
 impl<'c> StreamReader<'c> {
     fn new(case: &'c CaseConfig, flow: Flow) -> Result<Self, RoleError> {
+        let typed = Typed::of(case)?;
         Ok(StreamReader {
             case,
             flow,
             tracker: SeqTracker::new(),
             measuring: false,
-            typed: Typed::of(case)?,
+            in_place: case.zero_copy && typed.is_none(),
+            times_each: typed.is_some() || flow.slow.is_some(),
+            typed,
             timed_reads: EveryNth::new(flow.stamp_every, 0),
             timed_call: false,
             first: false,
@@ -217,6 +238,7 @@ impl<'c> StreamReader<'c> {
             last: clock::now(),
             done: None,
             ack_due: None,
+            body_error: String::new(),
         })
     }
 
@@ -236,7 +258,10 @@ impl<'c> StreamReader<'c> {
     #[inline(always)]
     fn take(&mut self, msg: &[u8], rec: &mut Recorder) -> bool {
         let (case, flow) = (self.case, self.flow);
-        let m = Seen::of(msg, case, self.typed.as_mut());
+        let mut m = Seen::of(msg, case, self.in_place);
+        if self.typed.is_some() && m.flags & END == 0 && m.bad.is_none() {
+            self.decode(msg, &mut m);
+        }
         // A call's time is until its first message is in hand.
         let timed_read = std::mem::take(&mut self.first) && self.timed_call;
         let stamped = m.flags & UNSTAMPED == 0;
@@ -249,8 +274,8 @@ impl<'c> StreamReader<'c> {
         if m.flags & MEASURED != 0 && !self.measuring {
             self.start_measuring(rec);
         }
-        if let Err(e) = m.check {
-            return self.corrupted(e, rec);
+        if let Some(bad) = m.bad {
+            return self.corrupted(bad, msg, rec);
         }
         if flow.confirm {
             self.ack_due = Some(m.seq);
@@ -262,7 +287,7 @@ impl<'c> StreamReader<'c> {
             }
             rec.counters.messages_received += 1;
             rec.counters.bytes_received += msg.len() as u64;
-            if timed_read || stamped || self.typed.is_some() || flow.slow.is_some() {
+            if timed_read || stamped || self.times_each {
                 self.record_times(&m, timed_read, stamped, rec);
             }
         }
@@ -289,8 +314,27 @@ impl<'c> StreamReader<'c> {
         self.tracker.reset();
     }
 
+    /// A typed body decoded (timed): a failure's words kept for [`Self::corrupted`].
     #[inline(never)]
-    fn corrupted(&mut self, e: String, rec: &mut Recorder) -> bool {
+    fn decode(&mut self, msg: &[u8], m: &mut Seen) {
+        let Some(t) = self.typed.as_mut() else {
+            return;
+        };
+        let t0 = clock::now();
+        let decoded = t.decode(msg);
+        m.decode_ns = clock::now() - t0;
+        if let Err(e) = decoded {
+            self.body_error = e;
+            m.bad = Some(Bad::Body);
+        }
+    }
+
+    #[inline(never)]
+    fn corrupted(&mut self, bad: Bad, msg: &[u8], rec: &mut Recorder) -> bool {
+        let e = match bad {
+            Bad::Frame(f) => f.describe(msg, self.case.size_bytes),
+            Bad::Body => std::mem::take(&mut self.body_error),
+        };
         if self.case.strict {
             self.done = Some(Err(RoleError::Integrity(e)));
             return false;
@@ -367,67 +411,51 @@ pub(crate) fn one_way(rec: &mut Recorder, arrival: u64, sent: u64) -> u64 {
 }
 
 /// What the reader needs of a message, taken while it is in hand (in place or copied).
+#[derive(Default)]
 struct Seen {
     flags: u32,
     seq: u64,
     send_ns: u64,
     lag_ns: u64,
-    check: Result<(), String>,
+    bad: Option<Bad>,
     /// How long decoding its typed body took.
     decode_ns: u64,
 }
 
-impl Default for Seen {
-    fn default() -> Self {
-        Seen {
-            flags: 0,
-            seq: 0,
-            send_ns: 0,
-            lag_ns: 0,
-            check: Ok(()),
-            decode_ns: 0,
-        }
-    }
-}
-
 impl Seen {
-    /// Takes what the reader needs, checks the message and decodes a typed body (timed).
+    /// Takes what the reader needs and checks the message's frame (and every payload byte of
+    /// one built `in_place`); a typed body is checked by decoding it, apart.
     #[inline(always)]
-    fn of(m: &[u8], case: &CaseConfig, typed: Option<&mut Typed>) -> Self {
+    fn of(m: &[u8], case: &CaseConfig, in_place: bool) -> Self {
         if m.len() < message::HEADER {
             // Read in place, it has no header to read (a copy would sit in a buffer that has).
             return Seen {
-                check: message::verify(m, case.size_bytes, false),
+                bad: message::fault(m, case.size_bytes, false).map(Bad::Frame),
                 ..Seen::default()
             };
         }
         let flags = message::flags(m);
-        let data = flags & END == 0;
-        let mut seen = Seen {
+        let fault = match (flags & END == 0, in_place) {
+            (false, _) => None,
+            (true, true) => message::fault_in_place(m, case.size_bytes, case.checksum),
+            (true, false) => message::fault(m, case.size_bytes, case.checksum),
+        };
+        Seen {
             flags,
             seq: message::seq(m),
             send_ns: message::send_ns(m),
             lag_ns: message::lag_ns(m),
-            // A typed body is checked by decoding it, not against a byte pattern.
-            check: match (data, case.zero_copy && typed.is_none()) {
-                (false, _) => Ok(()),
-                (true, true) => message::verify_in_place(m, case.size_bytes, case.checksum),
-                (true, false) => message::verify(m, case.size_bytes, case.checksum),
-            },
+            bad: fault.map(Bad::Frame),
             decode_ns: 0,
-        };
-        if let (Some(t), true, Ok(())) = (typed, data, &seen.check) {
-            let t0 = clock::now();
-            seen.check = t.decode(m);
-            seen.decode_ns = clock::now() - t0;
         }
-        seen
     }
 }
 
+/// Writes until `rule` says done. `PLAIN`: the case is unpaced, untyped, copied and
+/// unconfirmed, and its loop has no branch for the others.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn write(
+fn write<const PLAIN: bool>(
     ep: &mut dyn Endpoint,
     case: &CaseConfig,
     flow: Flow,
@@ -450,8 +478,18 @@ fn write(
     // The clock as last read: an unstamped message reads none, and the stop rule's --duration
     // is checked against the last stamped one.
     let mut now = clock::now();
+    let paced = !PLAIN && schedule.paced();
+    let (zero_copy, confirm) = (!PLAIN && case.zero_copy, !PLAIN && flow.confirm);
+    if PLAIN {
+        // It is None already: said so, the compiler drops the typed branches.
+        typed = None;
+    }
     loop {
-        let intended = schedule.wait_for(done, &mut pacer);
+        let intended = if paced {
+            schedule.wait_for(done, &mut pacer)
+        } else {
+            0
+        };
         let this = *seq;
         let stamped = stamps.next();
         let (t0, flags) = if stamped {
@@ -459,14 +497,14 @@ fn write(
         } else {
             (0, flags | UNSTAMPED)
         };
-        let lag = if schedule.paced() && stamped {
+        let lag = if paced && stamped {
             t0.saturating_sub(intended)
         } else {
             0
         };
         // A typed body is encoded before the send call is timed; one-way latency includes it.
         let mut t_send = t0;
-        let sent = if case.zero_copy {
+        let sent = if zero_copy {
             let mut encoded = Ok(());
             let sent = ep.send_with(case.size_bytes, &mut |slot| match typed.as_mut() {
                 Some(t) => {
@@ -496,7 +534,7 @@ fn write(
         if record && stamped && typed.is_some() {
             rec.record(Metric::ENCODE, t_send - t0);
         }
-        if record && stamped && schedule.paced() {
+        if record && stamped && paced {
             rec.record(Metric::SEND_LAG, lag);
         }
         if stamped {
@@ -506,7 +544,7 @@ fn write(
             Ok(()) => {
                 // It went out: END counts it, whatever its acknowledgement does.
                 *seq += 1;
-                if flow.confirm {
+                if confirm {
                     let n = receive(ep, buf, case, &mut rec.counters)?;
                     let m = &buf[..n];
                     if message::flags(m) & ACK == 0 || message::seq(m) != this {

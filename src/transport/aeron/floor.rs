@@ -2,7 +2,8 @@
 //! nothing of msgperf, as Aeron's own ping/pong samples do: side 0 offers `size` bytes and
 //! polls for the echo (ping-pong), or polls and counts what side 1 offers (a stream), reading
 //! each message's first and last 8 bytes in place where the poll hands it over (one fragment
-//! per poll, as the adapter polls). Side 0 starts the media driver (the
+//! per poll, as the adapter polls; waiting only after a poll that found nothing, as Aeron's
+//! idle strategies do, not between the fragments of a message). Side 0 starts the media driver (the
 //! same configuration as a case's) and writes its directory into a small memory file that both
 //! sides share.
 
@@ -38,6 +39,15 @@ fn read_ends(read: &mut Read, m: &[u8], _: rc::AeronHeader) {
     read.got = Some(m.len());
 }
 
+/// What one poll found.
+enum Polled {
+    /// A whole message, of this length (0: the end).
+    Message(usize),
+    /// A fragment of a longer message: the rest is in the log already.
+    Part,
+    Nothing,
+}
+
 fn io(what: &str, e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(format!("aeron floor: {what}: {e}"))
 }
@@ -50,13 +60,14 @@ impl NotesFloor for AeronFloor {
         // Side 0 starts the driver (and picks the UDP ports); side 1 reads where.
         let (_driver, dir, ports) = if side == 0 {
             let made = crate::transport::private_dir()?;
-            let d = MediaDriver::start(
-                &made.join("aeron"),
-                &roles.options,
-                roles.cpus.1,
-                Notes::WAIT,
-            )
-            .map_err(|e| io("its media driver", e))?;
+            // On the CPU of the side that does not drive, as a case's driver runs beside its
+            // non-driving roles: the echoing side, or a stream's reader (side 0 here).
+            let cpu = match l {
+                FloorLoop::Stream => roles.cpus.0,
+                FloorLoop::PingPong => roles.cpus.1,
+            };
+            let d = MediaDriver::start(&made.join("aeron"), &roles.options, cpu, Notes::WAIT)
+                .map_err(|e| io("its media driver", e))?;
             let ports = if udp {
                 (Some(super::free_port()?), Some(super::free_port()?))
             } else {
@@ -130,12 +141,17 @@ impl NotesFloor for AeronFloor {
         };
         let mut assembler = rc::AeronFragmentClosureAssembler::new()
             .map_err(|e| io("an assembler", format!("{e:?}")))?;
-        // A poll's one message: its length, 0 for the end.
         let mut poll = || {
             let mut read = Read::default();
-            let _ = assembler.poll(&subscription, &mut read, read_ends, 1);
+            let fragments = assembler
+                .poll(&subscription, &mut read, read_ends, 1)
+                .unwrap_or(0);
             std::hint::black_box(read.ends);
-            read.got
+            match read.got {
+                Some(n) => Polled::Message(n),
+                None if fragments > 0 => Polled::Part,
+                None => Polled::Nothing,
+            }
         };
         let data = vec![7u8; size];
         let bound =
@@ -147,10 +163,19 @@ impl NotesFloor for AeronFloor {
                     if !offer(&data) {
                         return false;
                     }
+                    // The bound is read every 256 empty polls, as the adapter's reader does.
+                    let mut empty = 0u32;
                     let got = loop {
                         match poll() {
-                            Some(n) => break n,
-                            None => idle(),
+                            Polled::Message(n) => break n,
+                            Polled::Part => {}
+                            Polled::Nothing => {
+                                empty = empty.wrapping_add(1);
+                                if empty.is_multiple_of(256) && ended() {
+                                    break 0;
+                                }
+                                idle()
+                            }
                         }
                     };
                     got == size
@@ -163,14 +188,15 @@ impl NotesFloor for AeronFloor {
             (FloorLoop::PingPong, _) => {
                 loop {
                     match poll() {
-                        Some(0) => break,
-                        Some(_) => {
+                        Polled::Message(0) => break,
+                        Polled::Message(_) => {
                             if !offer(&data) {
                                 break;
                             }
                         }
-                        None if ended() => break,
-                        None => idle(),
+                        Polled::Part => {}
+                        Polled::Nothing if ended() => break,
+                        Polled::Nothing => idle(),
                     }
                 }
                 Ok(None)
@@ -179,10 +205,11 @@ impl NotesFloor for AeronFloor {
                 let mut window = ReadWindow::new(roles.warmup);
                 loop {
                     match poll() {
-                        Some(0) => break,
-                        Some(_) => window.read(),
-                        None if ended() => break,
-                        None => idle(),
+                        Polled::Message(0) => break,
+                        Polled::Message(_) => window.read(),
+                        Polled::Part => {}
+                        Polled::Nothing if ended() => break,
+                        Polled::Nothing => idle(),
                     }
                 }
                 Ok(Some(window.figure(size)))

@@ -416,6 +416,11 @@ impl AeronEnd {
                     Some(e) => Err(e),
                 };
             }
+            // A fragment of a longer message: the rest is in the log already, poll on. Only
+            // a poll that found nothing waits, as Aeron's idle strategies do.
+            if fragments > 0 {
+                continue;
+            }
             if timeout.is_zero() {
                 return Ok(None);
             }
