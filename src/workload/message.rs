@@ -213,10 +213,13 @@ pub fn fault(b: &[u8], expected_len: usize, checksum: bool) -> Option<Fault> {
 /// Checks a received message ([`fault`]); what is wrong, in words.
 #[inline(always)]
 pub fn verify(b: &[u8], expected_len: usize, checksum: bool) -> Result<(), String> {
-    match fault(b, expected_len, checksum) {
-        None => Ok(()),
-        Some(f) => Err(f.describe(b, expected_len)),
-    }
+    in_words(fault(b, expected_len, checksum), b, expected_len)
+}
+
+/// A fault `found` in message `b`, as the words of [`Fault::describe`].
+#[inline(always)]
+fn in_words(found: Option<Fault>, b: &[u8], expected_len: usize) -> Result<(), String> {
+    found.map_or(Ok(()), |f| Err(f.describe(b, expected_len)))
 }
 
 /// Writes the header of message `seq` in place and its tail (a typed body goes between).
@@ -293,10 +296,7 @@ pub fn fault_in_place(b: &[u8], expected_len: usize, checksum: bool) -> Option<F
 /// Checks a message built in place ([`fault_in_place`]); what is wrong, in words.
 #[inline(always)]
 pub fn verify_in_place(b: &[u8], expected_len: usize, checksum: bool) -> Result<(), String> {
-    match fault_in_place(b, expected_len, checksum) {
-        None => Ok(()),
-        Some(f) => Err(f.describe(b, expected_len)),
-    }
+    in_words(fault_in_place(b, expected_len, checksum), b, expected_len)
 }
 
 /// A header-only message (END, ACK) into `out`.
