@@ -60,12 +60,8 @@ impl NotesFloor for AeronFloor {
         // Side 0 starts the driver (and picks the UDP ports); side 1 reads where.
         let (_driver, dir, ports) = if side == 0 {
             let made = crate::transport::private_dir()?;
-            // On the CPU of the side that does not drive, as a case's driver runs beside its
-            // non-driving roles: the echoing side, or a stream's reader (side 0 here).
-            let cpu = match l {
-                FloorLoop::Stream => roles.cpus.0,
-                FloorLoop::PingPong => roles.cpus.1,
-            };
+            // Where a case's driver runs: beside the echoing side, or the stream's reader.
+            let cpu = roles.service_cpu();
             let d = MediaDriver::start(&made.join("aeron"), &roles.options, cpu, Notes::WAIT)
                 .map_err(|e| io("its media driver", e))?;
             let ports = if udp {
