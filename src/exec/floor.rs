@@ -61,14 +61,8 @@ pub fn measure(
             },
         )
     };
-    // Each side on the CPU of the case's role that does its work: a ping-pong's measuring side
-    // is the initiator (the driving role's CPU), a stream's is the reader (the other's).
-    let (measuring, other) = match kind {
-        FloorKind::RoundTrip => (roles.cpus.0, roles.cpus.1),
-        FloorKind::Stream => (roles.cpus.1, roles.cpus.0),
-    };
     for (side, ends) in sides.into_iter().enumerate() {
-        let cpu = if side == 0 { measuring } else { other };
+        let cpu = roles.side_cpu(l, side);
         let args = [
             "floor".to_string(),
             side.to_string(),

@@ -384,11 +384,9 @@ pub fn setup(
     }
 }
 
-/// A floor's broker: the one `--opt broker` names, or `program` started here, on the CPU where
-/// a case's broker runs: with its non-driving roles (`roles.cpus.1`), the ping-pong's answering
-/// side and the stream's reader. Not where the calling side runs: a stream's side 1 is its
-/// writer, on the driving role's CPU, where a broker would cost the writer what it costs the
-/// reader in the case. Its URL, and the broker to keep until the floor is over.
+/// A floor's broker: the one `--opt broker` names, or `program` started here, where a case's
+/// broker runs ([`FloorRoles::service_cpu`]). Its URL, and the broker to keep until the floor
+/// is over.
 pub fn for_floor(
     program: &Program,
     scheme: &str,
@@ -398,7 +396,7 @@ pub fn for_floor(
     match roles.options.get("broker").filter(|b| *b != "start") {
         Some(url) => Ok((url.clone(), None)),
         None => {
-            let b = Broker::start(program, roles.cpus.1, timeout, None)
+            let b = Broker::start(program, roles.service_cpu(), timeout, None)
                 .map_err(|e| std::io::Error::other(e.to_string()))?;
             Ok((format!("{scheme}://127.0.0.1:{}", b.port), Some(b)))
         }

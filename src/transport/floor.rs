@@ -689,6 +689,29 @@ impl ReadWindow {
 }
 
 impl FloorRoles {
+    /// Where a process the floor starts for its transport (a broker, a media driver) runs:
+    /// where a case's runs, beside its non-driving roles, the ping-pong's answering side and
+    /// the stream's reader. Not beside a stream's writer, where it would cost the writer what
+    /// it costs the reader in the case.
+    pub fn service_cpu(&self) -> Option<usize> {
+        self.cpus.1
+    }
+
+    /// The CPU of `side` of loop `l`: that of the case's role doing its work. A ping-pong's
+    /// measuring side is the initiator (the driving role's CPU), a stream's is the reader (the
+    /// other's).
+    pub fn side_cpu(&self, l: FloorLoop, side: usize) -> Option<usize> {
+        let (measuring, other) = match l {
+            FloorLoop::PingPong => (self.cpus.0, self.cpus.1),
+            FloorLoop::Stream => (self.cpus.1, self.cpus.0),
+        };
+        if side == 0 {
+            measuring
+        } else {
+            other
+        }
+    }
+
     /// How a floor's side opens a middleware's channel: as a case's end would, with the
     /// floor's own bound on its waits.
     #[allow(dead_code)] // Only the middlewares' floors open channels.
@@ -838,6 +861,25 @@ mod tests {
                 c.step().map(|_| c.steps())
             })
             .collect()
+    }
+
+    #[test]
+    fn a_floors_service_runs_beside_the_side_that_answers_or_reads() {
+        let roles = FloorRoles {
+            cpus: (Some(0), Some(1)),
+            warmup: Duration::ZERO,
+            duration: Duration::ZERO,
+            timeout: Duration::ZERO,
+            options: Default::default(),
+            between: None,
+        };
+        // A stream's reader is side 0, on the non-driving roles' CPU; the writer is not there.
+        assert_eq!(roles.side_cpu(FloorLoop::Stream, 0), Some(1));
+        assert_eq!(roles.side_cpu(FloorLoop::Stream, 1), Some(0));
+        assert_eq!(roles.service_cpu(), roles.side_cpu(FloorLoop::Stream, 0));
+        // A ping-pong's answering side is side 1.
+        assert_eq!(roles.side_cpu(FloorLoop::PingPong, 0), Some(0));
+        assert_eq!(roles.service_cpu(), roles.side_cpu(FloorLoop::PingPong, 1));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Aeron's floor: the plainest loops with the same client, driver settings and channel, and
 //! nothing of msgperf, as Aeron's own ping/pong samples do: side 0 offers `size` bytes and
-//! polls for the echo (ping-pong), or polls and counts what side 1 offers (a stream), reading
+//! polls for the echo (ping-pong), or polls and counts what side 1 offers (a stream: each
+//! message's index in its first 8 bytes, as Aeron's StreamingPublisher writes it), reading
 //! each message's first and last 8 bytes in place where the poll hands it over (one fragment
 //! per poll, as the adapter polls; waiting only after a poll that found nothing, as Aeron's
 //! idle strategies do, not between the fragments of a message). Side 0 starts the media driver (the
@@ -60,12 +61,8 @@ impl NotesFloor for AeronFloor {
         // Side 0 starts the driver (and picks the UDP ports); side 1 reads where.
         let (_driver, dir, ports) = if side == 0 {
             let made = crate::transport::private_dir()?;
-            // On the CPU of the side that does not drive, as a case's driver runs beside its
-            // non-driving roles: the echoing side, or a stream's reader (side 0 here).
-            let cpu = match l {
-                FloorLoop::Stream => roles.cpus.0,
-                FloorLoop::PingPong => roles.cpus.1,
-            };
+            // Where a case's driver runs: beside the echoing side, or the stream's reader.
+            let cpu = roles.service_cpu();
             let d = MediaDriver::start(&made.join("aeron"), &roles.options, cpu, Notes::WAIT)
                 .map_err(|e| io("its media driver", e))?;
             let ports = if udp {
@@ -214,8 +211,18 @@ impl NotesFloor for AeronFloor {
                 }
                 Ok(Some(window.figure(size)))
             }
+            // Each message carries its index in its first bytes, written before the offer, as
+            // Aeron's StreamingPublisher sample does (`putLong(0, i)`): a message built, then
+            // copied into the log, as a case's writer does, not one constant buffer.
             (FloorLoop::Stream, _) => {
-                run.write_stream(|| offer(&data));
+                let mut data = data;
+                let n = size.min(8);
+                let mut index = 0u64;
+                run.write_stream(|| {
+                    data[..n].copy_from_slice(&index.to_le_bytes()[..n]);
+                    index += 1;
+                    offer(&data)
+                });
                 offer(&[]);
                 Ok(None)
             }
