@@ -1,7 +1,7 @@
 """What the benchmark scripts share: running msgperf and other commands, free ports, CPU
 sampling, and the adapters' own benchmark parts (`src/transport/NAME/bench.py`), found by their
 folders so that no script here names an adapter."""
-import csv, glob, importlib.util, io, json, os, re, subprocess, sys, tempfile, threading, time
+import csv, glob, importlib.util, io, json, math, os, re, statistics, subprocess, sys, tempfile, threading, time
 
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(here)
@@ -164,6 +164,96 @@ class CpuSampler:
             sys.exit(f"{len(span)} CPU samples between {start:.1f} and {end:.1f}")
         (t0, a), (t1, b) = span[0], span[-1]
         return [(y - x) / (t1 - t0) for x, y in zip(a, b)]
+
+
+def p50(summary):
+    """A summary's median round trip, in both result layouts (labelled or in a list)."""
+    lat = summary["latency"]
+    return lat["p50_ns"] if "p50_ns" in lat else lat["percentiles_ns"][0]
+
+
+def cache_line_us(path):
+    """The hardware's cache-line ping-pong between the two CPUs, p50 in us (0.3 s)."""
+    text = sh([path, "floor", "-t", "none", "--stream-size", "64", "--duration", "0.3s",
+               "--placement", "cross-cpu"])
+    line = next(l for l in text.splitlines() if "cache-line ping-pong" in l)
+    # floor | loop | size | cpus | peer | samples | min | p50 | ...
+    p50 = re.split(r"\s{2,}", line.strip())[7]
+    # `-`: no round trip completed (both vCPUs taken): the pair is dropped as unsteady.
+    return float(p50) if p50 != "-" else float("nan")
+
+
+def shm_spin_pairs(path, pairs):
+    """shm's spinning round trip (64 B, two CPUs) against the cache-line ping-pong measured just
+    before and just after it. This VM's two vCPUs move between host cores every few hundred
+    milliseconds, and the cache line's round trip with them (0.05, 0.11-0.14 or 0.33-0.5 us
+    here): a ratio only means something when both figures come from the same placement. A pair
+    is kept when its two cache-line figures agree within 25% and shm's round trip stayed put
+    too (its 100 ms means within 25% of each other); the kept pairs' median is the figure."""
+    kept, dropped, clock = [], 0, {}
+    for _ in range(pairs):
+        before = cache_line_us(path)
+        with tempfile.NamedTemporaryFile(suffix=".json") as f:
+            sh([path, "run", "pingpong", "-t", "shm", "--opt", "wait=spin", "--size", "64", "--duration",
+                "0.3s", "--warmup", "0.1s", "--placement", "cross-cpu", "--json", f.name])
+            result = json.load(open(f.name))
+        case = result["cases"][0]
+        rtt = (p50(case["summary"]) or float("nan")) / 1e3
+        # The case's floor: shm's ring alone, with none of msgperf's work.
+        ring = (case["summary"].get("floor_p50_ns") or float("nan")) / 1e3
+        means = next(r["interval_means_ns"] for r in case["roles"] if r["role"]["kind"] == "initiator")
+        clock = result["environment"]["clock"]
+        after = cache_line_us(path)
+        steady = lambda xs: bool(xs) and max(xs) <= 1.25 * min(xs)
+        if not (steady([before, after]) and steady(means)) or math.isnan(ring) or math.isnan(rtt):
+            dropped += 1
+            continue
+        line = (before + after) / 2
+        kept.append({"rtt_us": rtt, "line_us": line, "ratio": rtt / line, "ring_us": ring,
+                     "ring_ratio": ring / line})
+    if not kept:
+        return {"rtt_us": float("nan"), "line_us": float("nan"), "ratio": float("nan"), "kept": 0,
+                "ring_us": float("nan"), "ring_ratio": float("nan"), "dropped": dropped, "clock": clock}
+    mid = sorted(kept, key=lambda k: k["ratio"])[len(kept) // 2]
+    return dict(mid, kept=len(kept), dropped=dropped, clock=clock, pairs=kept)
+
+
+def print_shm_spin(spins):
+    """What shm_spin_pairs found in each repetition: the median of their kept pairs (range), by
+    how near the host cores under the vCPUs were, and what the gap is made of."""
+    spin = [s for s in spins if s["kept"]]
+    if spin:
+        clock = spin[0]["clock"]
+        print(f"\nshm wait=spin, 64 B, cross-cpu: p50 {median_range([s['rtt_us'] for s in spin], '{:.2f}')} us, "
+              f"{median_range([s['ratio'] for s in spin], '{:.2f}x')} of the cache-line ping-pong measured just "
+              f"before and after it ({median_range([s['line_us'] for s in spin], '{:.2f}')} us; "
+              f"{sum(s['kept'] for s in spin)} pairs kept, {sum(s['dropped'] for s in spins)} dropped "
+              f"as the vCPUs moved between them)")
+        every = [k for s in spins for k in s.get("pairs", [])]
+        for name, group in (("near", [k for k in every if k["line_us"] < 0.2]),
+                            ("far", [k for k in every if k["line_us"] >= 0.2])):
+            if group:
+                print(f"  vCPUs on {name} host cores (cache line {median_range([k['line_us'] for k in group], '{:.2f}')} us): "
+                      f"shm {median_range([k['rtt_us'] for k in group], '{:.2f}')} us, "
+                      f"{median_range([k['ratio'] for k in group], '{:.2f}x')}; its ring alone "
+                      f"{median_range([k['ring_us'] for k in group], '{:.2f}')} us, "
+                      f"{median_range([k['ring_ratio'] for k in group], '{:.2f}x')}; {len(group)} pairs")
+        print(f"the gap in two steps, each measured in the same pair: the ring alone (shm's floor: its "
+              f"rings and spin, a 64 B copy in and out, timed as the cache line is) against the cache "
+              f"line is what shm's ring costs (a new cache line a message, whose head is cleared "
+              f"ahead); msgperf against the ring is what measuring adds: per round trip 5 TSC reads "
+              f"({clock.get('interval_read_cost_ns', 0):.0f} ns each here), 7 histogram records "
+              f"({clock['record_cost_ns']:.0f} ns each), a header, the checks of length, sequence "
+              f"and tail, and the endpoint's calls; the responder's read, TSC read and check lie on "
+              f"the round trip, the records after each send mostly overlap the flight")
+    else:
+        print("\nshm wait=spin: no pair kept (the vCPUs moved during every one)")
+
+
+def median_range(values, fmt):
+    """The median of `values` as `fmt` gives it, with their range where there are several."""
+    mid = fmt.format(statistics.median(values))
+    return mid if len(values) == 1 else f"{mid} ({fmt.format(min(values))}-{fmt.format(max(values))})"
 
 
 def glob_one(pattern):

@@ -13,10 +13,13 @@ Where a middleware has a tool of its own with the same work, its folder has a be
 (`src/transport/NAME/bench.py`, read by bench/benchlib.py) that runs the tool beside msgperf
 and prints tables of its own: what it compares and how is in its docstring. Where none does
 (or the tool prints no distribution), the floor loop stands for it.
+With --spin-pairs N each repetition also takes N pairs of msgperf's shm round trip (spinning, 64
+B, two CPUs) against the hardware's cache-line ping-pong, as bench/ratios.py does: the adapters
+at the low end of the table and shm's distance from the hardware, in one run.
 With --repeat N the whole sweep runs N times and each ratio is the median of the N (range).
 
 Usage: bench/middlewares.py [--transports NAME,...] [--duration 2] [--placement cross-cpu,same-cpu]
-                            [--repeat 1] [--stamp-every 64] [--msgperf PATH]
+                            [--repeat 1] [--stamp-every 64] [--spin-pairs 0] [--msgperf PATH]
                             [and each benchmark part's options]
 (the default transports: every adapter with a floor loop).
 """
@@ -36,6 +39,8 @@ def main():
     ap.add_argument("--stamp-every", type=int, default=64,
                     help="the sampled 64 B stream stamps and times 1 message in this many; the "
                          "sampled 64 B ping-pong times the calls of 1 round trip in this many")
+    ap.add_argument("--spin-pairs", type=int, default=0,
+                    help="pairs of shm's spinning round trip against the cache line per repetition (0: none)")
     ap.add_argument("--msgperf", help="the msgperf binary (default: build this tree with every middleware)")
     for part in parts.values():
         if hasattr(part, "add_arguments"):
@@ -52,7 +57,11 @@ def main():
             if hasattr(part, "prepare"):
                 part.prepare(ctx)
             contexts[t] = (part, ctx)
-    runs = [sweep(a, msgperf, contexts) for _ in range(a.repeat)]
+    runs, spins = [], []
+    for _ in range(a.repeat):
+        runs.append(sweep(a, msgperf, contexts))
+        if a.spin_pairs:
+            spins.append(benchlib.shm_spin_pairs(msgperf, a.spin_pairs))
     tables = [(t, table) for t, (part, _) in contexts.items() for table in getattr(part, "TABLES", [])]
     tool_rows = {table["workload"] for _, table in tables if "workload" in table}
 
@@ -145,6 +154,8 @@ def main():
             cpu(t, table["cpu"], title, table["tools"])
         else:
             against(t, table["workload"], title, table["head"], table["fmt"], table.get("unit", ""))
+    if spins:
+        benchlib.print_shm_spin(spins)
 
 
 # What msgperf's stream does per message beyond the floor's plain send and receive (see

@@ -20,7 +20,7 @@ are then compared here, with the same rules (noise band, an exact Mann-Whitney t
 Usage: bench/ratios.py [--duration 2] [--placement cross-cpu,same-cpu] [--repeat 1] [--spin-pairs 7]
                        [--msgperf PATH] [--compare PATH]
 """
-import argparse, itertools, json, math, os, re, statistics, subprocess, sys, tempfile
+import argparse, itertools, json, os, statistics, subprocess, sys, tempfile
 
 import benchlib
 
@@ -30,12 +30,6 @@ root = os.path.dirname(here)
 
 def sh(args):
     return subprocess.run(args, check=True, capture_output=True, text=True).stdout
-
-
-def p50(summary):
-    """A summary's median round trip, in both result layouts (labelled or in a list)."""
-    lat = summary["latency"]
-    return lat["p50_ns"] if "p50_ns" in lat else lat["percentiles_ns"][0]
 
 
 def main():
@@ -138,33 +132,7 @@ def table(a, runs):
                           fig(col(lambda x: x["mbs"]), "{:.0f}"),
                           fig(col(lambda x: x["mbs"] / x["floor_mbs"]), "{:.2f}x"),
                           fig(col(lambda x: x["mbs"] / x["c_mbs"]), "{:.2f}x")]))
-    spin = [run["spin"] for run in runs if run["spin"]["kept"]]
-    if spin:
-        clock = spin[0]["clock"]
-        print(f"\nshm wait=spin, 64 B, cross-cpu: p50 {fig([s['rtt_us'] for s in spin], '{:.2f}')} us, "
-              f"{fig([s['ratio'] for s in spin], '{:.2f}x')} of the cache-line ping-pong measured just "
-              f"before and after it ({fig([s['line_us'] for s in spin], '{:.2f}')} us; "
-              f"{sum(s['kept'] for s in spin)} pairs kept, {sum(r['spin']['dropped'] for r in runs)} dropped "
-              f"as the vCPUs moved between them)")
-        every = [k for run in runs for k in run["spin"].get("pairs", [])]
-        for name, group in (("near", [k for k in every if k["line_us"] < 0.2]),
-                            ("far", [k for k in every if k["line_us"] >= 0.2])):
-            if group:
-                print(f"  vCPUs on {name} host cores (cache line {fig([k['line_us'] for k in group], '{:.2f}')} us): "
-                      f"shm {fig([k['rtt_us'] for k in group], '{:.2f}')} us, "
-                      f"{fig([k['ratio'] for k in group], '{:.2f}x')}; its ring alone "
-                      f"{fig([k['ring_us'] for k in group], '{:.2f}')} us, "
-                      f"{fig([k['ring_ratio'] for k in group], '{:.2f}x')}; {len(group)} pairs")
-        print(f"the gap in two steps, each measured in the same pair: the ring alone (shm's floor: its "
-              f"rings and spin, a 64 B copy in and out, timed as the cache line is) against the cache "
-              f"line is what shm's ring costs (a new cache line a message, whose head is cleared "
-              f"ahead); msgperf against the ring is what measuring adds: per round trip 5 TSC reads "
-              f"({clock.get('interval_read_cost_ns', 0):.0f} ns each here), 7 histogram records "
-              f"({clock['record_cost_ns']:.0f} ns each), a header, the checks of length, sequence "
-              f"and tail, and the endpoint's calls; the responder's read, TSC read and check lie on "
-              f"the round trip, the records after each send mostly overlap the flight")
-    else:
-        print("\nshm wait=spin: no pair kept (the vCPUs moved during every one)")
+    benchlib.print_shm_spin([run["spin"] for run in runs])
     print("\nround trip: lower is better, 1.00x = the plain loop; stream: higher is better."
           + (f" Median of {a.repeat} runs (range)." if a.repeat > 1 else ""))
 
@@ -184,7 +152,7 @@ def sweep(a, binaries, c_loop, rep, dirs):
                     s = case["summary"]
                     cpus = case["config"]["cpus"]
                     if workload == "pingpong":
-                        rows[name].update(rtt_us=p50(s) / 1e3, floor_rtt_us=s["floor_p50_ns"] / 1e3)
+                        rows[name].update(rtt_us=benchlib.p50(s) / 1e3, floor_rtt_us=s["floor_p50_ns"] / 1e3)
                     else:
                         # msgperf reports MiB/s, the C loop MB/s (10^6 B/s): both as MB/s.
                         mb = 1.048576
@@ -198,54 +166,8 @@ def sweep(a, binaries, c_loop, rep, dirs):
             for name, _ in binaries:
                 out[name]["rows"].append(rows[name])
     for name, path in binaries:
-        out[name]["spin"] = spin_pairs(path, a.spin_pairs)
+        out[name]["spin"] = benchlib.shm_spin_pairs(path, a.spin_pairs)
     return out
-
-
-def cache_line_us(path):
-    """The hardware's cache-line ping-pong between the two CPUs, p50 in us (0.3 s)."""
-    text = sh([path, "floor", "-t", "none", "--stream-size", "64", "--duration", "0.3s",
-               "--placement", "cross-cpu"])
-    line = next(l for l in text.splitlines() if "cache-line ping-pong" in l)
-    # floor | loop | size | cpus | peer | samples | min | p50 | ...
-    p50 = re.split(r"\s{2,}", line.strip())[7]
-    # `-`: no round trip completed (both vCPUs taken): the pair is dropped as unsteady.
-    return float(p50) if p50 != "-" else float("nan")
-
-
-def spin_pairs(path, pairs):
-    """shm's spinning round trip (64 B, two CPUs) against the cache-line ping-pong measured just
-    before and just after it. This VM's two vCPUs move between host cores every few hundred
-    milliseconds, and the cache line's round trip with them (0.05, 0.11-0.14 or 0.33-0.5 us
-    here): a ratio only means something when both figures come from the same placement. A pair
-    is kept when its two cache-line figures agree within 25% and shm's round trip stayed put
-    too (its 100 ms means within 25% of each other); the kept pairs' median is the figure."""
-    kept, dropped, clock = [], 0, {}
-    for _ in range(pairs):
-        before = cache_line_us(path)
-        with tempfile.NamedTemporaryFile(suffix=".json") as f:
-            sh([path, "run", "pingpong", "-t", "shm", "--opt", "wait=spin", "--size", "64", "--duration",
-                "0.3s", "--warmup", "0.1s", "--placement", "cross-cpu", "--json", f.name])
-            result = json.load(open(f.name))
-        case = result["cases"][0]
-        rtt = (p50(case["summary"]) or float("nan")) / 1e3
-        # The case's floor: shm's ring alone, with none of msgperf's work.
-        ring = (case["summary"].get("floor_p50_ns") or float("nan")) / 1e3
-        means = next(r["interval_means_ns"] for r in case["roles"] if r["role"]["kind"] == "initiator")
-        clock = result["environment"]["clock"]
-        after = cache_line_us(path)
-        steady = lambda xs: bool(xs) and max(xs) <= 1.25 * min(xs)
-        if not (steady([before, after]) and steady(means)) or math.isnan(ring) or math.isnan(rtt):
-            dropped += 1
-            continue
-        line = (before + after) / 2
-        kept.append({"rtt_us": rtt, "line_us": line, "ratio": rtt / line, "ring_us": ring,
-                     "ring_ratio": ring / line})
-    if not kept:
-        return {"rtt_us": float("nan"), "line_us": float("nan"), "ratio": float("nan"), "kept": 0,
-                "ring_us": float("nan"), "ring_ratio": float("nan"), "dropped": dropped, "clock": clock}
-    mid = sorted(kept, key=lambda k: k["ratio"])[len(kept) // 2]
-    return dict(mid, kept=len(kept), dropped=dropped, clock=clock, pairs=kept)
 
 
 if __name__ == "__main__":
