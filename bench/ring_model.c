@@ -3,15 +3,18 @@
  * pinned to CPUs 0 and 1 run round trips of five kinds in turn, in short slices, so that each
  * kind sees the same vCPU placements (this VM's two vCPUs move between near and far host
  * cores every few hundred ms); it prints each slice's median round trip of each kind, in ns,
- * one row per round of the five. bench/ring_model.py runs it and groups the rows.
+ * one row per round of the six. bench/ring_model.py runs it and groups the rows.
  * Kinds:
  *  line:     one 64 B line: A writes 2n+1, B waits for it and writes 2n+2
  *  twoline:  A writes line X, B waits on X and writes line Y, A waits on Y (msgperf floor's)
  *  ring:     two rings of 64 B cells; a message is one cell whose head is written last; the
- *            reader polls the next cell's head; the writer clears heads 16 at a time, 32 ahead
- *            (shm's ring layout, with none of its code)
+ *            reader polls the next cell's head; after each message the writer clears the head
+ *            of the cell after the next one (shm's ring layout, with none of its code)
  *  ringseq:  ring, and the reader stores its position (a line of its own) after each message
  *  ringcopy: ringseq, with the 60 B body copied in and out through a local buffer
+ *  ringbatch: ringcopy, with the writer clearing heads 16 at a time, 32 ahead (shm's ring
+ *            before 2026-12-04: the lines cleared ahead sit in the writer's cache, where the
+ *            reader's prefetches reach them)
  * Usage: ring_model [ROUNDS] [SLICE_MS]
  */
 #define _GNU_SOURCE
@@ -25,8 +28,8 @@
 #include <time.h>
 
 #define CELLS 16384
-#define KINDS 5
-static const char *names[KINDS] = {"line", "twoline", "ring", "ringseq", "ringcopy"};
+#define KINDS 6
+static const char *names[KINDS] = {"line", "twoline", "ring", "ringseq", "ringcopy", "ringbatch"};
 
 struct __attribute__((aligned(128))) padded { _Atomic uint64_t v; };
 static struct padded L, X, Y, seqA, seqB;
@@ -46,13 +49,14 @@ static inline void relax(void) { __builtin_ia32_pause(); }
 
 struct side { _Atomic uint32_t *tx, *rx; uint64_t w, r, cleared; struct padded *seq; char buf[64]; };
 static inline _Atomic uint32_t *cell(_Atomic uint32_t *ring, uint64_t p) { return ring + (p % CELLS) * 16; }
-static inline void ring_write(struct side *s, int copy) {
+static inline void ring_write(struct side *s, int copy, int batch) {
   _Atomic uint32_t *c = cell(s->tx, s->w);
   if (copy) memcpy((char *)c + 4, s->buf + 4, 60);
   atomic_store_explicit(c, 64, memory_order_release);
   s->w++;
-  if (s->cleared <= s->w + 16) {
-    uint64_t to = s->w + 32;
+  uint64_t ahead = batch ? 32 : 2;
+  if (s->cleared <= s->w + ahead / 2) {
+    uint64_t to = s->w + ahead;
     for (uint64_t p = s->cleared; p < to; p++) atomic_store_explicit(cell(s->tx, p), 0, memory_order_relaxed);
     s->cleared = to;
   }
@@ -106,8 +110,8 @@ static void *peer(void *arg) {
         uint32_t h;
         while ((h = atomic_load_explicit(c, memory_order_acquire)) == 0) relax();
         if (h == 7) goto done;
-        ring_read(&sb, k >= 3, k == 4);
-        ring_write(&sb, k == 4);
+        ring_read(&sb, k >= 3, k >= 4);
+        ring_write(&sb, k >= 4, k == 5);
       }
       n++;
     }
@@ -149,8 +153,8 @@ int main(int argc, char **argv) {
         atomic_store_explicit(&X.v, n + 1, memory_order_release);
         while (atomic_load_explicit(&Y.v, memory_order_acquire) != n + 1) relax();
       } else {
-        ring_write(&sa, k == 4);
-        ring_read(&sa, k >= 3, k == 4);
+        ring_write(&sa, k >= 4, k == 5);
+        ring_read(&sa, k >= 3, k >= 4);
       }
       uint64_t t1 = now();
       lat[m++] = t1 - t0;

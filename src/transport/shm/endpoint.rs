@@ -100,7 +100,8 @@ impl RingWriter {
                 && self.clearance.covers(end)
             {
                 self.ring.put_copy(self.w, &m[..len]);
-                self.clearance.ahead(&self.ring, end, self.min_reader);
+                self.clearance
+                    .ahead(&self.ring, self.w, end, self.min_reader);
                 if cfg.wait == WaitKind::Block {
                     self.ring.wake_readers();
                 }

@@ -142,15 +142,15 @@ pub enum Record<'a> {
 /// is a stale record from the ring's last lap. Clearing that one cell as each record is
 /// written puts a second cache line on the message's path (under x86's store order the
 /// record's head becomes visible only after it, and that line is the reader's from the last
-/// lap); so the writer clears the free cells ahead in batches, after a publish, while the
-/// reader is busy with the message, and the next record's line is the only one that crosses.
+/// lap); so the writer clears after a publish, while the reader is busy with the message, the
+/// cells that the next record of the same length needs, and no more: lines cleared further
+/// ahead sit in the writer's cache where the reader's prefetches reach them, which cost a
+/// round trip a third more than the cache line's on an AMD EPYC host (`bench/ring_model.py`,
+/// `ringbatch`), where clearing only the next record's cells cost nothing.
 pub struct Clearance {
     /// Every cell from the write position up to this one has a head of 0.
     cleared: u64,
 }
-
-/// Cells cleared in one batch: 32 lines, a few microseconds of a stream's writes apart.
-const CLEAR_AHEAD: u64 = 32;
 
 impl Clearance {
     /// A fresh ring is all zeros, but a reused one is not: nothing is taken as cleared.
@@ -175,7 +175,7 @@ impl Clearance {
             self.cleared = end + 1;
         }
         ring.put(w, start, len, to, body);
-        self.ahead(ring, end, min_reader);
+        self.ahead(ring, w, end, min_reader);
     }
 
     /// Whether the head of the cell at `end` (after a record) is cleared already.
@@ -184,17 +184,27 @@ impl Clearance {
         self.cleared > end
     }
 
-    /// After a record that ends at `end`: clears the next batch if the cleared cells run low.
+    /// After a record from `w` to `end`: clears the cells up to the end of the next record of
+    /// the same length (the head after it included), if they are not yet.
     #[inline(always)]
-    pub fn ahead(&mut self, ring: &Ring, end: u64, min_reader: u64) {
-        if self.cleared <= end + CLEAR_AHEAD / 2 {
-            self.clear_batch(ring, end, min_reader);
+    pub fn ahead(&mut self, ring: &Ring, w: u64, end: u64, min_reader: u64) {
+        let next_end = end + (end - w);
+        if self.cleared > next_end {
+            return;
+        }
+        let to = (next_end + 1).min(min_reader + ring.cap);
+        // Records of one cell (a small message) clear one head each: inline, as a stream of
+        // them pays a call a message otherwise.
+        if to == self.cleared + 1 {
+            ring.head(self.cleared).store(0, Ordering::Relaxed);
+            self.cleared = to;
+        } else {
+            self.clear_to(ring, to);
         }
     }
 
     #[inline(never)]
-    fn clear_batch(&mut self, ring: &Ring, end: u64, min_reader: u64) {
-        let to = (end + CLEAR_AHEAD).min(min_reader + ring.cap);
+    fn clear_to(&mut self, ring: &Ring, to: u64) {
         if to > self.cleared {
             ring.clear_heads(self.cleared, to);
             self.cleared = to;
