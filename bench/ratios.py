@@ -23,6 +23,7 @@ Usage: bench/ratios.py [--duration 2] [--placement cross-cpu,same-cpu] [--repeat
 import argparse, itertools, json, os, statistics, subprocess, sys, tempfile
 
 import benchlib
+from benchlib import median_range as fig
 
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(here)
@@ -112,11 +113,6 @@ def compare_ratios(base_runs, new_runs, noise=0.03):
                 verdict = "inconclusive"
             print(f"{row['transport']} | {row['placement']} | {figure} | {fig(xs, '{:.2f}x')} | "
                   f"{fig(ys, '{:.2f}x')} | {change:+.1%} | {verdict}")
-
-
-def fig(values, fmt):
-    mid = fmt.format(statistics.median(values))
-    return mid if len(values) == 1 else f"{mid} ({fmt.format(min(values))}-{fmt.format(max(values))})"
 
 
 def table(a, runs):
