@@ -178,9 +178,9 @@ def cache_line_us(path):
                "--placement", "cross-cpu"])
     line = next(l for l in text.splitlines() if "cache-line ping-pong" in l)
     # floor | loop | size | cpus | peer | samples | min | p50 | ...
-    p50 = re.split(r"\s{2,}", line.strip())[7]
+    mid = re.split(r"\s{2,}", line.strip())[7]
     # `-`: no round trip completed (both vCPUs taken): the pair is dropped as unsteady.
-    return float(p50) if p50 != "-" else float("nan")
+    return float(mid) if mid != "-" else float("nan")
 
 
 def shm_spin_pairs(path, pairs):

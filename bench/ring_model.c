@@ -1,6 +1,6 @@
 /*
  * shm's ring, modelled in plain C against the cache line it is measured by: two threads
- * pinned to CPUs 0 and 1 run round trips of five kinds in turn, in short slices, so that each
+ * pinned to CPUs 0 and 1 run round trips of six kinds in turn, in short slices, so that each
  * kind sees the same vCPU placements (this VM's two vCPUs move between near and far host
  * cores every few hundred ms); it prints each slice's median round trip of each kind, in ns,
  * one row per round of the six. bench/ring_model.py runs it and groups the rows.
