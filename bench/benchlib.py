@@ -173,14 +173,15 @@ def p50(summary):
 
 
 def cache_line_us(path):
-    """The hardware's cache-line ping-pong between the two CPUs, p50 in us (0.3 s)."""
+    """The hardware's cache-line ping-pong between the two CPUs, (p50, mean) in us (0.3 s)."""
     text = sh([path, "floor", "-t", "none", "--stream-size", "64", "--duration", "0.3s",
                "--placement", "cross-cpu"])
     line = next(l for l in text.splitlines() if "cache-line ping-pong" in l)
-    # floor | loop | size | cpus | peer | samples | min | p50 | ...
-    mid = re.split(r"\s{2,}", line.strip())[7]
+    # floor | loop | size | cpus | peer | samples | min | p50 | mean | ...
     # `-`: no round trip completed (both vCPUs taken): the pair is dropped as unsteady.
-    return float(mid) if mid != "-" else float("nan")
+    num = lambda f: float(f) if f != "-" else float("nan")
+    fields = re.split(r"\s{2,}", line.strip())
+    return num(fields[7]), num(fields[8])
 
 
 def shm_spin_pairs(path, pairs):
@@ -192,7 +193,7 @@ def shm_spin_pairs(path, pairs):
     too (its 100 ms means within 25% of each other); the kept pairs' median is the figure."""
     kept, dropped, clock = [], 0, {}
     for _ in range(pairs):
-        before = cache_line_us(path)
+        before, before_mean = cache_line_us(path)
         with tempfile.NamedTemporaryFile(suffix=".json") as f:
             sh([path, "run", "pingpong", "-t", "shm", "--opt", "wait=spin", "--size", "64", "--duration",
                 "0.3s", "--warmup", "0.1s", "--placement", "cross-cpu", "--json", f.name])
@@ -201,16 +202,21 @@ def shm_spin_pairs(path, pairs):
         rtt = (p50(case["summary"]) or float("nan")) / 1e3
         # The case's floor: shm's ring alone, with none of msgperf's work.
         ring = (case["summary"].get("floor_p50_ns") or float("nan")) / 1e3
-        means = next(r["interval_means_ns"] for r in case["roles"] if r["role"]["kind"] == "initiator")
+        means = {"rtt": case["summary"]["latency"].get("mean_ns"),
+                 "ring": (case.get("floor") or {}).get("rtt_mean_ns")}
+        intervals = next(r["interval_means_ns"] for r in case["roles"] if r["role"]["kind"] == "initiator")
         clock = result["environment"]["clock"]
-        after = cache_line_us(path)
+        after, after_mean = cache_line_us(path)
         steady = lambda xs: bool(xs) and max(xs) <= 1.25 * min(xs)
-        if not (steady([before, after]) and steady(means)) or math.isnan(ring) or math.isnan(rtt):
+        if not (steady([before, after]) and steady(intervals)) or math.isnan(ring) or math.isnan(rtt):
             dropped += 1
             continue
         line = (before + after) / 2
+        line_mean = (before_mean + after_mean) / 2 * 1e3
         kept.append({"rtt_us": rtt, "line_us": line, "ratio": rtt / line, "ring_us": ring,
-                     "ring_ratio": ring / line})
+                     "ring_ratio": ring / line,
+                     "mean_ratio": (means["rtt"] or float("nan")) / line_mean,
+                     "ring_mean_ratio": (means["ring"] or float("nan")) / line_mean})
     if not kept:
         return {"rtt_us": float("nan"), "line_us": float("nan"), "ratio": float("nan"), "kept": 0,
                 "ring_us": float("nan"), "ring_ratio": float("nan"), "dropped": dropped, "clock": clock}
@@ -238,6 +244,11 @@ def print_shm_spin(spins):
                       f"{median_range([k['ratio'] for k in group], '{:.2f}x')}; its ring alone "
                       f"{median_range([k['ring_us'] for k in group], '{:.2f}')} us, "
                       f"{median_range([k['ring_ratio'] for k in group], '{:.2f}x')}; {len(group)} pairs")
+        print(f"by means, which no clock step rounds (a p50 of a round trip this short can move by "
+              f"a whole TSC step, 10 ns on some VMs) but every stall is in: shm "
+              f"{median_range([k['mean_ratio'] for k in every], '{:.2f}x')}, its ring alone "
+              f"{median_range([k['ring_mean_ratio'] for k in every], '{:.2f}x')} of the cache line's "
+              f"mean, over the same pairs")
         print(f"the gap in two steps, each measured in the same pair: the ring alone (shm's floor: its "
               f"rings and spin, a 64 B copy in and out, timed as the cache line is) against the cache "
               f"line is what shm's ring costs (a new cache line a message, whose head is cleared "

@@ -358,7 +358,7 @@ impl RingReader {
                         max: buf.len(),
                     })
                 } else {
-                    buf[..m.len()].copy_from_slice(m);
+                    ring::copy_out(buf, m);
                     Ok(m.len())
                 }
             },

@@ -6,7 +6,7 @@
 //! ping-pong of `msgperf floor` says (`bench/ratios.py` puts the three side by side).
 
 use super::endpoint::{RingReader, RingWriter};
-use super::ring::{segment_bytes, Body, Ring, SharedMem, MODE_QUEUE};
+use super::ring::{self, segment_bytes, Body, Ring, SharedMem, MODE_QUEUE};
 use super::Config;
 use crate::transport::floor::{
     measure_round_trips, Floor, FloorEnds, FloorFigure, FloorLoop, FloorRoles, FloorRun, ReadWindow,
@@ -44,10 +44,11 @@ fn config(size: usize, roles: &FloorRoles) -> std::io::Result<Config> {
     })
 }
 
-/// Copies a message out of the ring (every one is the floor's own, `buf`'s length).
+/// Copies a message out of the ring as the endpoints do (every one is the floor's own,
+/// `buf`'s length).
 fn take(buf: &mut [u8], m: &[u8]) {
     let n = m.len().min(buf.len());
-    buf[..n].copy_from_slice(&m[..n]);
+    ring::copy_out(buf, &m[..n]);
 }
 
 fn bytes(l: FloorLoop, cfg: &Config) -> usize {

@@ -109,6 +109,88 @@ pub struct RingCtl {
     pub seqlock: Line<AtomicU64>,
 }
 
+/// Messages up to this long are copied in and out of a ring in 8-byte words (see
+/// [`copy_out`]); longer ones by `memcpy`, whose stores and loads a longer copy amortises.
+const ALL_WORDS: usize = 64;
+
+/// Copies a message out of a ring (`m`, in place) into `buf`, as long, in the pieces that
+/// [`copy_in`] loads. A message copied out is often copied into a ring again at once (an
+/// echo), and its writer's header fields are stores just made too: a load that takes one
+/// store whole is forwarded from the store buffer, one that spans two or takes part of one
+/// waits for them to reach the cache. `memcpy` of bytes 4.. after one of bytes 0.. cost
+/// 13.5 ns a hop where these words cost 4.5 ns (64 B, an AMD EPYC).
+#[inline(always)]
+pub fn copy_out(buf: &mut [u8], m: &[u8]) {
+    let len = m.len();
+    let buf = &mut buf[..len];
+    if len > ALL_WORDS {
+        buf.copy_from_slice(m);
+        return;
+    }
+    // SAFETY: both hold `len` bytes.
+    unsafe {
+        if len == CELL {
+            // The commonest record, one whole cell: a copy of known length, unrolled.
+            copy_words(m.as_ptr(), buf.as_mut_ptr(), 0, CELL);
+        } else {
+            copy_words(m.as_ptr(), buf.as_mut_ptr(), 0, len);
+        }
+    }
+}
+
+/// Copies bytes 4.. of message `m` into the record at `dst` (its head, bytes 0..4, is
+/// published after), in the pieces that [`copy_out`] stores and a message's header is
+/// written in: bytes 4..8 are taken from the first 8-byte word, as that was stored.
+///
+/// # Safety
+/// `dst` holds `m.len()` bytes that no reader reads before the head is published.
+#[inline(always)]
+unsafe fn copy_in(dst: *mut u8, m: &[u8]) {
+    let (len, src) = (m.len(), m.as_ptr());
+    if !(8..=ALL_WORDS).contains(&len) {
+        std::ptr::copy_nonoverlapping(src.add(4), dst.add(4), len - 4);
+        return;
+    }
+    // The whole word (see `copy_words`), not bytes 4..8 alone, which no store wrote alone.
+    let first = if (src as usize).is_multiple_of(8) {
+        (src as *const u64).read_volatile()
+    } else {
+        (src as *const u64).read_unaligned()
+    };
+    (dst.add(4) as *mut [u8; 4]).write_unaligned(first.to_ne_bytes()[4..].try_into().unwrap());
+    if len == CELL {
+        copy_words(src, dst, 8, CELL);
+    } else {
+        copy_words(src, dst, 8, len);
+    }
+}
+
+/// Copies bytes `from..to` in 8-byte words, the last few bytes one by one.
+///
+/// # Safety
+/// Both hold `to` bytes.
+#[inline(always)]
+unsafe fn copy_words(src: *const u8, dst: *mut u8, from: usize, to: usize) {
+    let mut i = from;
+    if (src as usize | dst as usize | from).is_multiple_of(8) {
+        // Volatile where aligned (as the allocator's buffers and the cells are): one load and
+        // one store a word, which a compiler would otherwise merge into 16-byte moves that
+        // straddle the words their source was written in.
+        while i + 8 <= to {
+            (dst.add(i) as *mut u64).write_volatile((src.add(i) as *const u64).read_volatile());
+            i += 8;
+        }
+    }
+    while i + 8 <= to {
+        (dst.add(i) as *mut u64).write_unaligned((src.add(i) as *const u64).read_unaligned());
+        i += 8;
+    }
+    while i < to {
+        dst.add(i).write(src.add(i).read());
+        i += 1;
+    }
+}
+
 /// Cells a message of `len` bytes takes.
 pub fn cells(len: usize) -> u64 {
     len.max(8).div_ceil(CELL) as u64
@@ -327,7 +409,7 @@ impl Ring {
         unsafe {
             let msg = std::slice::from_raw_parts_mut(self.cell(at), len);
             match body {
-                Body::Copy(m) => msg[4..].copy_from_slice(&m[4..len]),
+                Body::Copy(m) => copy_in(msg.as_mut_ptr(), &m[..len]),
                 Body::Build(build) => build(msg),
             }
             let own = if prefix {
@@ -361,10 +443,7 @@ impl Ring {
     #[inline(always)]
     pub fn put_copy(&self, w: u64, m: &[u8]) {
         // SAFETY: as in `put`; `m` holds its length in its first four bytes.
-        unsafe {
-            let c = self.cell(w);
-            std::ptr::copy_nonoverlapping(m.as_ptr().add(4), c.add(4), m.len() - 4);
-        }
+        unsafe { copy_in(self.cell(w), m) };
         self.head(w).store(m.len() as u32, Ordering::Release);
     }
 
@@ -738,6 +817,30 @@ mod tests {
             // skipped most of the other two thirds (the last ones may come after its end).
             assert!(got >= N - addressed + addressed / 3, "{got}");
             assert!(skipped >= addressed * 2 / 3 - 2, "{skipped}");
+        }
+    }
+
+    /// Every length, from aligned and unaligned buffers: a copy out is the message, a copy in
+    /// is bytes 4.. of it and leaves the head (bytes 0..4) as it was, unpublished.
+    #[test]
+    fn copies_in_and_out_are_exact_and_leave_the_head_alone() {
+        let src: Vec<u8> = (0..300u32).map(|i| (i * 7 + 1) as u8).collect();
+        for offset in [0, 1, 4, 8] {
+            for len in 4..=200 {
+                let m = &src[offset..offset + len];
+                let mut out = vec![0u8; len + offset];
+                copy_out(&mut out[offset..], m);
+                assert_eq!(&out[offset..], m, "out: len {len}, offset {offset}");
+                let mut cell = vec![0xAAu8; len + 8];
+                // SAFETY: `cell` holds `len` bytes past `offset`.
+                unsafe { copy_in(cell.as_mut_ptr().add(offset), m) };
+                assert_eq!(&cell[offset..offset + 4], &[0xAA; 4], "head: len {len}");
+                assert_eq!(&cell[offset + 4..offset + len], &m[4..], "in: len {len}");
+                assert!(
+                    cell[offset + len..].iter().all(|&b| b == 0xAA),
+                    "past: len {len}"
+                );
+            }
         }
     }
 
