@@ -61,6 +61,18 @@ impl SeqTracker {
         (i / 64, 1u64 << (i % 64))
     }
 
+    /// Takes `seq` where it is the next number of a started count, as most are: true. Else
+    /// nothing changes, and [`Self::observe`] tells what it is.
+    #[inline(always)]
+    pub fn next_in_order(&mut self, seq: u64) -> bool {
+        let next = self.started && seq == self.expected;
+        if next {
+            self.counts.received += 1;
+            self.expected = seq + 1;
+        }
+        next
+    }
+
     #[inline(always)]
     pub fn observe(&mut self, seq: u64) -> Arrival {
         if !self.started {

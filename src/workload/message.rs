@@ -195,6 +195,23 @@ impl Fault {
 #[inline(always)]
 pub fn fault(b: &[u8], expected_len: usize, checksum: bool) -> Option<Fault> {
     let n = b.len();
+    // The common message in one test (its length as sent and as declared, its tail), so a
+    // 64 B message that lasts 30 ns pays one branch; which fault it is, is found apart.
+    if n >= HEADER + 8 && !checksum {
+        let differs = (n ^ expected_len) as u64
+            | (u32_at(b, 0) as u64 ^ n as u64)
+            | (u64_at(b, n - 8) ^ seq(b));
+        if differs == 0 {
+            return None;
+        }
+    }
+    which_fault(b, expected_len, checksum)
+}
+
+#[cold]
+#[inline(never)]
+fn which_fault(b: &[u8], expected_len: usize, checksum: bool) -> Option<Fault> {
+    let n = b.len();
     if n != expected_len {
         return Some(Fault::Length);
     }

@@ -206,6 +206,9 @@ struct StreamReader<'c> {
     ack_due: Option<u64>,
     /// A message's payload is checked byte by byte (built in place, untyped).
     in_place: bool,
+    /// Unchecksummed, untyped, copied, unconfirmed and not slow: a message needs only its
+    /// frame checked, its number followed and its count.
+    plain: bool,
     /// Every measured message has times to record (typed: its decoding; slow: its pause).
     times_each: bool,
     /// The decoder's words for the last body that failed ([`Bad::Body`]).
@@ -229,6 +232,11 @@ impl<'c> StreamReader<'c> {
             tracker: SeqTracker::new(),
             measuring: false,
             in_place: case.zero_copy && typed.is_none(),
+            plain: typed.is_none()
+                && !case.zero_copy
+                && !case.checksum
+                && !flow.confirm
+                && flow.slow.is_none(),
             times_each: typed.is_some() || flow.slow.is_some(),
             typed,
             timed_reads: EveryNth::new(flow.stamp_every, 0),
@@ -258,6 +266,21 @@ impl<'c> StreamReader<'c> {
     #[inline(always)]
     fn take(&mut self, msg: &[u8], rec: &mut Recorder) -> bool {
         let (case, flow) = (self.case, self.flow);
+        // The common message (measured, whole, next in order, unstamped, in an untimed read
+        // of a plain stream) in a few tests: a 64 B message lasts 30 ns.
+        if self.plain && self.measuring && !(self.first && self.timed_call) {
+            let n = msg.len();
+            if n >= message::HEADER
+                && message::flags(msg) == MEASURED | UNSTAMPED
+                && message::fault(msg, case.size_bytes, false).is_none()
+                && self.tracker.next_in_order(message::seq(msg))
+            {
+                self.first = false;
+                rec.counters.messages_received += 1;
+                rec.counters.bytes_received += n as u64;
+                return true;
+            }
+        }
         let mut m = Seen::of(msg, case, self.in_place);
         if self.typed.is_some() && m.flags & END == 0 && m.bad.is_none() {
             self.decode(msg, &mut m);
@@ -592,7 +615,116 @@ fn write<const PLAIN: bool>(
 
 #[cfg(test)]
 mod tests {
-    use super::EveryNth;
+    use super::{EveryNth, Flow, StreamReader};
+    use crate::measure::{Metric, Recorder};
+    use crate::result::CaseConfig;
+    use crate::workload::message::{Outgoing, END, MEASURED, UNSTAMPED};
+
+    fn stream_case(strict: bool) -> CaseConfig {
+        let mut case = crate::plan::cases(&crate::plan::RunOptions {
+            workload: Some("stream".into()),
+            transports: vec!["inproc".into()],
+            size: Some("64".into()),
+            count: Some(100),
+            ..Default::default()
+        })
+        .expect("a stream case")
+        .remove(0);
+        case.strict = strict;
+        case
+    }
+
+    /// What a reader made of `messages`: its counts, and how it ended (if it did).
+    fn read_all(
+        case: &CaseConfig,
+        plain: bool,
+        messages: &[Vec<u8>],
+    ) -> ((u64, u64, u64, u64, u64), Option<bool>) {
+        let flow = Flow {
+            stamp_every: 4,
+            ..Flow::default()
+        };
+        let mut rec = Recorder::new(&Metric::MESSAGES, case.interval);
+        let mut reader = StreamReader::new(case, flow).expect("a reader");
+        reader.plain = plain;
+        for m in messages {
+            // Two messages a read call, as a transport that has several at once hands them.
+            if reader.first || m.len() % 2 == 0 {
+                reader.call();
+            }
+            if !reader.take(m, &mut rec) {
+                break;
+            }
+        }
+        let c = &rec.counters;
+        let t = &reader.tracker.counts;
+        (
+            (
+                c.messages_received,
+                c.bytes_received,
+                c.corrupted,
+                t.duplicated,
+                t.lost,
+            ),
+            reader.done.map(|d| d.is_ok()),
+        )
+    }
+
+    /// Messages 0..40 of a stream, every 4th stamped, all measured.
+    fn messages() -> Vec<Vec<u8>> {
+        let mut out = Outgoing::new(64, false);
+        (0..40)
+            .map(|seq| {
+                let flags = MEASURED | if seq % 4 == 0 { 0 } else { UNSTAMPED };
+                out.stamp(seq, 1000 + seq, flags, 0).to_vec()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_common_messages_short_path_finds_what_the_full_one_finds() {
+        let mut bad_tail = messages();
+        bad_tail[10][63] ^= 1;
+        let mut bad_length = messages();
+        bad_length[13].pop();
+        let mut bad_declared = messages();
+        bad_declared[14][0] = 65;
+        let mut gap = messages();
+        gap.remove(17);
+        let mut twice = messages();
+        twice.insert(21, twice[20].clone());
+        let mut ended = messages();
+        ended[30] = Outgoing::new(64, false).stamp(30, 0, END, 0).to_vec();
+        let inputs = [
+            ("whole", messages()),
+            ("a mixed tail", bad_tail),
+            ("a short message", bad_length),
+            ("a wrong declared length", bad_declared),
+            ("a gap", gap),
+            ("a duplicate", twice),
+            ("an END", ended),
+        ];
+        for strict in [true, false] {
+            let case = stream_case(strict);
+            for (what, input) in &inputs {
+                let short = read_all(&case, true, input);
+                assert_eq!(
+                    short,
+                    read_all(&case, false, input),
+                    "{what}, strict {strict}"
+                );
+                let ((received, bytes, corrupted, duplicated, lost), done) = short;
+                match *what {
+                    "whole" => assert_eq!((received, bytes, done), (40, 40 * 64, None)),
+                    "an END" => assert_eq!((received, done), (30, Some(true))),
+                    _ if strict => assert_eq!(done, Some(false), "{what}"),
+                    "a gap" => assert_eq!((received, lost), (39, 1)),
+                    "a duplicate" => assert_eq!((received, duplicated), (41, 1)),
+                    _ => assert_eq!((received, corrupted), (39, 1), "{what}"),
+                }
+            }
+        }
+    }
 
     #[test]
     fn every_nth_picks_the_multiples_of_n_from_any_start() {
