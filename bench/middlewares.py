@@ -96,7 +96,9 @@ def main():
               f"message's header (sequence number, send time), its writer reads the clock {WRITER_MEASURING[0]}x "
               f"and records {WRITER_MEASURING[1]} histogram samples, its reader {READER_MEASURING[0]}x and "
               f"{READER_MEASURING[1]}, for every message (`stream`) or 1 in {a.stamp_every} "
-              f"(`stream 1/{a.stamp_every}`, --stamp-every; every message still counted and checked). "
+              f"(`stream 1/{a.stamp_every}`, --stamp-every); its reader checks every message's length as "
+              "sent and as declared, its tail and its sequence number, and counts it (a floor takes each message and counts it; "
+              "one that reads in place reads its first and last 8 bytes). "
               "Where a role's CPU is full (its own thread and the client's I/O thread), that measuring "
               "adds to each message's time.\n")
         head = ("transport", "placement", "workload", "floor [ns/msg]", "msgperf [ns/msg]", "more [ns/msg]",

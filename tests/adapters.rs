@@ -95,6 +95,10 @@ fn exact_counts(transport: &str, extra: &[&str]) {
             "20ms",
             "--checksum",
             "--no-floor",
+            // A bound only a hang reaches: a broker just started, on CPUs the rest of the
+            // suite keeps busy, once took more than the default 10 s to seat a case's roles.
+            "--timeout",
+            "60s",
         ];
         args.extend_from_slice(extra);
         let r = result_of(&args, &dir.path().join(format!("{workload}.json")));
@@ -148,6 +152,9 @@ fn pubsub_loses_nothing(transport: &str, extra: &[&str]) {
             "reliable",
             "--checksum",
             "--no-floor",
+            // As in exact_counts: a bound only a hang reaches.
+            "--timeout",
+            "60s",
         ];
         args.extend_from_slice(extra);
         let r = result_of(&args, &dir.path().join(format!("{pubs}x{subs}.json")));
