@@ -620,16 +620,17 @@ mod tests {
     use crate::result::CaseConfig;
     use crate::workload::message::{Outgoing, END, MEASURED, UNSTAMPED};
 
+    /// A reliable 64 B stream's case, as a run's JSON gives it.
     fn stream_case(strict: bool) -> CaseConfig {
-        let mut case = crate::plan::cases(&crate::plan::RunOptions {
-            workload: Some("stream".into()),
-            transports: vec!["inproc".into()],
-            size: Some("64".into()),
-            count: Some(100),
-            ..Default::default()
-        })
-        .expect("a stream case")
-        .remove(0);
+        let mut case: CaseConfig = serde_json::from_value(serde_json::json!({
+            "workload": "stream", "transport": "inproc", "options": {}, "effective_options": {},
+            "delivery": {"durability": "volatile", "history": "keep-all", "reliability": null},
+            "delivery_mapping": [], "size_bytes": 64, "count": 100, "duration_ns": null,
+            "warmup_ns": 0, "wait": "block", "checksum": false, "timeout_ns": 10_000_000_000u64,
+            "placement": "cross-cpu", "cpus": [0, 1], "threads": true, "strict": true,
+            "zero_copy": false, "latest": false, "rate_hz": null, "pubs": 1, "subs": 1
+        }))
+        .expect("a stream case");
         case.strict = strict;
         case
     }
